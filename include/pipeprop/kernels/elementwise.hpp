@@ -1,0 +1,80 @@
+// pipeprop/kernels/elementwise.hpp: element-wise kernels and reductions written once over xsimd::batch with a
+// scalar tail. The architecture is the one the translation unit is compiled for (e.g. -march=native).
+#pragma once
+
+#include <xsimd/xsimd.hpp>
+
+#include <algorithm>
+#include <cstddef>
+
+namespace pipeprop::kernels {
+
+/// y[i] += alpha * x[i] for i < n.
+template <class T>
+void axpy(std::size_t n, T alpha, const T* x, T* y) noexcept {
+    using batch = xsimd::batch<T>;
+    constexpr std::size_t w = batch::size;
+    const batch va(alpha);
+    std::size_t i = 0;
+    for (; i + w <= n; i += w) {
+        const batch r = xsimd::fma(va, batch::load_unaligned(x + i), batch::load_unaligned(y + i));
+        r.store_unaligned(y + i);
+    }
+    for (; i < n; ++i) y[i] += alpha * x[i];
+}
+
+/// y[i] += x[i] for i < n.
+template <class T>
+void add(std::size_t n, const T* x, T* y) noexcept {
+    using batch = xsimd::batch<T>;
+    constexpr std::size_t w = batch::size;
+    std::size_t i = 0;
+    for (; i + w <= n; i += w) (batch::load_unaligned(x + i) + batch::load_unaligned(y + i)).store_unaligned(y + i);
+    for (; i < n; ++i) y[i] += x[i];
+}
+
+/// y[i] = max(x[i], 0) for i < n.
+template <class T>
+void relu_forward(std::size_t n, const T* x, T* y) noexcept {
+    using batch = xsimd::batch<T>;
+    constexpr std::size_t w = batch::size;
+    const batch zero(T(0));
+    std::size_t i = 0;
+    for (; i + w <= n; i += w) xsimd::max(batch::load_unaligned(x + i), zero).store_unaligned(y + i);
+    for (; i < n; ++i) y[i] = x[i] > T(0) ? x[i] : T(0);
+}
+
+/// dx[i] = y[i] > 0 ? dy[i] : 0 for i < n (y is the relu output).
+template <class T>
+void relu_backward(std::size_t n, const T* y, const T* dy, T* dx) noexcept {
+    using batch = xsimd::batch<T>;
+    constexpr std::size_t w = batch::size;
+    const batch zero(T(0));
+    std::size_t i = 0;
+    for (; i + w <= n; i += w) {
+        const auto mask = batch::load_unaligned(y + i) > zero;
+        xsimd::select(mask, batch::load_unaligned(dy + i), zero).store_unaligned(dx + i);
+    }
+    for (; i < n; ++i) dx[i] = y[i] > T(0) ? dy[i] : T(0);
+}
+
+/// Sum of x[i] for i < n, in a fixed order (deterministic for a given build).
+template <class T>
+[[nodiscard]] T sum(std::size_t n, const T* x) noexcept {
+    using batch = xsimd::batch<T>;
+    constexpr std::size_t w = batch::size;
+    batch acc(T(0));
+    std::size_t i = 0;
+    for (; i + w <= n; i += w) acc += batch::load_unaligned(x + i);
+    T s = xsimd::hadd(acc);
+    for (; i < n; ++i) s += x[i];
+    return s;
+}
+
+/// Copy n values.
+template <class T>
+void copy(std::size_t n, const T* x, T* y) noexcept {
+    std::copy_n(x, n, y);
+}
+
+}  // namespace pipeprop::kernels

@@ -1,0 +1,168 @@
+// pipeprop/layer_concept.hpp: the layer contract (C++20 concepts) every built-in and user layer satisfies.
+//
+// Split backward as in 2BP (Rae et al., arXiv 2405.18047, §3) and in ZB (Qi et al., arXiv 2401.10241, "B" / "W"):
+// backward-p1 computes the gradient w.r.t. the layer input, backward-p2 the gradient w.r.t. the layer's weights.
+//
+// A concrete layer L (bound to a value type T and a per-sample input shape) provides:
+//
+//   using value_type   = T;                       // float for training, double for gradient checks
+//   using input_shape  = shape<...>;              // per sample; tensors are [b, input_shape...]
+//   using output_shape = shape<...>;              // per sample; tensors are [b, output_shape...]
+//   static constexpr std::size_t parameter_count; // elements in the layer's parameter block (0: parameter-free)
+//   using stash_type     = ...;                   // what forward keeps per micro-batch for the backward passes
+//   using workspace_type = ...;                   // scratch owned by whoever runs the layer, reused across calls
+//   stash_type     make_stash(std::size_t max_b) const;      // optional; default-constructed when absent
+//   workspace_type make_workspace(std::size_t max_b) const;  // optional; default-constructed when absent
+//
+//   void forward(std::span<const T> w, const T* x, T* y, std::size_t b, stash_type& st, workspace_type& ws) const;
+//     requires: x holds b * input_shape::size values, y room for b * output_shape::size; 1 <= b <= max_b of st, ws.
+//     ensures:  y is ASSIGNED (not added to); st holds what the backward passes of this micro-batch need.
+//
+//   void backward_input(std::span<const T> w, const T* x, const T* y, const T* dy, T* dx, std::size_t b,
+//                       const stash_type& st, workspace_type& ws) const;                  // backward-p1
+//     requires: forward ran on (w', x, b, st) before; st unchanged since. w may differ from w' (pipelining).
+//     ensures:  dx = (dy/dx)^T dy is ASSIGNED; st is not modified; parameters are not touched.
+//
+//   void backward_weight(std::span<T> dw, const T* x, const T* y, const T* dy, std::size_t b,
+//                        const stash_type& st, workspace_type& ws) const;                  // backward-p2
+//     present only when parameter_count > 0.
+//     requires: as backward_input; may run before or after backward_input of the same micro-batch, or much later
+//               (2BP defers it), as long as st, x, y, dy are still alive.
+//     ensures:  dw += (dy/dw)^T dy (ADDED, never assigned: a weight used twice accumulates both contributions).
+//
+//   void init_parameters(std::span<T> w, std::uint64_t seed) const;     // present only when parameter_count > 0
+//     ensures: w is assigned deterministically from seed alone.
+//
+//   static constexpr std::array<parameter_tensor, K> parameter_tensors(); // optional names/shapes of the block;
+//     when present their sizes must add up to parameter_count.
+//
+// Every function must work for any micro-batch size b >= 1 and must not allocate on the heap after
+// make_stash / make_workspace returned.
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <type_traits>
+
+#include "pipeprop/parameter_tensor.hpp"
+#include "pipeprop/shape.hpp"
+
+namespace pipeprop {
+
+/// Stash type for layers that keep nothing besides x and y (which the runner keeps anyway).
+struct no_stash {};
+/// Workspace type for layers that need no scratch memory.
+struct no_workspace {};
+
+namespace detail {
+template <class L>
+struct stash_of {
+    using type = no_stash;
+};
+template <class L>
+    requires requires { typename L::stash_type; }
+struct stash_of<L> {
+    using type = typename L::stash_type;
+};
+template <class L>
+struct workspace_of {
+    using type = no_workspace;
+};
+template <class L>
+    requires requires { typename L::workspace_type; }
+struct workspace_of<L> {
+    using type = typename L::workspace_type;
+};
+}  // namespace detail
+
+/// The stash type of layer L (L::stash_type, or no_stash when L declares none).
+template <class L>
+using stash_t = typename detail::stash_of<L>::type;
+/// The workspace type of layer L (L::workspace_type, or no_workspace when L declares none).
+template <class L>
+using workspace_t = typename detail::workspace_of<L>::type;
+
+/// Sub-concept: value type and per-sample shapes fixed in the type.
+template <class L>
+concept layer_has_shapes = requires {
+    typename L::value_type;
+    typename L::input_shape;
+    typename L::output_shape;
+} && std::is_floating_point_v<typename L::value_type> && shape_type<typename L::input_shape> &&
+                           shape_type<typename L::output_shape>;
+
+/// Sub-concept: the number of parameters is a compile-time constant.
+template <class L>
+concept layer_has_parameter_count = requires {
+    { L::parameter_count } -> std::convertible_to<std::size_t>;
+    std::integral_constant<std::size_t, L::parameter_count>{};
+};
+
+/// Sub-concept: forward with the documented signature.
+template <class L>
+concept layer_has_forward = requires(const L& l, std::span<const typename L::value_type> w,
+                                     const typename L::value_type* x, typename L::value_type* y, std::size_t b,
+                                     stash_t<L>& st, workspace_t<L>& ws) {
+    { l.forward(w, x, y, b, st, ws) } -> std::same_as<void>;
+};
+
+/// Sub-concept: backward-p1 (input gradient) with the documented signature; the stash is read-only.
+template <class L>
+concept layer_has_backward_input =
+    requires(const L& l, std::span<const typename L::value_type> w, const typename L::value_type* x,
+             const typename L::value_type* y, const typename L::value_type* dy, typename L::value_type* dx,
+             std::size_t b, const stash_t<L>& st, workspace_t<L>& ws) {
+        { l.backward_input(w, x, y, dy, dx, b, st, ws) } -> std::same_as<void>;
+    };
+
+/// Sub-concept: backward-p2 (weight gradient, accumulating) with the documented signature.
+template <class L>
+concept layer_has_backward_weight =
+    requires(const L& l, std::span<typename L::value_type> dw, const typename L::value_type* x,
+             const typename L::value_type* y, const typename L::value_type* dy, std::size_t b,
+             const stash_t<L>& st, workspace_t<L>& ws) {
+        { l.backward_weight(dw, x, y, dy, b, st, ws) } -> std::same_as<void>;
+    };
+
+/// Sub-concept: deterministic, seeded parameter initialization.
+template <class L>
+concept layer_has_init = requires(const L& l, std::span<typename L::value_type> w, std::uint64_t seed) {
+    { l.init_parameters(w, seed) } -> std::same_as<void>;
+};
+
+/// A layer: all of the above, with backward-p2 and init required exactly when the layer has parameters.
+template <class L>
+concept layer = layer_has_shapes<L> && layer_has_parameter_count<L> && layer_has_forward<L> &&
+                layer_has_backward_input<L> &&
+                (L::parameter_count == 0 || (layer_has_backward_weight<L> && layer_has_init<L>));
+
+/// Make the stash of a layer for micro-batches of up to max_b samples (setup time; may allocate).
+template <class L>
+[[nodiscard]] stash_t<L> make_stash(const L& l, std::size_t max_b) {
+    if constexpr (requires { l.make_stash(max_b); })
+        return l.make_stash(max_b);
+    else
+        return stash_t<L>{};
+}
+
+/// Make the workspace of a layer for micro-batches of up to max_b samples (setup time; may allocate).
+template <class L>
+[[nodiscard]] workspace_t<L> make_workspace(const L& l, std::size_t max_b) {
+    if constexpr (requires { l.make_workspace(max_b); })
+        return l.make_workspace(max_b);
+    else
+        return workspace_t<L>{};
+}
+
+/// Bytes held by one stash of layer L made for max_b samples (L::stash_bytes(max_b) when provided, else sizeof).
+template <class L>
+[[nodiscard]] std::size_t stash_bytes(const L& l, const stash_t<L>& st) {
+    if constexpr (requires { l.stash_bytes(st); })
+        return l.stash_bytes(st);
+    else
+        return sizeof(stash_t<L>);
+}
+
+}  // namespace pipeprop

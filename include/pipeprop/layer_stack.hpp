@@ -1,0 +1,301 @@
+// pipeprop/layer_stack.hpp: runs forward, backward-p1 and backward-p2 over a contiguous range of a network's layers.
+//
+// This is the one place where layers are called. The sequential trainer runs the whole network as one range; the
+// pipeline executors run one range per stage. Parameters of a range are one contiguous block (a slice of the
+// network's block, layers in order, each layer's tensors in its parameter_tensors() order).
+//
+// Buffers of one micro-batch for a range [begin, end) (class activations):
+//   a_k for k in [begin, end]: the input of layer k (a_end is the range output), [b, activation_size[k]]
+//   g_k for k in [begin, end]: the gradient w.r.t. a_k; g_end is written by the caller (loss or next stage),
+//                              g_begin is the range's input gradient (sent to the previous stage).
+//   one stash per layer of the range.
+// All are allocated once, for up to max_b samples, by make_activations.
+#pragma once
+
+#include <boost/mp11/algorithm.hpp>
+#include <boost/mp11/list.hpp>
+#include <xsimd/memory/xsimd_aligned_allocator.hpp>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "pipeprop/layer_concept.hpp"
+#include "pipeprop/network.hpp"
+#include "pipeprop/seed.hpp"
+
+namespace pipeprop {
+
+/// Half-open range [begin, end) of layer positions of a network.
+struct layer_range {
+    std::size_t begin = 0;
+    std::size_t end = 0;
+    [[nodiscard]] constexpr std::size_t size() const noexcept { return end - begin; }
+    [[nodiscard]] constexpr bool contains(std::size_t i) const noexcept { return i >= begin && i < end; }
+    friend constexpr bool operator==(layer_range, layer_range) = default;
+};
+
+/// Aligned storage for values of type T.
+template <class T>
+using aligned_vector = std::vector<T, xsimd::aligned_allocator<T>>;
+
+/// The bound layers of network Net with value type T, and the operations over ranges of them.
+template <network_type Net, class T>
+class layer_stack {
+public:
+    using network_type = Net;
+    using value_type = T;
+    using layer_list = typename Net::template layers<T>;
+    using layer_tuple = boost::mp11::mp_rename<layer_list, std::tuple>;
+    static constexpr std::size_t layer_count = boost::mp11::mp_size<layer_list>::value;
+    using input_shape = typename Net::input_shape;
+    using output_shape = typename boost::mp11::mp_back<layer_list>::output_shape;
+
+    template <std::size_t I>
+    using layer_type = boost::mp11::mp_at_c<layer_list, I>;
+
+    /// parameter_offset[i]: first element of layer i in the network's parameter block; [layer_count] = total.
+    static constexpr std::array<std::size_t, layer_count + 1> parameter_offset = [] {
+        std::array<std::size_t, layer_count + 1> o{};
+        boost::mp11::mp_for_each<boost::mp11::mp_iota_c<layer_count>>(
+            [&](auto I) { o[I + 1] = o[I] + layer_type<I>::parameter_count; });
+        return o;
+    }();
+    static constexpr std::size_t parameter_count = parameter_offset[layer_count];
+
+    /// activation_size[k]: per-sample elements of the input of layer k; [layer_count] = network output size.
+    static constexpr std::array<std::size_t, layer_count + 1> activation_size = [] {
+        std::array<std::size_t, layer_count + 1> a{};
+        boost::mp11::mp_for_each<boost::mp11::mp_iota_c<layer_count>>([&](auto I) {
+            a[I] = layer_type<I>::input_shape::size;
+            a[I + 1] = layer_type<I>::output_shape::size;
+        });
+        return a;
+    }();
+
+    /// has_parameters[i]: layer i has a non-empty parameter block.
+    static constexpr std::array<bool, layer_count> has_parameters = [] {
+        std::array<bool, layer_count> p{};
+        boost::mp11::mp_for_each<boost::mp11::mp_iota_c<layer_count>>(
+            [&](auto I) { p[I] = layer_type<I>::parameter_count > 0; });
+        return p;
+    }();
+
+    /// The whole network as one range.
+    static constexpr layer_range all() noexcept { return {0, layer_count}; }
+
+    /// Elements of the parameter block of range r.
+    static constexpr std::size_t parameter_count_of(layer_range r) noexcept {
+        return parameter_offset[r.end] - parameter_offset[r.begin];
+    }
+
+    /// Per-micro-batch buffers of one range (see file comment). Move-only; allocated once.
+    class activations {
+    public:
+        activations() = default;
+        activations(activations&&) noexcept = default;
+        activations& operator=(activations&&) noexcept = default;
+
+        [[nodiscard]] layer_range range() const noexcept { return range_; }
+        [[nodiscard]] std::size_t max_batch() const noexcept { return max_b_; }
+        /// Input of layer k (k in [begin, end]), [b, activation_size[k]].
+        [[nodiscard]] T* a(std::size_t k) noexcept { return a_.data() + offset_[k - range_.begin]; }
+        [[nodiscard]] const T* a(std::size_t k) const noexcept { return a_.data() + offset_[k - range_.begin]; }
+        /// Gradient w.r.t. a(k).
+        [[nodiscard]] T* g(std::size_t k) noexcept { return g_.data() + offset_[k - range_.begin]; }
+        [[nodiscard]] const T* g(std::size_t k) const noexcept { return g_.data() + offset_[k - range_.begin]; }
+        [[nodiscard]] T* input() noexcept { return a(range_.begin); }
+        [[nodiscard]] T* output() noexcept { return a(range_.end); }
+        [[nodiscard]] const T* output() const noexcept { return a(range_.end); }
+        [[nodiscard]] T* output_gradient() noexcept { return g(range_.end); }
+        [[nodiscard]] T* input_gradient() noexcept { return g(range_.begin); }
+        [[nodiscard]] const T* input_gradient() const noexcept { return g(range_.begin); }
+        /// Per-sample elements of the range input / output.
+        [[nodiscard]] std::size_t input_size() const noexcept { return activation_size[range_.begin]; }
+        [[nodiscard]] std::size_t output_size() const noexcept { return activation_size[range_.end]; }
+
+        /// Bytes of activations, gradients and stashes held for one micro-batch (the "stash bytes" of PB).
+        [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
+
+        template <std::size_t I>
+        [[nodiscard]] stash_t<layer_type<I>>& stash() noexcept {
+            return *std::get<I>(stashes_);
+        }
+        template <std::size_t I>
+        [[nodiscard]] const stash_t<layer_type<I>>& stash() const noexcept {
+            return *std::get<I>(stashes_);
+        }
+
+    private:
+        friend class layer_stack;
+        layer_range range_{};
+        std::size_t max_b_ = 0;
+        std::size_t bytes_ = 0;
+        std::vector<std::size_t> offset_;
+        aligned_vector<T> a_;
+        aligned_vector<T> g_;
+        boost::mp11::mp_rename<boost::mp11::mp_transform<std::optional, boost::mp11::mp_transform<stash_t, layer_list>>,
+                               std::tuple>
+            stashes_;
+    };
+
+    /// Scratch memory of the layers of one range, owned by whoever runs the range (one per thread of execution).
+    class workspaces {
+    public:
+        workspaces() = default;
+        workspaces(workspaces&&) noexcept = default;
+        workspaces& operator=(workspaces&&) noexcept = default;
+        template <std::size_t I>
+        [[nodiscard]] workspace_t<layer_type<I>>& get() noexcept {
+            return *std::get<I>(ws_);
+        }
+
+    private:
+        friend class layer_stack;
+        boost::mp11::mp_rename<
+            boost::mp11::mp_transform<std::optional, boost::mp11::mp_transform<workspace_t, layer_list>>, std::tuple>
+            ws_;
+    };
+
+    layer_stack() = default;
+
+    [[nodiscard]] const layer_tuple& layers() const noexcept { return layers_; }
+
+    /// Buffers for one micro-batch of up to max_b samples of range r. Throws std::invalid_argument for an empty or
+    /// out-of-bounds range or max_b == 0.
+    [[nodiscard]] activations make_activations(layer_range r, std::size_t max_b) const {
+        check_range(r, "make_activations");
+        if (max_b == 0) throw std::invalid_argument("pipeprop::layer_stack::make_activations: max_b must be >= 1");
+        activations act;
+        act.range_ = r;
+        act.max_b_ = max_b;
+        act.offset_.resize(r.size() + 2);
+        std::size_t off = 0;
+        for (std::size_t k = r.begin; k <= r.end; ++k) {
+            act.offset_[k - r.begin] = off;
+            off += activation_size[k] * max_b;
+        }
+        act.a_.assign(off, T(0));
+        act.g_.assign(off, T(0));
+        act.bytes_ = 2 * off * sizeof(T);
+        for_each_in(r, [&](auto I) {
+            auto& st = std::get<I>(act.stashes_);
+            st.emplace(pipeprop::make_stash(std::get<I>(layers_), max_b));
+            act.bytes_ += pipeprop::stash_bytes(std::get<I>(layers_), *st);
+        });
+        return act;
+    }
+
+    /// Workspaces of the layers of range r for micro-batches of up to max_b samples.
+    [[nodiscard]] workspaces make_workspaces(layer_range r, std::size_t max_b) const {
+        check_range(r, "make_workspaces");
+        workspaces ws;
+        for_each_in(r, [&](auto I) {
+            std::get<I>(ws.ws_).emplace(pipeprop::make_workspace(std::get<I>(layers_), max_b));
+        });
+        return ws;
+    }
+
+    /// Initialize the whole network's parameter block w [parameter_count]: layer i is initialized from
+    /// derive_seed(seed, i), so a layer's initial weights do not depend on how the network is cut into stages.
+    void init_parameters(std::span<T> w, std::uint64_t seed) const {
+        if (w.size() != parameter_count)
+            throw std::invalid_argument("pipeprop::layer_stack::init_parameters: parameter block has " +
+                                        std::to_string(w.size()) + " elements, the network needs " +
+                                        std::to_string(parameter_count));
+        boost::mp11::mp_for_each<boost::mp11::mp_iota_c<layer_count>>([&](auto I) {
+            if constexpr (layer_type<I>::parameter_count > 0)
+                std::get<I>(layers_).init_parameters(
+                    w.subspan(parameter_offset[I], layer_type<I>::parameter_count), derive_seed(seed, I));
+        });
+    }
+
+    /// Forward over the range of `act`: reads act.input() [b, input size], assigns every a(k) and the stashes.
+    /// w is the range's parameter block [parameter_count_of(range)]. Requires 1 <= b <= act.max_batch().
+    void forward(std::span<const T> w, activations& act, std::size_t b, workspaces& ws) const {
+        const layer_range r = act.range_;
+        for_each_in(r, [&](auto I) {
+            std::get<I>(layers_).forward(layer_weights<I>(w, r), act.a(I), act.a(I + 1), b, act.template stash<I>(),
+                                         ws.template get<I>());
+        });
+    }
+
+    /// Backward-p1 over the range, last layer first: from act.output_gradient() assigns every g(k), k > begin,
+    /// and g(begin) (the range's input gradient) when input_gradient_needed (false for the first stage, whose input
+    /// gradient nobody reads). w: the parameter block the backward uses (current weights in PB).
+    void backward_input(std::span<const T> w, activations& act, std::size_t b, workspaces& ws,
+                        bool input_gradient_needed = true) const {
+        const layer_range r = act.range_;
+        for_each_in_reverse(r, [&](auto I) {
+            if (I == r.begin && !input_gradient_needed) return;
+            std::get<I>(layers_).backward_input(layer_weights<I>(w, r), act.a(I), act.a(I + 1), act.g(I + 1),
+                                                act.g(I), b, act.template stash<I>(), ws.template get<I>());
+        });
+    }
+
+    /// Backward-p2 over the range: ADDS every layer's weight gradient into dw [parameter_count_of(range)].
+    /// Requires backward_input to have produced the g(k) of this micro-batch.
+    void backward_weight(std::span<T> dw, const activations& act, std::size_t b, workspaces& ws) const {
+        const layer_range r = act.range_;
+        for_each_in(r, [&](auto I) {
+            if constexpr (layer_type<I>::parameter_count > 0)
+                std::get<I>(layers_).backward_weight(
+                    dw.subspan(parameter_offset[I] - parameter_offset[r.begin], layer_type<I>::parameter_count),
+                    act.a(I), act.a(I + 1), act.g(I + 1), b, act.template stash<I>(), ws.template get<I>());
+        });
+    }
+
+    /// Fused backward (2BP off): per layer, last first, p1 then p2. Same results as backward_input followed by
+    /// backward_weight.
+    void backward(std::span<const T> w, std::span<T> dw, activations& act, std::size_t b, workspaces& ws,
+                  bool input_gradient_needed = true) const {
+        const layer_range r = act.range_;
+        for_each_in_reverse(r, [&](auto I) {
+            auto& l = std::get<I>(layers_);
+            if (I != r.begin || input_gradient_needed)
+                l.backward_input(layer_weights<I>(w, r), act.a(I), act.a(I + 1), act.g(I + 1), act.g(I), b,
+                                 act.template stash<I>(), ws.template get<I>());
+            if constexpr (layer_type<I>::parameter_count > 0)
+                l.backward_weight(
+                    dw.subspan(parameter_offset[I] - parameter_offset[r.begin], layer_type<I>::parameter_count),
+                    act.a(I), act.a(I + 1), act.g(I + 1), b, act.template stash<I>(), ws.template get<I>());
+        });
+    }
+
+    /// Calls f(std::integral_constant<std::size_t, I>) for each layer position I in r, in order.
+    template <class F>
+    static void for_each_in(layer_range r, F&& f) {
+        boost::mp11::mp_for_each<boost::mp11::mp_iota_c<layer_count>>([&](auto I) {
+            if (r.contains(I)) f(I);
+        });
+    }
+    /// Same as for_each_in, last layer first.
+    template <class F>
+    static void for_each_in_reverse(layer_range r, F&& f) {
+        boost::mp11::mp_for_each<boost::mp11::mp_reverse<boost::mp11::mp_iota_c<layer_count>>>([&](auto I) {
+            if (r.contains(I)) f(I);
+        });
+    }
+
+private:
+    template <std::size_t I>
+    static std::span<const T> layer_weights(std::span<const T> w, layer_range r) {
+        return w.subspan(parameter_offset[I] - parameter_offset[r.begin], layer_type<I>::parameter_count);
+    }
+    static void check_range(layer_range r, const char* what) {
+        if (r.begin >= r.end || r.end > layer_count)
+            throw std::invalid_argument(std::string("pipeprop::layer_stack::") + what + ": range [" +
+                                        std::to_string(r.begin) + ", " + std::to_string(r.end) +
+                                        ") is empty or exceeds the " + std::to_string(layer_count) + " layers");
+    }
+
+    layer_tuple layers_{};
+};
+
+}  // namespace pipeprop

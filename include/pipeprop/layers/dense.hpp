@@ -1,0 +1,80 @@
+// pipeprop/layers/dense.hpp: fully connected layer y = x W^T + bias.
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <span>
+
+#include "pipeprop/kernels/gemm.hpp"
+#include "pipeprop/layer_concept.hpp"
+#include "pipeprop/parameter_tensor.hpp"
+#include "pipeprop/seed.hpp"
+#include "pipeprop/shape.hpp"
+
+namespace pipeprop {
+
+/// Dense (fully connected) layer, bound form. Input [b, In], output [b, Out].
+/// Parameter block: weight [Out, In] (row-major) followed by bias [Out].
+/// forward:  y = x W^T + bias                    (GEMM b x Out x In)
+/// p1:       dx = dy W                           (GEMM b x In x Out; assigned)
+/// p2:       dW += dy^T x ; dbias += sum_b dy    (GEMM Out x In x b; added)
+/// Init: weight ~ U(-sqrt(6/In), sqrt(6/In)) (He uniform), bias = 0, from the given seed.
+/// Static-asserts that the input is rank 1 (put pipeprop::flatten before a dense layer that follows images).
+template <class T, class InputShape, std::size_t Out>
+struct dense_layer {
+    static_assert(vector_shape<InputShape>,
+                  "pipeprop::dense: the input of a dense layer must be rank 1 [features]; put pipeprop::flatten "
+                  "before it.");
+    using value_type = T;
+    using input_shape = InputShape;
+    using output_shape = shape<Out>;
+    static constexpr std::size_t in = InputShape::size;
+    static constexpr std::size_t out = Out;
+    static constexpr std::size_t parameter_count = out * in + out;
+    using stash_type = no_stash;
+    using workspace_type = no_workspace;
+
+    static constexpr std::array<parameter_tensor, 2> parameter_tensors() {
+        return {parameter_tensor{"weight", 2, {out, in, 1, 1}}, parameter_tensor{"bias", 1, {out, 1, 1, 1}}};
+    }
+
+    void init_parameters(std::span<T> w, std::uint64_t seed) const {
+        std::mt19937_64 rng(seed);
+        const T bound = static_cast<T>(std::sqrt(6.0 / static_cast<double>(in)));
+        for (std::size_t i = 0; i < out * in; ++i) w[i] = uniform<T>(rng, -bound, bound);
+        for (std::size_t i = out * in; i < parameter_count; ++i) w[i] = T(0);
+    }
+
+    void forward(std::span<const T> w, const T* x, T* y, std::size_t b, stash_type&, workspace_type&) const {
+        const T* bias = w.data() + out * in;
+        for (std::size_t n = 0; n < b; ++n)
+            for (std::size_t o = 0; o < out; ++o) y[n * out + o] = bias[o];
+        kernels::gemm(false, true, b, out, in, T(1), x, in, w.data(), in, T(1), y, out);
+    }
+
+    void backward_input(std::span<const T> w, const T*, const T*, const T* dy, T* dx, std::size_t b,
+                        const stash_type&, workspace_type&) const {
+        kernels::gemm(false, false, b, in, out, T(1), dy, out, w.data(), in, T(0), dx, in);
+    }
+
+    void backward_weight(std::span<T> dw, const T* x, const T*, const T* dy, std::size_t b, const stash_type&,
+                         workspace_type&) const {
+        kernels::gemm(true, false, out, in, b, T(1), dy, out, x, in, T(1), dw.data(), in);
+        T* dbias = dw.data() + out * in;
+        for (std::size_t n = 0; n < b; ++n)
+            for (std::size_t o = 0; o < out; ++o) dbias[o] += dy[n * out + o];
+    }
+};
+
+/// Dense layer spec for a network list: pipeprop::dense<Out>.
+template <std::size_t Out>
+struct dense {
+    static_assert(Out > 0, "pipeprop::dense: the number of outputs must be at least 1.");
+    template <class T, class InputShape>
+    using bind = dense_layer<T, InputShape, Out>;
+};
+
+}  // namespace pipeprop

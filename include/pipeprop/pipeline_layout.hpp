@@ -1,0 +1,151 @@
+// pipeprop/pipeline_layout.hpp: a static pipeline: a network cut into stages at compile time, with the
+// per-stage gradient delays of Pipelined Backpropagation as compile-time constants.
+//
+// PB-paper (Kosson et al., arXiv 2003.11666, §3; shared/docs/pb-semantics.md §1): with S stages, stage s (0-based,
+// 0 = input side) applies the gradient of a micro-batch D_s = 2 (S - 1 - s) updates after the weights its forward
+// used; it holds D_s + 1 micro-batches in flight.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "pipeprop/layer_stack.hpp"
+
+namespace pipeprop {
+
+/// Stage boundaries given as explicit split points: split_at<2, 5> over 8 layers gives stages [0,2), [2,5), [5,8).
+/// Static-asserts (in pipeline_layout) that the points are strictly increasing and inside (0, layer count).
+template <std::size_t... SplitPoints>
+struct split_at {
+    static constexpr std::array<std::size_t, sizeof...(SplitPoints)> points{SplitPoints...};
+};
+
+/// Where fine-grained partitioning puts parameter-free layers (relu, pooling, flatten).
+enum class parameter_free {
+    attach,     ///< to the stage of the parametric layer before them (leading ones: to the first stage)
+    own_stage,  ///< each layer is its own stage
+};
+
+/// Fine-grained partition: every parametric layer starts its own stage (PB-paper §3: "fine-grained pipelines").
+template <parameter_free Mode = parameter_free::attach>
+struct fine_grained {};
+
+/// Delay of stage s in a pipeline of S stages: D_s = 2 (S - 1 - s) (pb-semantics.md §1).
+[[nodiscard]] constexpr std::size_t pb_delay(std::size_t s, std::size_t stage_count) noexcept {
+    return 2 * (stage_count - 1 - s);
+}
+
+namespace detail {
+template <std::size_t L, class Partition>
+struct partition_boundaries;
+
+template <std::size_t L, std::size_t... P>
+struct partition_boundaries<L, split_at<P...>> {
+    static constexpr bool increasing = [] {
+        constexpr std::array<std::size_t, sizeof...(P)> p{P...};
+        for (std::size_t i = 0; i < p.size(); ++i) {
+            if (p[i] == 0 || p[i] >= L) return false;
+            if (i > 0 && p[i] <= p[i - 1]) return false;
+        }
+        return true;
+    }();
+    static_assert(increasing, "pipeprop::split_at: split points must be strictly increasing and lie strictly "
+                              "between 0 and the number of layers (no empty stage, no layer dropped).");
+    static constexpr std::array<std::size_t, sizeof...(P) + 2> value{0, P..., L};
+};
+
+template <std::size_t L, class Stack>
+constexpr std::size_t fine_stage_count(bool own_stage) {
+    if (own_stage) return L;
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < L; ++i) n += Stack::has_parameters[i] ? 1 : 0;
+    return n == 0 ? 1 : n;
+}
+}  // namespace detail
+
+/// A network cut into stages, all at compile time. T is the value type the stages run in.
+/// Members: stage_count, boundaries (stage s is layers [boundaries[s], boundaries[s+1])), delays (D_s), stage(s).
+template <network_type Net, class Partition, class T = float>
+struct pipeline_layout;
+
+template <network_type Net, std::size_t... P, class T>
+struct pipeline_layout<Net, split_at<P...>, T> {
+    using stack_type = layer_stack<Net, T>;
+    static constexpr std::size_t layer_count = stack_type::layer_count;
+    static constexpr auto boundaries = detail::partition_boundaries<layer_count, split_at<P...>>::value;
+    static constexpr std::size_t stage_count = boundaries.size() - 1;
+    static constexpr std::array<std::size_t, stage_count> delays = [] {
+        std::array<std::size_t, stage_count> d{};
+        for (std::size_t s = 0; s < stage_count; ++s) d[s] = pb_delay(s, stage_count);
+        return d;
+    }();
+    static constexpr layer_range stage(std::size_t s) noexcept { return {boundaries[s], boundaries[s + 1]}; }
+};
+
+template <network_type Net, parameter_free Mode, class T>
+struct pipeline_layout<Net, fine_grained<Mode>, T> {
+    using stack_type = layer_stack<Net, T>;
+    static constexpr std::size_t layer_count = stack_type::layer_count;
+    static constexpr std::size_t stage_count =
+        detail::fine_stage_count<layer_count, stack_type>(Mode == parameter_free::own_stage);
+    static constexpr std::array<std::size_t, stage_count + 1> boundaries = [] {
+        std::array<std::size_t, stage_count + 1> b{};
+        // Stage starts: for own_stage, every layer; for attach, every parametric layer except that the first stage
+        // always starts at 0 (leading parameter-free layers attach to it).
+        std::size_t s = 0;
+        b[0] = 0;
+        bool first_parametric_seen = false;
+        for (std::size_t i = 0; i < layer_count; ++i) {
+            bool starts = false;
+            if (Mode == parameter_free::own_stage) {
+                starts = i > 0;
+            } else if (stack_type::has_parameters[i]) {
+                starts = first_parametric_seen;
+                first_parametric_seen = true;
+            }
+            if (starts) b[++s] = i;
+        }
+        b[stage_count] = layer_count;
+        return b;
+    }();
+    static constexpr std::array<std::size_t, stage_count> delays = [] {
+        std::array<std::size_t, stage_count> d{};
+        for (std::size_t s = 0; s < stage_count; ++s) d[s] = pb_delay(s, stage_count);
+        return d;
+    }();
+    static constexpr layer_range stage(std::size_t s) noexcept { return {boundaries[s], boundaries[s + 1]}; }
+};
+
+/// Runtime partition from split points (e.g. parsed from a command line): returns the stage ranges. Throws
+/// std::invalid_argument, naming the offending point, unless the points are strictly increasing inside
+/// (0, layer_count). An empty list gives one stage.
+[[nodiscard]] inline std::vector<layer_range> partition_at(std::size_t layer_count,
+                                                           const std::vector<std::size_t>& split_points) {
+    std::vector<layer_range> stages;
+    std::size_t begin = 0;
+    for (std::size_t i = 0; i < split_points.size(); ++i) {
+        const std::size_t p = split_points[i];
+        if (p == 0 || p >= layer_count || p <= begin)
+            throw std::invalid_argument("pipeprop::partition_at: split point " + std::to_string(i) + " (" +
+                                        std::to_string(p) + ") must be greater than the previous one and in (0, " +
+                                        std::to_string(layer_count) + ")");
+        stages.push_back({begin, p});
+        begin = p;
+    }
+    stages.push_back({begin, layer_count});
+    return stages;
+}
+
+/// The stage ranges of a static layout, as a runtime vector (for code shared with runtime partitions).
+template <class Layout>
+[[nodiscard]] std::vector<layer_range> stage_ranges() {
+    std::vector<layer_range> r;
+    for (std::size_t s = 0; s < Layout::stage_count; ++s) r.push_back(Layout::stage(s));
+    return r;
+}
+
+}  // namespace pipeprop

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs everything pipeprop needs on Debian 12 (idempotent: already-installed packages are left alone).
+# Usage: scripts/install-deps.sh [--with-torch]   (--with-torch: also python3-torch for bench/ comparisons)
+set -euo pipefail
+packages=(
+  build-essential cmake
+  libxtensor-dev libxsimd-dev xtl-dev libtbb-dev libboost-dev catch2
+  libopenblas-dev zlib1g-dev libcli11-dev libbenchmark-dev
+  dataset-fashion-mnist
+)
+if [[ "${1:-}" == "--with-torch" ]]; then packages+=(python3-torch python3-numpy); fi
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo_cmd=""; [[ $(id -u) -ne 0 ]] && sudo_cmd="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo_cmd apt-get update -qq
+  $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+echo "install-deps: all ${#packages[@]} packages present"
