@@ -15,3 +15,5 @@
 #include "pipeprop/layers/flatten.hpp"
 #include "pipeprop/loss/softmax_cross_entropy.hpp"
 #include "pipeprop/testing/check_gradients.hpp"
+#include "pipeprop/boundary_channel.hpp"
+#include "pipeprop/optim/momentum_update.hpp"

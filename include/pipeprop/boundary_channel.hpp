@@ -1,0 +1,106 @@
+// pipeprop/boundary_channel.hpp: explicit messages across a stage boundary.
+//
+// Stages never read a neighbour's activation or gradient buffers. What crosses a boundary is a boundary_message:
+// a header (micro-batch id, sequence number, sample count b, direction) whose payload (tensor [b, sample_elements],
+// and for forward messages the int32 labels [b] that travel with their own micro-batch: shared/docs/pitfalls.md
+// item 2) is copied by the sender into a buffer owned by the boundary_channel and copied out by the receiver, who
+// then releases the buffer. On one process the channel is a pool of buffers; a multi-process transport (MPI) can
+// implement the same acquire / send / receive / release protocol with MPI_Isend / MPI_Irecv into these buffers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "pipeprop/layer_stack.hpp"
+
+namespace pipeprop {
+
+/// Which way a message crosses a stage boundary.
+enum class direction : std::uint8_t {
+    forward,   ///< activations (and labels) from stage s to stage s + 1
+    backward,  ///< input gradients from stage s + 1 to stage s
+};
+
+/// Header of a message across a stage boundary. batch == 0 marks an empty message (a bubble: nothing to do in
+/// that direction at that sequence step); it then holds no buffer.
+struct boundary_message {
+    static constexpr std::size_t no_buffer = std::numeric_limits<std::size_t>::max();
+    std::size_t micro_batch = 0;  ///< global id of the micro-batch the payload belongs to
+    std::size_t sequence = 0;     ///< receiver-side sequence number (PB: the tick at which the receiver uses it)
+    std::size_t batch = 0;        ///< samples b in the payload; 0 = empty
+    direction dir = direction::forward;
+    std::size_t buffer = no_buffer;  ///< payload slot in the channel
+    [[nodiscard]] bool empty() const noexcept { return batch == 0; }
+};
+
+/// Pool of payload buffers of one boundary and one direction. capacity: how many messages can be in flight at
+/// once (a bound the schedule proves; exceeding it is a logic error and throws std::logic_error naming the
+/// channel). sample_elements: per-sample tensor size; max_b: largest micro-batch; labels: forward channels carry
+/// int32 labels [b]. Thread-safe: the producer and the consumer may run on different threads.
+template <class T>
+class boundary_channel {
+public:
+    boundary_channel(std::string name, std::size_t capacity, std::size_t sample_elements, std::size_t max_b,
+                     bool labels)
+        : name_(std::move(name)),
+          stride_(sample_elements * max_b),
+          label_stride_(labels ? max_b : 0),
+          values_(capacity * stride_),
+          labels_(capacity * label_stride_) {
+        if (capacity == 0 || sample_elements == 0 || max_b == 0)
+            throw std::invalid_argument("pipeprop::boundary_channel " + name_ + ": capacity, sample size and max_b "
+                                                                                "must be >= 1");
+        free_.reserve(capacity);
+        for (std::size_t i = capacity; i-- > 0;) free_.push_back(i);
+    }
+
+    boundary_channel(const boundary_channel&) = delete;
+    boundary_channel& operator=(const boundary_channel&) = delete;
+
+    /// Sender: take a free buffer. Throws std::logic_error when all `capacity` buffers are in flight.
+    [[nodiscard]] std::size_t acquire() {
+        std::lock_guard lock(mutex_);
+        if (free_.empty())
+            throw std::logic_error("pipeprop::boundary_channel " + name_ + ": more messages in flight than its "
+                                   "capacity; the schedule's in-flight bound is wrong");
+        const std::size_t b = free_.back();
+        free_.pop_back();
+        return b;
+    }
+    /// Receiver: give a buffer back after copying its payload out.
+    void release(std::size_t buffer) {
+        std::lock_guard lock(mutex_);
+        free_.push_back(buffer);
+    }
+
+    /// Payload tensor of a buffer, [max_b, sample_elements]; a message uses the first batch rows.
+    [[nodiscard]] T* values(std::size_t buffer) noexcept { return values_.data() + buffer * stride_; }
+    [[nodiscard]] const T* values(std::size_t buffer) const noexcept { return values_.data() + buffer * stride_; }
+    /// Labels of a buffer, [max_b] (forward channels only).
+    [[nodiscard]] std::int32_t* labels(std::size_t buffer) noexcept { return labels_.data() + buffer * label_stride_; }
+    [[nodiscard]] const std::int32_t* labels(std::size_t buffer) const noexcept {
+        return labels_.data() + buffer * label_stride_;
+    }
+
+    [[nodiscard]] const std::string& name() const noexcept { return name_; }
+    /// Bytes of payload storage.
+    [[nodiscard]] std::size_t bytes() const noexcept {
+        return values_.size() * sizeof(T) + labels_.size() * sizeof(std::int32_t);
+    }
+
+private:
+    std::string name_;
+    std::size_t stride_;
+    std::size_t label_stride_;
+    aligned_vector<T> values_;
+    std::vector<std::int32_t> labels_;
+    std::vector<std::size_t> free_;
+    std::mutex mutex_;
+};
+
+}  // namespace pipeprop
