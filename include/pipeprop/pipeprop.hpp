@@ -17,3 +17,8 @@
 #include "pipeprop/testing/check_gradients.hpp"
 #include "pipeprop/boundary_channel.hpp"
 #include "pipeprop/optim/momentum_update.hpp"
+#include "pipeprop/layers/conv2d.hpp"
+#include "pipeprop/layers/max_pool2d.hpp"
+#include "pipeprop/layers/avg_pool2d.hpp"
+#include "pipeprop/layers/global_avg_pool.hpp"
+#include "pipeprop/layers/group_norm.hpp"

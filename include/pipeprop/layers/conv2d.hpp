@@ -1,0 +1,243 @@
+// pipeprop/layers/conv2d.hpp: 2-D convolution (cross-correlation) with square kernel, stride and zero padding,
+// computed as im2col + GEMM (Chellapilla, Puri & Simard 2006, "High Performance Convolutional Neural Networks for
+// Document Processing", §2-3: unrolling the convolution into a matrix product).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <span>
+
+#include "pipeprop/detail/image_dims.hpp"
+#include "pipeprop/kernels/elementwise.hpp"
+#include "pipeprop/kernels/gemm.hpp"
+#include "pipeprop/layer_concept.hpp"
+#include "pipeprop/parameter_tensor.hpp"
+#include "pipeprop/seed.hpp"
+#include "pipeprop/shape.hpp"
+
+namespace pipeprop {
+
+/// Stash of conv2d for one micro-batch: the im2col column matrices of its samples, kept for backward-p2 (so p2 is
+/// one GEMM per sample and does not redo im2col). columns: [max_b, C * K * K, OH * OW]; empty for a 1x1 kernel with
+/// stride 1 and no padding, whose column matrix is the input itself.
+template <class T>
+struct conv2d_stash {
+    detail::aligned_buffer<T> columns;
+    std::size_t max_b = 0;
+};
+
+/// Workspace of conv2d (one per runner): the column gradient dcol [C * K * K, OH * OW] of one sample, written by
+/// the GEMM of backward-p1 and folded back into dx by col2im.
+template <class T>
+struct conv2d_workspace {
+    detail::aligned_buffer<T> column_gradient;
+};
+
+/// 2-D convolution, bound form. Input [b, C, H, W], output [b, OutChannels, OH, OW] with
+/// OH = (H + 2 Padding - Kernel) / Stride + 1 and OW = (W + 2 Padding - Kernel) / Stride + 1 (floor division);
+/// zero padding, square Kernel x Kernel windows, cross-correlation (no kernel flip), as in common frameworks.
+///
+/// Parameter block: weight [OutChannels, C, Kernel, Kernel] followed by bias [OutChannels].
+/// forward:  per sample n: cols_n = im2col(x_n) [C K K, OH OW]; y_n = W cols_n + bias   (GEMM OC x OHW x CKK)
+/// p1:       per sample n: dcol = W^T dy_n (GEMM CKK x OHW x OC); dx_n = col2im(dcol)   (assigned)
+/// p2:       dW += sum_n dy_n cols_n^T (GEMM OC x CKK x OHW per sample); dbias += sum over n, OH, OW of dy (added)
+/// Init: weight ~ U(-sqrt(6 / (C K K)), sqrt(6 / (C K K))) (He uniform), bias = 0, from the given seed.
+/// Stash: the column matrices (see conv2d_stash); stash_bytes reports their size.
+/// Static-asserts: the input is rank 3; the padded input is at least one kernel wide and high.
+/// Throws std::invalid_argument from forward when b is outside [1, max_b of the stash].
+template <class T, class InputShape, std::size_t OutChannels, std::size_t Kernel, std::size_t Stride,
+          std::size_t Padding>
+struct conv2d_layer {
+    static_assert(image_shape<InputShape>,
+                  "pipeprop::conv2d: the input of a conv2d layer must be rank 3 [channels, height, width]; a rank-1 "
+                  "input (e.g. after flatten or dense) cannot be convolved.");
+    static constexpr std::size_t channels = detail::dim_or_one<InputShape, 0>();
+    static constexpr std::size_t height = detail::dim_or_one<InputShape, 1>();
+    static constexpr std::size_t width = detail::dim_or_one<InputShape, 2>();
+    static constexpr bool window_fits = height + 2 * Padding >= Kernel && width + 2 * Padding >= Kernel;
+    static_assert(window_fits,
+                  "pipeprop::conv2d: the kernel is larger than the padded input (height + 2 * padding or width + 2 * "
+                  "padding is smaller than the kernel), so the output would have no rows or columns.");
+
+    static constexpr std::size_t out_channels = OutChannels;
+    static constexpr std::size_t kernel = Kernel;
+    static constexpr std::size_t stride = Stride;
+    static constexpr std::size_t padding = Padding;
+    static constexpr std::size_t out_height = window_fits ? (height + 2 * Padding - Kernel) / Stride + 1 : 1;
+    static constexpr std::size_t out_width = window_fits ? (width + 2 * Padding - Kernel) / Stride + 1 : 1;
+    /// Rows of a column matrix (C K K) and its columns (OH OW).
+    static constexpr std::size_t patch = channels * Kernel * Kernel;
+    static constexpr std::size_t pixels = out_height * out_width;
+    /// A 1x1 kernel with stride 1 and no padding: the column matrix of a sample is the sample itself.
+    static constexpr bool identity_columns = Kernel == 1 && Stride == 1 && Padding == 0;
+
+    using value_type = T;
+    using input_shape = InputShape;
+    using output_shape = shape<OutChannels, out_height, out_width>;
+    static constexpr std::size_t parameter_count = OutChannels * patch + OutChannels;
+    using stash_type = conv2d_stash<T>;
+    using workspace_type = conv2d_workspace<T>;
+
+    static constexpr std::array<parameter_tensor, 2> parameter_tensors() {
+        return {parameter_tensor{"weight", 4, {OutChannels, channels, Kernel, Kernel}},
+                parameter_tensor{"bias", 1, {OutChannels, 1, 1, 1}}};
+    }
+
+    [[nodiscard]] stash_type make_stash(std::size_t max_b) const {
+        stash_type st;
+        st.max_b = max_b;
+        if constexpr (!identity_columns) st.columns.assign(max_b * patch * pixels, T(0));
+        return st;
+    }
+    [[nodiscard]] workspace_type make_workspace(std::size_t) const {
+        workspace_type ws;
+        if constexpr (!identity_columns) ws.column_gradient.assign(patch * pixels, T(0));
+        return ws;
+    }
+    [[nodiscard]] std::size_t stash_bytes(const stash_type& st) const noexcept {
+        return sizeof(stash_type) + st.columns.size() * sizeof(T);
+    }
+
+    void init_parameters(std::span<T> w, std::uint64_t seed) const {
+        std::mt19937_64 rng(seed);
+        const T bound = static_cast<T>(std::sqrt(6.0 / static_cast<double>(patch)));
+        for (std::size_t i = 0; i < OutChannels * patch; ++i) w[i] = uniform<T>(rng, -bound, bound);
+        for (std::size_t i = OutChannels * patch; i < parameter_count; ++i) w[i] = T(0);
+    }
+
+    void forward(std::span<const T> w, const T* x, T* y, std::size_t b, stash_type& st, workspace_type&) const {
+        detail::check_micro_batch(b, st.max_b, "pipeprop::conv2d::forward");
+        const T* bias = w.data() + OutChannels * patch;
+        for (std::size_t n = 0; n < b; ++n) {
+            const T* cols = columns_of(st, x, n);
+            if constexpr (!identity_columns) im2col(x + n * input_shape::size, st.columns.data() + n * patch * pixels);
+            T* yn = y + n * output_shape::size;
+            for (std::size_t o = 0; o < OutChannels; ++o) std::fill_n(yn + o * pixels, pixels, bias[o]);
+            kernels::gemm(false, false, OutChannels, pixels, patch, T(1), w.data(), patch, cols, pixels, T(1), yn,
+                          pixels);
+        }
+    }
+
+    void backward_input(std::span<const T> w, const T*, const T*, const T* dy, T* dx, std::size_t b,
+                        const stash_type&, workspace_type& ws) const {
+        for (std::size_t n = 0; n < b; ++n) {
+            const T* dyn = dy + n * output_shape::size;
+            T* dxn = dx + n * input_shape::size;
+            if constexpr (identity_columns) {
+                kernels::gemm(true, false, patch, pixels, OutChannels, T(1), w.data(), patch, dyn, pixels, T(0), dxn,
+                              pixels);
+            } else {
+                T* dcol = ws.column_gradient.data();
+                kernels::gemm(true, false, patch, pixels, OutChannels, T(1), w.data(), patch, dyn, pixels, T(0), dcol,
+                              pixels);
+                col2im(dcol, dxn);
+            }
+        }
+    }
+
+    void backward_weight(std::span<T> dw, const T* x, const T*, const T* dy, std::size_t b, const stash_type& st,
+                         workspace_type&) const {
+        T* dbias = dw.data() + OutChannels * patch;
+        for (std::size_t n = 0; n < b; ++n) {
+            const T* dyn = dy + n * output_shape::size;
+            kernels::gemm(false, true, OutChannels, patch, pixels, T(1), dyn, pixels, columns_of(st, x, n), pixels,
+                          T(1), dw.data(), patch);
+            for (std::size_t o = 0; o < OutChannels; ++o) dbias[o] += kernels::sum(pixels, dyn + o * pixels);
+        }
+    }
+
+private:
+    /// Column matrix of sample n: the stash's copy, or the input itself for an identity im2col.
+    static const T* columns_of(const stash_type& st, const T* x, std::size_t n) noexcept {
+        if constexpr (identity_columns)
+            return x + n * input_shape::size;
+        else
+            return st.columns.data() + n * patch * pixels;
+    }
+
+    /// Valid output range [lo, hi) along one axis for kernel offset k: the outputs o whose input coordinate
+    /// o * Stride + k - Padding lies in [0, extent). Outside it the input is zero padding.
+    struct valid_range {
+        std::size_t lo = 0, hi = 0;
+    };
+    static constexpr valid_range valid(std::size_t k, std::size_t extent, std::size_t out) noexcept {
+        // o * S + k >= P  <=>  o >= ceil((P - k) / S) when P > k.
+        const std::size_t lo = Padding > k ? (Padding - k + Stride - 1) / Stride : 0;
+        // o * S + k - P <= extent - 1  <=>  o <= (extent - 1 + P - k) / S.
+        const std::size_t hi = extent - 1 + Padding >= k ? std::min(out, (extent - 1 + Padding - k) / Stride + 1) : 0;
+        return {std::min(lo, hi), hi};
+    }
+    static constexpr std::array<valid_range, Kernel> row_ranges = [] {
+        std::array<valid_range, Kernel> r{};
+        for (std::size_t k = 0; k < Kernel; ++k) r[k] = valid(k, height, out_height);
+        return r;
+    }();
+    static constexpr std::array<valid_range, Kernel> col_ranges = [] {
+        std::array<valid_range, Kernel> r{};
+        for (std::size_t k = 0; k < Kernel; ++k) r[k] = valid(k, width, out_width);
+        return r;
+    }();
+
+    /// cols [C K K, OH OW] of one sample x [C, H, W]: cols[(c, kh, kw), (oh, ow)] = x[c, oh S + kh - P, ow S + kw - P]
+    /// or 0 in the padding. Branch-free inner loops: the valid ranges are compile-time tables.
+    static void im2col(const T* __restrict x, T* __restrict cols) noexcept {
+        for (std::size_t c = 0; c < channels; ++c) {
+            const T* xc = x + c * height * width;
+            for (std::size_t kh = 0; kh < Kernel; ++kh) {
+                const valid_range rows = row_ranges[kh];
+                for (std::size_t kw = 0; kw < Kernel; ++kw) {
+                    const valid_range cr = col_ranges[kw];
+                    T* row = cols + ((c * Kernel + kh) * Kernel + kw) * pixels;
+                    std::fill_n(row, rows.lo * out_width, T(0));
+                    for (std::size_t oh = rows.lo; oh < rows.hi; ++oh) {
+                        // Input row oh S + kh - P; for ow in [cr.lo, cr.hi) the column ow S + kw - P is in [0, W).
+                        const T* __restrict src = xc + (oh * Stride + kh - Padding) * width;
+                        T* __restrict dst = row + oh * out_width;
+                        for (std::size_t ow = 0; ow < cr.lo; ++ow) dst[ow] = T(0);
+                        for (std::size_t ow = cr.lo; ow < cr.hi; ++ow) dst[ow] = src[ow * Stride + kw - Padding];
+                        for (std::size_t ow = cr.hi; ow < out_width; ++ow) dst[ow] = T(0);
+                    }
+                    std::fill(row + rows.hi * out_width, row + pixels, T(0));
+                }
+            }
+        }
+    }
+
+    /// dx [C, H, W] of one sample = col2im(dcol): dx[c, ih, iw] = sum of dcol[(c, kh, kw), (oh, ow)] over the
+    /// windows that cover (ih, iw). dx is assigned.
+    static void col2im(const T* __restrict dcol, T* __restrict dx) noexcept {
+        std::fill_n(dx, input_shape::size, T(0));
+        for (std::size_t c = 0; c < channels; ++c) {
+            T* dxc = dx + c * height * width;
+            for (std::size_t kh = 0; kh < Kernel; ++kh) {
+                const valid_range rows = row_ranges[kh];
+                for (std::size_t kw = 0; kw < Kernel; ++kw) {
+                    const valid_range cr = col_ranges[kw];
+                    const T* row = dcol + ((c * Kernel + kh) * Kernel + kw) * pixels;
+                    for (std::size_t oh = rows.lo; oh < rows.hi; ++oh) {
+                        T* __restrict dst = dxc + (oh * Stride + kh - Padding) * width;
+                        const T* __restrict src = row + oh * out_width;
+                        for (std::size_t ow = cr.lo; ow < cr.hi; ++ow) dst[ow * Stride + kw - Padding] += src[ow];
+                    }
+                }
+            }
+        }
+    }
+};
+
+/// Conv2d spec for a network list: pipeprop::conv2d<OutChannels, Kernel, Stride = 1, Padding = 0>.
+/// Static-asserts OutChannels, Kernel and Stride >= 1.
+template <std::size_t OutChannels, std::size_t Kernel, std::size_t Stride = 1, std::size_t Padding = 0>
+struct conv2d {
+    static_assert(OutChannels > 0, "pipeprop::conv2d: the number of output channels must be at least 1.");
+    static_assert(Kernel > 0, "pipeprop::conv2d: the kernel size must be at least 1.");
+    static_assert(Stride > 0, "pipeprop::conv2d: the stride must be at least 1.");
+    template <class T, class InputShape>
+    using bind = conv2d_layer<T, InputShape, OutChannels, Kernel, Stride, Padding>;
+};
+
+}  // namespace pipeprop

@@ -1,0 +1,217 @@
+// pipeprop/layers/group_norm.hpp: group normalization (Wu & He 2018, "Group Normalization", arXiv 1803.08494, §3.1,
+// eqs. (1)-(3) with the group set S_i of eq. (7)), optionally followed by a per-channel affine transform.
+//
+// Statistics are per sample and per group, never across the micro-batch: results do not depend on the micro-batch
+// size b or on how a batch is split into micro-batches, and training and evaluation compute the same function
+// (shared/docs/pitfalls.md item 6: there are no running statistics to update).
+#pragma once
+
+#include <xsimd/xsimd.hpp>
+
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "pipeprop/detail/image_dims.hpp"
+#include "pipeprop/kernels/elementwise.hpp"
+#include "pipeprop/layer_concept.hpp"
+#include "pipeprop/parameter_tensor.hpp"
+#include "pipeprop/shape.hpp"
+
+namespace pipeprop {
+
+/// Stash of group_norm for one micro-batch: per (sample, group) the mean and the reciprocal standard deviation
+/// 1 / sqrt(var + eps) of the forward. stats: [max_b, Groups, 2] as (mean, rstd) pairs.
+template <class T>
+struct group_norm_stash {
+    detail::aligned_buffer<T> stats;
+    std::size_t max_b = 0;
+};
+
+namespace detail {
+/// sum_i (x[i] - mean)^2, vectorized with xsimd (fixed order: deterministic for a given build).
+template <class T>
+[[nodiscard]] T centered_square_sum(std::size_t n, const T* x, T mean) noexcept {
+    using batch = xsimd::batch<T>;
+    constexpr std::size_t w = batch::size;
+    const batch vm(mean);
+    batch acc(T(0));
+    std::size_t i = 0;
+    for (; i + w <= n; i += w) {
+        const batch d = batch::load_unaligned(x + i) - vm;
+        acc = xsimd::fma(d, d, acc);
+    }
+    T s = xsimd::hadd(acc);
+    for (; i < n; ++i) s += (x[i] - mean) * (x[i] - mean);
+    return s;
+}
+/// sum_i dy[i] * (x[i] - mean), vectorized with xsimd.
+template <class T>
+[[nodiscard]] T centered_dot(std::size_t n, const T* dy, const T* x, T mean) noexcept {
+    using batch = xsimd::batch<T>;
+    constexpr std::size_t w = batch::size;
+    const batch vm(mean);
+    batch acc(T(0));
+    std::size_t i = 0;
+    for (; i + w <= n; i += w)
+        acc = xsimd::fma(batch::load_unaligned(dy + i), batch::load_unaligned(x + i) - vm, acc);
+    T s = xsimd::hadd(acc);
+    for (; i < n; ++i) s += dy[i] * (x[i] - mean);
+    return s;
+}
+/// out[i] = a * x[i] + c for i < n (out and x do not overlap).
+template <class T>
+void affine_map(std::size_t n, const T* x, T a, T c, T* out) noexcept {
+    for (std::size_t i = 0; i < n; ++i) out[i] = a * x[i] + c;
+}
+}  // namespace detail
+
+/// Group normalization, bound form. Input and output [b, C, ...] (rank 3 [C, H, W] for images, rank 1 [C] for
+/// features; any rank >= 1 works: the first dimension is the channel, the rest is the spatial extent S).
+/// The C channels are split into Groups groups of C / Groups consecutive channels; for sample n and group g, over
+/// its M = (C / Groups) * S values (eqs. (1)-(2) of the paper, biased variance):
+///   mean = (1/M) sum x,  var = (1/M) sum (x - mean)^2,  rstd = 1 / sqrt(var + eps),  eps = 1e-5,
+///   xhat = (x - mean) * rstd,  y = gamma[c] * xhat + beta[c]   (y = xhat when Affine is false)   (eq. (3))
+/// Parameter block (Affine only): gamma [C] (init 1) followed by beta [C] (init 0); none when Affine is false.
+/// p1 (assigned):  dxhat = gamma[c] dy;
+///                 dx = rstd * (dxhat - (1/M) sum dxhat - xhat * (1/M) sum(dxhat * xhat))   (sums over the group)
+/// p2 (added, Affine only): dgamma[c] += sum over n and S of dy * xhat;  dbeta[c] += sum over n and S of dy.
+/// Stash: mean and rstd per (sample, group) (see group_norm_stash); p1 and p2 recompute xhat from x.
+/// Static-asserts: Groups >= 1 and C divisible by Groups. Throws std::invalid_argument from forward when b is
+/// outside [1, max_b of the stash].
+template <class T, class InputShape, std::size_t Groups, bool Affine>
+struct group_norm_layer {
+    static constexpr std::size_t channels = InputShape::dims[0];
+    static constexpr bool groups_divide = Groups > 0 && channels % Groups == 0;
+    static_assert(groups_divide, "pipeprop::group_norm: the number of channels C (the first input dimension) must be "
+                                 "divisible by the number of groups.");
+    static constexpr std::size_t groups = Groups;
+    static constexpr bool affine = Affine;
+    static constexpr std::size_t spatial = InputShape::size / channels;                     // S
+    static constexpr std::size_t channels_per_group = groups_divide ? channels / Groups : 1;  // C / Groups
+    static constexpr std::size_t group_size = channels_per_group * spatial;                  // M
+    static constexpr double epsilon = 1e-5;
+
+    using value_type = T;
+    using input_shape = InputShape;
+    using output_shape = InputShape;
+    static constexpr std::size_t parameter_count = Affine ? 2 * channels : 0;
+    using stash_type = group_norm_stash<T>;
+    using workspace_type = no_workspace;
+
+    static constexpr std::array<parameter_tensor, 2> parameter_tensors()
+        requires Affine
+    {
+        return {parameter_tensor{"gamma", 1, {channels, 1, 1, 1}}, parameter_tensor{"beta", 1, {channels, 1, 1, 1}}};
+    }
+
+    [[nodiscard]] stash_type make_stash(std::size_t max_b) const {
+        stash_type st;
+        st.max_b = max_b;
+        st.stats.assign(max_b * Groups * 2, T(0));
+        return st;
+    }
+    [[nodiscard]] std::size_t stash_bytes(const stash_type& st) const noexcept {
+        return sizeof(stash_type) + st.stats.size() * sizeof(T);
+    }
+
+    /// gamma = 1, beta = 0 (the seed is not used: the initialization is the identity transform).
+    void init_parameters(std::span<T> w, std::uint64_t) const
+        requires Affine
+    {
+        for (std::size_t c = 0; c < channels; ++c) w[c] = T(1);
+        for (std::size_t c = channels; c < 2 * channels; ++c) w[c] = T(0);
+    }
+
+    void forward(std::span<const T> w, const T* x, T* y, std::size_t b, stash_type& st, workspace_type&) const {
+        detail::check_micro_batch(b, st.max_b, "pipeprop::group_norm::forward");
+        const T inv_m = T(1) / static_cast<T>(group_size);
+        for (std::size_t n = 0; n < b; ++n) {
+            for (std::size_t g = 0; g < Groups; ++g) {
+                const std::size_t first = n * InputShape::size + g * group_size;
+                const T* xg = x + first;
+                T* yg = y + first;
+                const T mean = kernels::sum(group_size, xg) * inv_m;
+                const T var = detail::centered_square_sum(group_size, xg, mean) * inv_m;
+                const T rstd = T(1) / std::sqrt(var + static_cast<T>(epsilon));
+                st.stats[(n * Groups + g) * 2] = mean;
+                st.stats[(n * Groups + g) * 2 + 1] = rstd;
+                for (std::size_t k = 0; k < channels_per_group; ++k) {
+                    const std::size_t c = g * channels_per_group + k;
+                    const T a = Affine ? w[c] * rstd : rstd;            // y = a x + (beta - a mean)
+                    const T shift = (Affine ? w[channels + c] : T(0)) - a * mean;
+                    detail::affine_map(spatial, xg + k * spatial, a, shift, yg + k * spatial);
+                }
+            }
+        }
+    }
+
+    void backward_input(std::span<const T> w, const T* x, const T*, const T* dy, T* dx, std::size_t b,
+                        const stash_type& st, workspace_type&) const {
+        const T inv_m = T(1) / static_cast<T>(group_size);
+        for (std::size_t n = 0; n < b; ++n) {
+            for (std::size_t g = 0; g < Groups; ++g) {
+                const std::size_t first = n * InputShape::size + g * group_size;
+                const T* xg = x + first;
+                const T* dyg = dy + first;
+                T* dxg = dx + first;
+                const T mean = st.stats[(n * Groups + g) * 2];
+                const T rstd = st.stats[(n * Groups + g) * 2 + 1];
+                // s1 = sum dxhat, s2 = sum dxhat * xhat, with dxhat = gamma[c] dy and xhat = (x - mean) rstd.
+                T s1 = 0, s2 = 0;
+                for (std::size_t k = 0; k < channels_per_group; ++k) {
+                    const std::size_t c = g * channels_per_group + k;
+                    const T gamma = Affine ? w[c] : T(1);
+                    s1 += gamma * kernels::sum(spatial, dyg + k * spatial);
+                    s2 += gamma * detail::centered_dot(spatial, dyg + k * spatial, xg + k * spatial, mean);
+                }
+                s2 *= rstd;
+                // dx = rstd gamma dy - rstd s1 / M - (x - mean) rstd^2 s2 / M
+                //    = (rstd gamma) dy + bx x + c0,  bx = -rstd^2 s2 / M,  c0 = -rstd s1 / M - bx mean.
+                const T bx = -rstd * rstd * s2 * inv_m;
+                const T c0 = -rstd * s1 * inv_m - bx * mean;
+                for (std::size_t k = 0; k < channels_per_group; ++k) {
+                    const std::size_t c = g * channels_per_group + k;
+                    const T a = (Affine ? w[c] : T(1)) * rstd;
+                    const T* d = dyg + k * spatial;
+                    const T* xi = xg + k * spatial;
+                    T* o = dxg + k * spatial;
+                    for (std::size_t i = 0; i < spatial; ++i) o[i] = a * d[i] + bx * xi[i] + c0;
+                }
+            }
+        }
+    }
+
+    void backward_weight(std::span<T> dw, const T* x, const T*, const T* dy, std::size_t b, const stash_type& st,
+                         workspace_type&) const
+        requires Affine
+    {
+        T* dgamma = dw.data();
+        T* dbeta = dw.data() + channels;
+        for (std::size_t n = 0; n < b; ++n) {
+            for (std::size_t g = 0; g < Groups; ++g) {
+                const T mean = st.stats[(n * Groups + g) * 2];
+                const T rstd = st.stats[(n * Groups + g) * 2 + 1];
+                for (std::size_t k = 0; k < channels_per_group; ++k) {
+                    const std::size_t c = g * channels_per_group + k;
+                    const std::size_t first = n * InputShape::size + c * spatial;
+                    dgamma[c] += rstd * detail::centered_dot(spatial, dy + first, x + first, mean);
+                    dbeta[c] += kernels::sum(spatial, dy + first);
+                }
+            }
+        }
+    }
+};
+
+/// Group-normalization spec for a network list: pipeprop::group_norm<Groups, Affine = true>.
+/// Groups = 1 is Layer Normalization over (C, ...); Groups = C is Instance Normalization (paper §3.1).
+template <std::size_t Groups, bool Affine = true>
+struct group_norm {
+    static_assert(Groups > 0, "pipeprop::group_norm: the number of groups must be at least 1.");
+    template <class T, class InputShape>
+    using bind = group_norm_layer<T, InputShape, Groups, Affine>;
+};
+
+}  // namespace pipeprop
