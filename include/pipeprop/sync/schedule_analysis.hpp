@@ -1,0 +1,247 @@
+// pipeprop/sync/schedule_analysis.hpp: what a schedule's op lists imply, independent of timing: validity, a
+// valid global execution order, activation slots per stage (peak micro-batches in flight) and the capacity every
+// boundary channel needs.
+//
+// Dependency model (communication-free; the simulator and both executors use exactly this one):
+//   F(j) on stage s > 0        needs F(j) of stage s - 1 (its output activations);
+//   B(j) / BW(j) on s < p - 1  needs B(j) / BW(j) of stage s + 1 (the gradient w.r.t. this stage's output);
+//   W(j) needs B(j) of the same stage, and every B/BW needs F(j) of the same stage: both are order constraints
+//   inside one list, which validate() checks.
+// A micro-batch is "in flight" on a stage from the start of its F to the end of its W (2BP on) or BW (2BP off):
+// its activations a(k), gradients g(k) and stashes are alive in between (shared/docs/pitfalls.md item 11).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "pipeprop/sync/schedule.hpp"
+
+namespace pipeprop::sync {
+
+/// "F3", "BW0", ...
+[[nodiscard]] inline std::string to_string(op o) { return std::string(short_name(o.kind)) + std::to_string(o.micro_batch); }
+
+/// True when op o ends the micro-batch's life on its stage (W with 2BP, BW without).
+[[nodiscard]] constexpr bool releases_micro_batch(op o) noexcept {
+    return o.kind == op_kind::backward_weight || o.kind == op_kind::backward_fused;
+}
+/// True when op o produces the input gradient sent upstream (B or BW).
+[[nodiscard]] constexpr bool is_backward_p1(op o) noexcept {
+    return o.kind == op_kind::backward_input || o.kind == op_kind::backward_fused;
+}
+
+/// Progress of every stage through its op list, and the cross-stage readiness test of the dependency model.
+class schedule_progress {
+public:
+    explicit schedule_progress(const schedule& sc)
+        : sc_(&sc),
+          next_(sc.stages, 0),
+          forward_done_(sc.stages, std::vector<char>(sc.micro_batches, 0)),
+          p1_done_(sc.stages, std::vector<char>(sc.micro_batches, 0)) {}
+
+    /// Index of the next op of stage s (== ops[s].size() when the stage is done).
+    [[nodiscard]] std::size_t next(std::size_t s) const noexcept { return next_[s]; }
+    [[nodiscard]] bool stage_done(std::size_t s) const noexcept { return next_[s] == sc_->ops[s].size(); }
+    [[nodiscard]] bool all_done() const noexcept {
+        for (std::size_t s = 0; s < sc_->stages; ++s)
+            if (!stage_done(s)) return false;
+        return true;
+    }
+    /// True when the next op of stage s exists and its cross-stage dependency is met.
+    [[nodiscard]] bool ready(std::size_t s) const noexcept {
+        if (stage_done(s)) return false;
+        const op o = sc_->ops[s][next_[s]];
+        if (o.kind == op_kind::forward) return s == 0 || forward_done_[s - 1][o.micro_batch];
+        if (is_backward_p1(o)) return s + 1 == sc_->stages || p1_done_[s + 1][o.micro_batch];
+        return true;
+    }
+    /// Marks the next op of stage s done and returns it. Requires ready(s).
+    op advance(std::size_t s) noexcept {
+        const op o = sc_->ops[s][next_[s]++];
+        if (o.kind == op_kind::forward) forward_done_[s][o.micro_batch] = 1;
+        if (is_backward_p1(o)) p1_done_[s][o.micro_batch] = 1;
+        return o;
+    }
+
+private:
+    const schedule* sc_;
+    std::vector<std::size_t> next_;
+    std::vector<std::vector<char>> forward_done_;
+    std::vector<std::vector<char>> p1_done_;
+};
+
+/// Checks that sc is a valid schedule: ops.size() == stages >= 1, micro_batches >= 1; on every stage every
+/// micro-batch has exactly one F and, with 2BP, exactly one B and one W (no BW), without 2BP exactly one BW
+/// (no B, no W), in the order F, B, W; and the lists cannot deadlock under the dependency model.
+/// Throws std::invalid_argument naming the stage, the op and what is wrong.
+inline void validate(const schedule& sc) {
+    const std::string who = "pipeprop::sync::validate(" + sc.label() + "): ";
+    if (sc.stages == 0 || sc.micro_batches == 0 || sc.ops.size() != sc.stages)
+        throw std::invalid_argument(who + "needs stages >= 1, micro_batches >= 1 and one op list per stage");
+    const std::size_t m = sc.micro_batches;
+    for (std::size_t s = 0; s < sc.stages; ++s) {
+        // position of F, B, W, BW of each micro-batch; npos = absent
+        constexpr std::size_t npos = std::numeric_limits<std::size_t>::max();
+        std::vector<std::array<std::size_t, 4>> pos(m, {npos, npos, npos, npos});
+        for (std::size_t k = 0; k < sc.ops[s].size(); ++k) {
+            const op o = sc.ops[s][k];
+            if (o.micro_batch >= m)
+                throw std::invalid_argument(who + "stage " + std::to_string(s) + " op " + std::to_string(k) + " (" +
+                                            to_string(o) + ") names a micro-batch >= m = " + std::to_string(m));
+            auto& slot = pos[o.micro_batch][static_cast<std::size_t>(o.kind)];
+            if (slot != npos)
+                throw std::invalid_argument(who + "stage " + std::to_string(s) + " runs " + to_string(o) + " twice");
+            slot = k;
+        }
+        for (std::size_t j = 0; j < m; ++j) {
+            const auto [f, b, w, bw] = pos[j];
+            const std::string where = who + "stage " + std::to_string(s) + ", micro-batch " + std::to_string(j) + ": ";
+            if (f == npos) throw std::invalid_argument(where + "no F");
+            if (sc.two_stage_bp) {
+                if (bw != npos) throw std::invalid_argument(where + "a fused BW op in a 2BP schedule");
+                if (b == npos || w == npos) throw std::invalid_argument(where + "missing B or W");
+                if (!(f < b && b < w)) throw std::invalid_argument(where + "ops not in the order F, B, W");
+            } else {
+                if (b != npos || w != npos) throw std::invalid_argument(where + "split B/W ops with 2BP off");
+                if (bw == npos) throw std::invalid_argument(where + "missing BW");
+                if (!(f < bw)) throw std::invalid_argument(where + "BW before F");
+            }
+        }
+    }
+    schedule_progress pr(sc);
+    for (bool moved = true; moved;) {
+        moved = false;
+        for (std::size_t s = 0; s < sc.stages; ++s)
+            while (pr.ready(s)) {
+                pr.advance(s);
+                moved = true;
+            }
+    }
+    for (std::size_t s = 0; s < sc.stages; ++s)
+        if (!pr.stage_done(s))
+            throw std::invalid_argument(who + "deadlock: stage " + std::to_string(s) + " waits forever at op " +
+                                        std::to_string(pr.next(s)) + " (" + to_string(sc.ops[s][pr.next(s)]) + ")");
+}
+
+/// A valid global execution order of all ops (stage, op index), as a single thread runs them: stages in turn,
+/// each running its ready ops. The sequential executor uses it. Requires validate(sc) to pass.
+struct global_step {
+    std::size_t stage;
+    std::size_t index;  ///< position in sc.ops[stage]
+};
+[[nodiscard]] inline std::vector<global_step> global_order(const schedule& sc) {
+    std::vector<global_step> order;
+    schedule_progress pr(sc);
+    for (bool moved = true; moved;) {
+        moved = false;
+        for (std::size_t s = 0; s < sc.stages; ++s)
+            while (pr.ready(s)) {
+                order.push_back({s, pr.next(s)});
+                pr.advance(s);
+                moved = true;
+            }
+    }
+    if (!pr.all_done()) throw std::logic_error("pipeprop::sync::global_order: schedule " + sc.label() + " deadlocks");
+    return order;
+}
+
+/// Activation slots of one stage: slot_of[k] is the slot used by op k of the stage (the micro-batch's buffers),
+/// slots the number of slots = the peak number of micro-batches in flight on the stage. A micro-batch takes the
+/// lowest free slot at its F and frees it after its W (2BP) or BW.
+struct stage_slots {
+    std::vector<std::size_t> slot_of;
+    std::size_t slots = 0;
+};
+
+/// Slot plan of every stage. Requires validate(sc) to pass.
+[[nodiscard]] inline std::vector<stage_slots> slot_plan(const schedule& sc) {
+    std::vector<stage_slots> plan(sc.stages);
+    for (std::size_t s = 0; s < sc.stages; ++s) {
+        auto& p = plan[s];
+        std::vector<char> busy;
+        std::vector<std::size_t> slot_of_mb(sc.micro_batches, 0);
+        for (const op o : sc.ops[s]) {
+            if (o.kind == op_kind::forward) {
+                auto it = std::find(busy.begin(), busy.end(), 0);
+                if (it == busy.end()) it = busy.insert(busy.end(), 0);
+                *it = 1;
+                slot_of_mb[o.micro_batch] = static_cast<std::size_t>(it - busy.begin());
+            }
+            p.slot_of.push_back(slot_of_mb[o.micro_batch]);
+            if (releases_micro_batch(o)) busy[slot_of_mb[o.micro_batch]] = 0;
+        }
+        p.slots = busy.size();
+    }
+    return plan;
+}
+
+/// Peak number of micro-batches in flight on each stage (= slot_plan(sc)[s].slots).
+[[nodiscard]] inline std::vector<std::size_t> peak_in_flight(const schedule& sc) {
+    std::vector<std::size_t> peak;
+    for (const auto& p : slot_plan(sc)) peak.push_back(p.slots);
+    return peak;
+}
+
+/// Capacities of the boundary channels of boundary s (between stages s and s + 1), s in [0, p - 1).
+struct channel_capacity {
+    std::size_t forward = 0;   ///< most activation messages s -> s+1 sent and not yet consumed
+    std::size_t backward = 0;  ///< most gradient messages s+1 -> s sent and not yet consumed
+};
+
+/// Worst case over all timings of the number of messages in flight on every boundary: for each prefix of the
+/// sender's list, the messages it has sent minus the fewest the receiver must already have consumed for the
+/// sender to have got that far (its F's wait for nothing from downstream; its B's wait for the receiver's B's).
+/// A boundary_channel with this capacity never runs out of buffers. Requires validate(sc) to pass.
+[[nodiscard]] inline std::vector<channel_capacity> channel_capacities(const schedule& sc) {
+    const std::size_t p = sc.stages, m = sc.micro_batches;
+    std::vector<channel_capacity> caps(p > 0 ? p - 1 : 0);
+    // consumed_before[s][k]: how many F's (kind_f) or p1's (!kind_f) stage s has run before op k.
+    auto count_before = [&](std::size_t s, bool kind_f) {
+        std::vector<std::size_t> c(sc.ops[s].size() + 1, 0);
+        for (std::size_t k = 0; k < sc.ops[s].size(); ++k) {
+            const op o = sc.ops[s][k];
+            c[k + 1] = c[k] + ((kind_f ? o.kind == op_kind::forward : is_backward_p1(o)) ? 1 : 0);
+        }
+        return c;
+    };
+    auto position = [&](std::size_t s, bool kind_f) {
+        std::vector<std::size_t> pos(m, 0);
+        for (std::size_t k = 0; k < sc.ops[s].size(); ++k) {
+            const op o = sc.ops[s][k];
+            if (kind_f ? o.kind == op_kind::forward : is_backward_p1(o)) pos[o.micro_batch] = k;
+        }
+        return pos;
+    };
+    for (std::size_t s = 0; s + 1 < p; ++s) {
+        {  // forward: sender s (its F's send), receiver s+1 (its F's consume); s's p1(j) needs s+1's p1(j)
+            const auto recv_f = count_before(s + 1, true);
+            const auto recv_p1_pos = position(s + 1, false);
+            std::size_t sent = 0, need = 0, best = 0;
+            for (const op o : sc.ops[s]) {
+                if (is_backward_p1(o)) need = std::max(need, recv_p1_pos[o.micro_batch] + 1);
+                if (o.kind == op_kind::forward) ++sent;
+                best = std::max(best, sent - std::min(sent, recv_f[need]));
+            }
+            caps[s].forward = best;
+        }
+        {  // backward: sender s+1 (its p1's send), receiver s (its p1's consume); s+1's F(j) needs s's F(j)
+            const auto recv_b = count_before(s, false);
+            const auto recv_f_pos = position(s, true);
+            std::size_t sent = 0, need = 0, best = 0;
+            for (const op o : sc.ops[s + 1]) {
+                if (o.kind == op_kind::forward) need = std::max(need, recv_f_pos[o.micro_batch] + 1);
+                if (is_backward_p1(o)) ++sent;
+                best = std::max(best, sent - std::min(sent, recv_b[need]));
+            }
+            caps[s].backward = best;
+        }
+    }
+    return caps;
+}
+
+}  // namespace pipeprop::sync

@@ -1,0 +1,178 @@
+// pipeprop/sync/simulator.hpp: times a schedule's op lists under the dependency model of
+// sync/schedule_analysis.hpp, from per-stage costs T_F, T_B (backward-p1), T_W (backward-p2).
+//
+// Model: stage s runs its ops in list order, each as soon as the previous op of the stage has ended and its
+// cross-stage dependency has ended (plus an optional fixed message latency). Nothing else is modelled: no
+// communication bandwidth, no contention between stages for cores or memory, no thread wake-up latency (the
+// benchmark, bench/two_stage_bp.md, measures how far reality is from this). Each stage ends its step with the
+// optimizer op (cost T_opt). With steps > 1 the step lists are concatenated per stage; `barrier` makes every stage
+// wait for all optimizer ops of the previous step (what the executors do: one step at a time); without it a
+// stage starts the next step's F's right after its own optimizer op (still exact synchronous SGD: every F of step
+// n + 1 runs on weights updated by step n), which is the steady-state accounting of the ZB-paper (Qi et al. arXiv
+// 2401.10241, §3.1).
+//
+// Closed forms it reproduces (shared/docs/2bp-schedules.md §2; checked by tests/unit/test_sync_simulator.cpp):
+// equal stage costs, one step, no latency, T_opt = 0:
+//   GPipe, 1F1B:  makespan (m + p - 1)(T_F + T_B + T_W)      bubble (p-1)(T_F+T_B+T_W) per stage
+//   GPipe + 2BP:  makespan (m + p - 1)(T_F + T_B) + m T_W
+//   ZB-H1:        bubble (p - 1)(T_F + T_B - T_W)   when T_W <= T_B and m >= p
+//   ZB-H2:        bubble (p - 1)(T_F + T_B - 2 T_W) when 2 T_W <= T_B (one step; with no barrier in general)
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "pipeprop/sync/op_span.hpp"
+#include "pipeprop/sync/schedule.hpp"
+#include "pipeprop/sync/schedule_analysis.hpp"
+
+namespace pipeprop::sync {
+
+/// Costs of one stage per micro-batch, in seconds (or any one unit). backward_fused < 0 means T_B + T_W.
+struct stage_costs {
+    double forward = 1;           ///< T_F (the last stage's includes the loss)
+    double backward_input = 1;    ///< T_B: backward-p1
+    double backward_weight = 1;   ///< T_W: backward-p2
+    double backward_fused = -1;   ///< T_BW: fused backward (2BP off); < 0: T_B + T_W
+    double optimizer = 0;         ///< T_opt: the stage's optimizer step, once per step
+
+    [[nodiscard]] double fused() const noexcept {
+        return backward_fused >= 0 ? backward_fused : backward_input + backward_weight;
+    }
+    [[nodiscard]] double of(op_kind k) const noexcept {
+        switch (k) {
+            case op_kind::forward: return forward;
+            case op_kind::backward_input: return backward_input;
+            case op_kind::backward_weight: return backward_weight;
+            case op_kind::backward_fused: return fused();
+        }
+        return 0;
+    }
+};
+
+/// Options of simulate.
+struct simulation_options {
+    std::size_t steps = 1;       ///< optimizer steps simulated back to back
+    bool barrier = true;         ///< every stage waits for all optimizer ops of the previous step
+    double message_latency = 0;  ///< added between a cross-stage dependency's end and the dependent op's start
+};
+
+/// Result of simulate. Times in the unit of the costs, from 0 = start of the first step.
+struct simulation_result {
+    std::vector<op_span> spans;               ///< every op and optimizer op, per stage in list order
+    double makespan = 0;                      ///< end of the last op of the last step
+    double step_time = 0;                     ///< last step's end minus the previous step's end (makespan if 1 step)
+    std::vector<double> busy;                 ///< per stage: work of one step (sum of its op costs)
+    std::vector<double> idle;                 ///< per stage: step_time - busy (the stage's bubble per step)
+    double bubble_ratio = 0;                  ///< sum of idle / (p * step_time)
+    std::vector<std::size_t> peak_in_flight;  ///< per stage (see schedule_analysis.hpp)
+};
+
+/// Simulates sc with costs[s] for stage s (costs.size() == p, or 1: the same for every stage).
+/// Throws std::invalid_argument for a wrong number of costs, a negative cost or an invalid schedule (validate).
+[[nodiscard]] inline simulation_result simulate(const schedule& sc, const std::vector<stage_costs>& costs,
+                                                const simulation_options& opt = {}) {
+    validate(sc);
+    const std::size_t p = sc.stages, m = sc.micro_batches;
+    if (costs.size() != p && costs.size() != 1)
+        throw std::invalid_argument("pipeprop::sync::simulate: " + std::to_string(costs.size()) +
+                                    " stage costs for " + std::to_string(p) + " stages");
+    if (opt.steps == 0) throw std::invalid_argument("pipeprop::sync::simulate: steps must be >= 1");
+    auto cost = [&](std::size_t s) -> const stage_costs& { return costs[costs.size() == 1 ? 0 : s]; };
+    for (std::size_t s = 0; s < p; ++s) {
+        const auto& c = cost(s);
+        if (c.forward < 0 || c.backward_input < 0 || c.backward_weight < 0 || c.optimizer < 0 || c.fused() < 0)
+            throw std::invalid_argument("pipeprop::sync::simulate: negative cost for stage " + std::to_string(s));
+    }
+    constexpr double unknown = -1;
+    const std::size_t steps = opt.steps;
+    // end time of F / p1 of (step, stage, micro-batch); step_end[n] = end of all optimizer ops of step n
+    std::vector<double> f_end(steps * p * m, unknown), p1_end(steps * p * m, unknown);
+    auto at = [&](std::size_t n, std::size_t s, std::size_t j) { return (n * p + s) * m + j; };
+    std::vector<double> opt_end(steps * p, unknown), step_end(steps, unknown);
+    std::vector<std::size_t> done_opt(steps, 0);
+
+    simulation_result r;
+    r.busy.assign(p, 0);
+    std::vector<std::size_t> step_of(p, 0), index(p, 0);  // per stage: current step and op index (m ops = opt)
+    std::vector<double> free_at(p, 0);
+    std::vector<std::vector<op_span>> per_stage(p);
+    for (bool moved = true; moved;) {
+        moved = false;
+        for (std::size_t s = 0; s < p; ++s) {
+            for (;;) {
+                const std::size_t n = step_of[s];
+                if (n == steps) break;
+                const auto& list = sc.ops[s];
+                const auto& c = cost(s);
+                double earliest = free_at[s];
+                if (index[s] == 0 && n > 0 && opt.barrier) {
+                    if (step_end[n - 1] == unknown) break;
+                    earliest = std::max(earliest, step_end[n - 1]);
+                }
+                if (index[s] == list.size()) {  // optimizer op
+                    const double end = earliest + c.optimizer;
+                    per_stage[s].push_back({s, span_kind::optimizer, 0, earliest, end, n});
+                    free_at[s] = end;
+                    opt_end[n * p + s] = end;
+                    if (++done_opt[n] == p) {
+                        double e = 0;
+                        for (std::size_t t = 0; t < p; ++t) e = std::max(e, opt_end[n * p + t]);
+                        step_end[n] = e;
+                    }
+                    ++step_of[s];
+                    index[s] = 0;
+                    moved = true;
+                    continue;
+                }
+                const op o = list[index[s]];
+                if (o.kind == op_kind::forward && s > 0) {
+                    const double d = f_end[at(n, s - 1, o.micro_batch)];
+                    if (d == unknown) break;
+                    earliest = std::max(earliest, d + opt.message_latency);
+                } else if (is_backward_p1(o) && s + 1 < p) {
+                    const double d = p1_end[at(n, s + 1, o.micro_batch)];
+                    if (d == unknown) break;
+                    earliest = std::max(earliest, d + opt.message_latency);
+                }
+                const double end = earliest + c.of(o.kind);
+                per_stage[s].push_back({s, span_kind_of(o.kind), o.micro_batch, earliest, end, n});
+                if (o.kind == op_kind::forward) f_end[at(n, s, o.micro_batch)] = end;
+                if (is_backward_p1(o)) p1_end[at(n, s, o.micro_batch)] = end;
+                free_at[s] = end;
+                ++index[s];
+                moved = true;
+            }
+        }
+    }
+    for (std::size_t s = 0; s < p; ++s)
+        if (step_of[s] != steps)
+            throw std::logic_error("pipeprop::sync::simulate: stage " + std::to_string(s) + " stalled in step " +
+                                   std::to_string(step_of[s]) + " (schedule " + sc.label() + ")");
+    for (std::size_t s = 0; s < p; ++s) {
+        for (const op o : sc.ops[s]) r.busy[s] += cost(s).of(o.kind);
+        r.busy[s] += cost(s).optimizer;
+        r.spans.insert(r.spans.end(), per_stage[s].begin(), per_stage[s].end());
+    }
+    r.makespan = step_end[steps - 1];
+    r.step_time = steps == 1 ? r.makespan : step_end[steps - 1] - step_end[steps - 2];
+    double total_idle = 0;
+    for (std::size_t s = 0; s < p; ++s) {
+        r.idle.push_back(r.step_time - r.busy[s]);
+        total_idle += r.idle.back();
+    }
+    r.bubble_ratio = r.step_time > 0 ? total_idle / (static_cast<double>(p) * r.step_time) : 0;
+    r.peak_in_flight = peak_in_flight(sc);
+    return r;
+}
+
+/// Samples per second of one step of batch B under a simulation whose costs were in seconds.
+[[nodiscard]] inline double samples_per_second(const simulation_result& r, std::size_t batch) noexcept {
+    return r.step_time > 0 ? static_cast<double>(batch) / r.step_time : 0;
+}
+
+}  // namespace pipeprop::sync
