@@ -15,8 +15,11 @@
 // equal stage costs, one step, no latency, T_opt = 0:
 //   GPipe, 1F1B:  makespan (m + p - 1)(T_F + T_B + T_W)      bubble (p-1)(T_F+T_B+T_W) per stage
 //   GPipe + 2BP:  makespan (m + p - 1)(T_F + T_B) + m T_W
-//   ZB-H1:        bubble (p - 1)(T_F + T_B - T_W)   when T_W <= T_B and m >= p
-//   ZB-H2:        bubble (p - 1)(T_F + T_B - 2 T_W) when 2 T_W <= T_B (one step; with no barrier in general)
+//   ZB-H1:        bubble (p - 1)(T_F + T_B - T_W)    when T_W <= min(T_F, T_B) and m >= p
+//   ZB-H2:        bubble (p - 1)(T_F + T_B - 2 T_W)  when 2 T_W <= T_B, T_W <= T_F and m >= 2p - 1; without the
+//                 barrier (steady state) max(0, that) whenever T_W <= T_F: zero when the three are equal.
+// (The conditions are where the handcrafted orders of sync/schedule.hpp reach the ZB-paper's figures; a single
+// synchronous step can never beat the last stage's start-up (p - 1) T_F.)
 #pragma once
 
 #include <algorithm>
