@@ -58,7 +58,9 @@ struct conv2d_layer {
     static constexpr std::size_t channels = detail::dim_or_one<InputShape, 0>();
     static constexpr std::size_t height = detail::dim_or_one<InputShape, 1>();
     static constexpr std::size_t width = detail::dim_or_one<InputShape, 2>();
-    static constexpr bool window_fits = height + 2 * Padding >= Kernel && width + 2 * Padding >= Kernel;
+    // Vacuously true for a wrong rank, so that the rank sentence above is the only diagnostic.
+    static constexpr bool window_fits =
+        !image_shape<InputShape> || (height + 2 * Padding >= Kernel && width + 2 * Padding >= Kernel);
     static_assert(window_fits,
                   "pipeprop::conv2d: the kernel is larger than the padded input (height + 2 * padding or width + 2 * "
                   "padding is smaller than the kernel), so the output would have no rows or columns.");
@@ -67,8 +69,8 @@ struct conv2d_layer {
     static constexpr std::size_t kernel = Kernel;
     static constexpr std::size_t stride = Stride;
     static constexpr std::size_t padding = Padding;
-    static constexpr std::size_t out_height = window_fits ? (height + 2 * Padding - Kernel) / Stride + 1 : 1;
-    static constexpr std::size_t out_width = window_fits ? (width + 2 * Padding - Kernel) / Stride + 1 : 1;
+    static constexpr std::size_t out_height = image_shape<InputShape> && window_fits ? (height + 2 * Padding - Kernel) / Stride + 1 : 1;
+    static constexpr std::size_t out_width = image_shape<InputShape> && window_fits ? (width + 2 * Padding - Kernel) / Stride + 1 : 1;
     /// Rows of a column matrix (C K K) and its columns (OH OW).
     static constexpr std::size_t patch = channels * Kernel * Kernel;
     static constexpr std::size_t pixels = out_height * out_width;

@@ -36,13 +36,13 @@ struct max_pool2d_layer {
     static constexpr std::size_t channels = detail::dim_or_one<InputShape, 0>();
     static constexpr std::size_t height = detail::dim_or_one<InputShape, 1>();
     static constexpr std::size_t width = detail::dim_or_one<InputShape, 2>();
-    static constexpr bool window_fits = height >= Size && width >= Size;
+    static constexpr bool window_fits = !image_shape<InputShape> || (height >= Size && width >= Size);
     static_assert(window_fits, "pipeprop::max_pool2d: the pooling window is larger than the input height or width.");
     static_assert(InputShape::size <= std::numeric_limits<std::uint32_t>::max(),
                   "pipeprop::max_pool2d: a sample must have fewer than 2^32 elements (32-bit argmax indices).");
 
-    static constexpr std::size_t out_height = window_fits ? (height - Size) / Stride + 1 : 1;
-    static constexpr std::size_t out_width = window_fits ? (width - Size) / Stride + 1 : 1;
+    static constexpr std::size_t out_height = image_shape<InputShape> && window_fits ? (height - Size) / Stride + 1 : 1;
+    static constexpr std::size_t out_width = image_shape<InputShape> && window_fits ? (width - Size) / Stride + 1 : 1;
 
     using value_type = T;
     using input_shape = InputShape;

@@ -1,0 +1,221 @@
+// No heap allocation in the per-micro-batch hot path after setup (DEVELOPERS.md rules; layer_concept.hpp contract).
+//
+// This program replaces the global operator new / operator delete (all forms) with counting versions. Because
+// pipeprop's buffers use xsimd::aligned_allocator (posix_memalign, not operator new) and BLAS is C code, it also
+// counts the C allocation entry points (malloc, calloc, realloc, posix_memalign, aligned_alloc, memalign) by
+// interposing them and forwarding to glibc's own implementation (__libc_malloc, ...), where the C library is glibc.
+// The counters are shown to move before they are trusted to stay at zero.
+//
+// Measured: the small CNN of issue 3 (1x28x28: conv(16,3,pad 1) - group_norm(4) - relu - max_pool(2) -
+// conv(32,3,pad 1) - group_norm(4) - relu - max_pool(2) - flatten - dense(128) - relu - dense(10)) in float:
+// forward, loss gradient, backward-p1, backward-p2 and the fused backward, at b = 1 and b = 32, after
+// make_activations / make_workspaces and one warm-up step (BLAS sets up its buffers on first use).
+//
+// BLAS threading: multi-threaded OpenBLAS 0.3.21 (Debian 12) mallocs its job descriptors on every GEMM call that it
+// splits across threads, so "no allocation" holds with single-threaded BLAS, which is what a pipeline wants anyway
+// (one thread per stage). ctest runs every test with OPENBLAS_NUM_THREADS=1; this program also sets it itself so
+// that it measures pipeprop, not the environment.
+#include <catch2/catch.hpp>
+
+#include <cblas.h>
+
+#include <pipeprop/pipeprop.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <new>
+#include <random>
+#include <vector>
+
+namespace {
+std::atomic<std::size_t> operator_new_calls{0};
+std::atomic<std::size_t> c_allocation_calls{0};
+
+void* counted_new(std::size_t n) {
+    operator_new_calls.fetch_add(1, std::memory_order_relaxed);
+    if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+    throw std::bad_alloc();
+}
+void* counted_new_aligned(std::size_t n, std::align_val_t al) {
+    operator_new_calls.fetch_add(1, std::memory_order_relaxed);
+    void* p = nullptr;
+    const std::size_t a = std::max(static_cast<std::size_t>(al), sizeof(void*));
+    if (posix_memalign(&p, a, n == 0 ? 1 : n) != 0) throw std::bad_alloc();
+    return p;
+}
+}  // namespace
+
+// Replaceable global allocation functions ([new.delete]): every form counts; deletes only free.
+void* operator new(std::size_t n) { return counted_new(n); }
+void* operator new[](std::size_t n) { return counted_new(n); }
+void* operator new(std::size_t n, std::align_val_t al) { return counted_new_aligned(n, al); }
+void* operator new[](std::size_t n, std::align_val_t al) { return counted_new_aligned(n, al); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+    try {
+        return counted_new(n);
+    } catch (...) {
+        return nullptr;
+    }
+}
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
+    try {
+        return counted_new(n);
+    } catch (...) {
+        return nullptr;
+    }
+}
+void* operator new(std::size_t n, std::align_val_t al, const std::nothrow_t&) noexcept {
+    try {
+        return counted_new_aligned(n, al);
+    } catch (...) {
+        return nullptr;
+    }
+}
+void* operator new[](std::size_t n, std::align_val_t al, const std::nothrow_t&) noexcept {
+    try {
+        return counted_new_aligned(n, al);
+    } catch (...) {
+        return nullptr;
+    }
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+
+#if defined(__GLIBC__)
+#define PIPEPROP_COUNTS_C_ALLOCATIONS 1
+// glibc supports replacing its allocation functions in the program (glibc manual, "Replacing malloc"); these
+// forward to glibc's own allocator, so memory from either side may be freed by the other. free is not replaced.
+extern "C" {
+void* __libc_malloc(std::size_t);
+void* __libc_calloc(std::size_t, std::size_t);
+void* __libc_realloc(void*, std::size_t);
+void* __libc_memalign(std::size_t, std::size_t);
+
+void* malloc(std::size_t n) {
+    c_allocation_calls.fetch_add(1, std::memory_order_relaxed);
+    return __libc_malloc(n);
+}
+void* calloc(std::size_t count, std::size_t n) {
+    c_allocation_calls.fetch_add(1, std::memory_order_relaxed);
+    return __libc_calloc(count, n);
+}
+void* realloc(void* p, std::size_t n) {
+    c_allocation_calls.fetch_add(1, std::memory_order_relaxed);
+    return __libc_realloc(p, n);
+}
+void* memalign(std::size_t alignment, std::size_t n) {
+    c_allocation_calls.fetch_add(1, std::memory_order_relaxed);
+    return __libc_memalign(alignment, n);
+}
+void* aligned_alloc(std::size_t alignment, std::size_t n) {
+    c_allocation_calls.fetch_add(1, std::memory_order_relaxed);
+    return __libc_memalign(alignment, n);
+}
+int posix_memalign(void** out, std::size_t alignment, std::size_t n) {
+    c_allocation_calls.fetch_add(1, std::memory_order_relaxed);
+    if (alignment < sizeof(void*) || (alignment & (alignment - 1)) != 0) return EINVAL;
+    void* p = __libc_memalign(alignment, n);
+    if (p == nullptr) return ENOMEM;
+    *out = p;
+    return 0;
+}
+}
+#else
+#define PIPEPROP_COUNTS_C_ALLOCATIONS 0
+#endif
+
+namespace pp = pipeprop;
+using pp::shape;
+
+namespace {
+struct allocation_counts {
+    std::size_t operator_new = 0;
+    std::size_t c_level = 0;
+};
+allocation_counts snapshot() {
+    return {operator_new_calls.load(std::memory_order_relaxed), c_allocation_calls.load(std::memory_order_relaxed)};
+}
+// Keeps test allocations observable so that the compiler cannot elide a new/delete pair.
+void* volatile sink = nullptr;
+}  // namespace
+
+TEST_CASE("the allocation counters see allocations", "[allocation]") {
+    // All snapshots first: Catch2's assertion macros may allocate themselves.
+    const auto before = snapshot();
+    sink = new std::uint64_t(42);
+    delete static_cast<std::uint64_t*>(sink);
+    const auto after_new = snapshot();
+    {
+        std::vector<float> v(1000, 1.0f);
+        sink = v.data();
+    }
+    const auto after_vector = snapshot();
+    {
+        pp::aligned_vector<float> a(1000, 1.0f);  // xsimd::aligned_allocator: posix_memalign, not operator new
+        sink = a.data();
+    }
+    const auto after_aligned = snapshot();
+    CHECK(after_new.operator_new == before.operator_new + 1);
+    CHECK(after_vector.operator_new == after_new.operator_new + 1);
+    CHECK(after_aligned.operator_new == after_vector.operator_new);
+#if PIPEPROP_COUNTS_C_ALLOCATIONS
+    CHECK(after_new.c_level == before.c_level + 1);  // operator new is implemented with malloc
+    CHECK(after_aligned.c_level == after_vector.c_level + 1);
+#endif
+}
+
+using issue3_cnn = pp::network<shape<1, 28, 28>,                                                         //
+                               pp::conv2d<16, 3, 1, 1>, pp::group_norm<4>, pp::relu, pp::max_pool2d<2>,  //
+                               pp::conv2d<32, 3, 1, 1>, pp::group_norm<4>, pp::relu, pp::max_pool2d<2>,  //
+                               pp::flatten, pp::dense<128>, pp::relu, pp::dense<10>>;
+
+TEST_CASE("small CNN: forward, p1, p2 and fused backward allocate nothing after setup", "[allocation][network]") {
+    using stack_t = pp::layer_stack<issue3_cnn, float>;
+    using loss = pp::softmax_cross_entropy<float, 10>;
+#if defined(OPENBLAS_VERSION)
+    openblas_set_num_threads(1);  // see the file comment
+#endif
+    stack_t stack;
+    std::vector<float> w(stack_t::parameter_count), dw(stack_t::parameter_count, 0.0f);
+    stack.init_parameters(w, 3);
+    for (std::size_t b : {1u, 32u}) {
+        auto act = stack.make_activations(stack_t::all(), b);
+        auto ws = stack.make_workspaces(stack_t::all(), b);
+        std::vector<std::int32_t> labels(b);
+        std::mt19937_64 rng(b);
+        for (std::size_t i = 0; i < b * 784; ++i) act.input()[i] = pp::uniform<float>(rng, 0.0f, 1.0f);
+        for (std::size_t n = 0; n < b; ++n) labels[n] = static_cast<std::int32_t>(n % 10);
+        auto step = [&] {
+            stack.forward(w, act, b, ws);
+            loss::loss_and_gradient(act.output(), labels.data(), b, act.output_gradient());
+            stack.backward_input(w, act, b, ws);
+            stack.backward_weight(dw, act, b, ws);
+            stack.backward(w, dw, act, b, ws);
+        };
+        step();  // warm-up: first BLAS call
+        const auto before = snapshot();
+        for (int i = 0; i < 3; ++i) step();
+        const auto after = snapshot();
+        INFO("b = " << b);
+        CHECK(after.operator_new - before.operator_new == 0);
+        CHECK(after.c_level - before.c_level == 0);
+        // The steps did real work: the loss is finite and the gradient is not all zero.
+        CHECK(std::isfinite(loss::loss(act.output(), labels.data(), b)));
+        CHECK(std::any_of(dw.begin(), dw.end(), [](float v) { return v != 0.0f; }));
+    }
+}
