@@ -1,0 +1,255 @@
+// Checkpoints: round trip of tensors (float32 / float64) and scalars; numpy-format files; exact names (layer 1 never
+// matches layer 10); rejection of a checkpoint made for another network; atomic overwrite (a failed save keeps the
+// previous checkpoint); corrupt and truncated checkpoints are reported with the file name.
+#include <catch2/catch.hpp>
+
+#include <pipeprop/checkpoint.hpp>
+#include <pipeprop/pipeprop.hpp>
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+namespace pp = pipeprop;
+using pp::shape;
+
+namespace {
+
+struct temp_dir {
+    fs::path path;
+    explicit temp_dir(const std::string& tag) {
+        path = fs::temp_directory_path() / ("pipeprop-ckpt-" + tag + "-" + std::to_string(::getpid()));
+        fs::remove_all(path);
+        fs::create_directories(path);
+    }
+    ~temp_dir() {
+        std::error_code ec;
+        fs::remove_all(path, ec);
+    }
+};
+
+template <class F>
+std::string checkpoint_error_of(F&& f) {
+    try {
+        f();
+    } catch (const pp::checkpoint_error& e) {
+        return e.what();
+    }
+    return {};
+}
+
+std::string read_text(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+/// Entries of dir whose name starts with prefix (leftover temporary directories).
+std::size_t entries_starting_with(const fs::path& dir, const std::string& prefix) {
+    std::size_t n = 0;
+    for (const auto& e : fs::directory_iterator(dir)) n += e.path().filename().string().rfind(prefix, 0) == 0;
+    return n;
+}
+
+pp::checkpoint sample_checkpoint(float base) {
+    pp::checkpoint c;
+    c.signature.layers = {{}, {{"weight", {2, 3}}, {"bias", {2}}}};
+    const std::vector<float> w{base, 1, 2, 3, 4, 5e-8f}, b{-1.5f, std::numeric_limits<float>::denorm_min()};
+    const std::vector<double> d{0.1, 1.0 / 3.0, -2.5e-300};
+    c.add_tensor<float>("layer_01.weight", {2, 3}, w);
+    c.add_tensor<float>("layer_01.bias", {2}, b);
+    c.add_tensor<double>("stage_0.history", {3}, d);
+    c.set_scalar("step_count", std::uint64_t(18446744073709551615ull));
+    c.set_scalar("offset", std::int64_t(-42));
+    c.set_scalar("learning_rate", 0.1);
+    c.set_scalar("mode", "sgd with spaces");
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint: round trip of tensors and scalars, numpy-format files", "[checkpoint]") {
+    temp_dir tmp("roundtrip");
+    const auto dir = tmp.path / "ckpt";
+    const auto c = sample_checkpoint(0.25f);
+    pp::save_checkpoint(c, dir);
+    CHECK(fs::is_regular_file(dir / "manifest.txt"));
+    CHECK(fs::is_regular_file(dir / "layer_01.weight.npy"));
+    CHECK(entries_starting_with(tmp.path, "ckpt.tmp-") == 0);
+
+    // The .npy header is numpy's format: magic, version, dict with descr, fortran_order and shape.
+    const std::string npy = read_text(dir / "layer_01.weight.npy");
+    CHECK(npy.rfind("\x93NUMPY", 0) == 0);
+    CHECK_THAT(npy, Catch::Contains("'descr': '<f4'") && Catch::Contains("'fortran_order': False") &&
+                        Catch::Contains("'shape': (2, 3)"));
+    CHECK_THAT(read_text(dir / "stage_0.history.npy"), Catch::Contains("'descr': '<f8'"));
+
+    const pp::checkpoint l = pp::load_checkpoint(dir);
+    CHECK(l.signature == c.signature);
+    REQUIRE(l.tensors().size() == 3);
+    for (const auto& t : c.tensors()) {
+        const auto& u = l.tensor(t.name);
+        CHECK(u.shape == t.shape);
+        CHECK(u.values == t.values);  // bit-exact (denormals, 5e-8, 1/3 in double)
+    }
+    CHECK(l.scalar_as<std::uint64_t>("step_count") == 18446744073709551615ull);
+    CHECK(l.scalar_as<std::int64_t>("offset") == -42);
+    CHECK(l.scalar_as<double>("learning_rate") == 0.1);
+    CHECK(l.scalar("mode") == "sgd with spaces");
+    CHECK_THAT(checkpoint_error_of([&] { (void)l.scalar("missing"); }), Catch::Contains("'missing'"));
+    CHECK_THAT(checkpoint_error_of([&] { (void)l.scalar_as<int>("mode"); }), Catch::Contains("not a valid integer"));
+
+    std::vector<float> out(2);
+    CHECK_THAT(checkpoint_error_of([&] { l.read_tensor<float>("layer_01.bias", {3}, std::span<float>(out)); }),
+               Catch::Contains("shape [2]"));
+    CHECK_THAT(checkpoint_error_of([&] { l.read_tensor<double>("layer_01.bias", {2}, std::span<double>()); }),
+               Catch::Contains("float32"));
+
+    pp::checkpoint dup;
+    dup.add_tensor<float>("a", {2}, out);
+    CHECK_THAT(checkpoint_error_of([&] { dup.add_tensor<float>("a", {2}, out); }), Catch::Contains("duplicate"));
+    CHECK_THAT(checkpoint_error_of([&] { dup.add_tensor<float>("../x", {2}, out); }), Catch::Contains("invalid"));
+    CHECK_THAT(checkpoint_error_of([&] { dup.add_tensor<float>("b", {3}, out); }), Catch::Contains("2 values"));
+}
+
+// Eleven layers with parameters at positions 1 and 10: their tensors must never be confused.
+using net11 = pp::network<shape<4>, pp::relu, pp::dense<4>, pp::relu, pp::relu, pp::relu, pp::relu, pp::relu, pp::relu,
+                          pp::relu, pp::relu, pp::dense<3>>;
+
+TEST_CASE("checkpoint: exact names, layer 1 never matches layer 10", "[checkpoint][names]") {
+    CHECK(pp::network_tensor_name(1, 11, "weight") == "layer_01.weight");
+    CHECK(pp::network_tensor_name(10, 11, "weight", "velocity") == "layer_10.weight.velocity");
+    CHECK(pp::network_tensor_name(3, 101, "bias") == "layer_003.bias");
+
+    using stack = pp::layer_stack<net11, float>;
+    std::vector<float> w(stack::parameter_count);
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i) + 0.5f;
+    pp::checkpoint c;
+    c.signature = pp::signature_of<net11, float>();
+    pp::add_network_tensors<net11, float>(c, w);
+    CHECK(c.has_tensor("layer_01.weight"));
+    CHECK(c.has_tensor("layer_10.weight"));
+    CHECK_FALSE(c.has_tensor("layer_1.weight"));
+    CHECK_FALSE(c.has_tensor("layer_1"));
+    CHECK_FALSE(c.has_tensor("layer_01"));
+
+    temp_dir tmp("names");
+    pp::save_checkpoint(c, tmp.path / "c");
+    CHECK(fs::is_regular_file(tmp.path / "c" / "layer_01.weight.npy"));
+    CHECK(fs::is_regular_file(tmp.path / "c" / "layer_10.bias.npy"));
+    const auto l = pp::load_checkpoint(tmp.path / "c");
+    std::vector<float> r(stack::parameter_count, -1.0f);
+    pp::read_network_tensors<net11, float>(l, std::span<float>(r));
+    CHECK(r == w);  // each value back in its own layer
+
+    // A checkpoint that lacks layer 1's weight must fail on exactly that name, although layer_10.weight is there.
+    pp::checkpoint partial;
+    partial.signature = c.signature;
+    for (const auto& t : c.tensors())
+        if (t.name != "layer_01.weight")
+            partial.add_tensor<float>(t.name, t.shape, std::get<std::vector<float>>(t.values));
+    const auto msg = checkpoint_error_of([&] { pp::read_network_tensors<net11, float>(partial, std::span<float>(r)); });
+    CHECK_THAT(msg, Catch::Contains("'layer_01.weight'"));
+}
+
+using net_a = pp::network<shape<6>, pp::dense<8>, pp::relu, pp::dense<3>>;
+using net_b = pp::network<shape<6>, pp::dense<5>, pp::relu, pp::dense<3>>;
+using net_c = pp::network<shape<6>, pp::dense<8>, pp::relu, pp::dense<8>, pp::relu, pp::dense<3>>;
+
+TEST_CASE("checkpoint: a checkpoint made for another network is rejected with the difference", "[checkpoint]") {
+    pp::checkpoint c;
+    c.signature = pp::signature_of<net_a, float>();
+    std::vector<float> w(pp::layer_stack<net_a, float>::parameter_count, 1.0f);
+    pp::add_network_tensors<net_a, float>(c, w);
+    temp_dir tmp("mismatch");
+    pp::save_checkpoint(c, tmp.path / "a");
+    const auto l = pp::load_checkpoint(tmp.path / "a");
+    CHECK_NOTHROW(pp::require_signature(l, pp::signature_of<net_a, float>(), "a"));
+    auto msg = checkpoint_error_of([&] { pp::require_signature(l, pp::signature_of<net_b, float>(), "ckpt-a"); });
+    CHECK_THAT(msg, Catch::Contains("ckpt-a") && Catch::Contains("layer 0 differs") &&
+                        Catch::Contains("weight[8,6]") && Catch::Contains("weight[5,6]"));
+    msg = checkpoint_error_of([&] { pp::require_signature(l, pp::signature_of<net_c, float>(), "ckpt-a"); });
+    CHECK_THAT(msg, Catch::Contains("3 layers") && Catch::Contains("5 layers"));
+}
+
+TEST_CASE("checkpoint: atomic overwrite; a failed save keeps the previous checkpoint", "[checkpoint][atomic]") {
+    temp_dir tmp("atomic");
+    const auto dir = tmp.path / "ckpt";
+    pp::save_checkpoint(sample_checkpoint(1.0f), dir);
+    pp::save_checkpoint(sample_checkpoint(2.0f), dir);  // replaces the first one
+    auto first_value = [&] {
+        std::vector<float> v(6);
+        pp::load_checkpoint(dir).read_tensor<float>("layer_01.weight", {2, 3}, std::span<float>(v));
+        return v[0];
+    };
+    CHECK(first_value() == 2.0f);
+    CHECK(entries_starting_with(tmp.path, "ckpt.") == 0);
+
+    // Fail in the middle of the next save (after the first tensor file): the old checkpoint is untouched and the
+    // temporary directory is gone.
+    const auto msg = checkpoint_error_of([&] {
+        pp::detail::save_checkpoint_impl(sample_checkpoint(3.0f), dir, [](const fs::path& p) {
+            if (p.filename() == "layer_01.bias.npy") throw std::runtime_error("simulated disk full");
+        });
+    });
+    CHECK_THAT(msg, Catch::Contains("previous checkpoint kept") && Catch::Contains("simulated disk full"));
+    CHECK(first_value() == 2.0f);
+    CHECK(entries_starting_with(tmp.path, "ckpt.") == 0);
+
+    // A crashed save of another process leaves <dir>.tmp-<pid>: the checkpoint still loads, the next save works.
+    fs::create_directories(tmp.path / "ckpt.tmp-999999999");
+    std::ofstream(tmp.path / "ckpt.tmp-999999999" / "layer_01.weight.npy") << "partial";
+    CHECK(first_value() == 2.0f);
+    pp::save_checkpoint(sample_checkpoint(4.0f), dir);
+    CHECK(first_value() == 4.0f);
+
+    // Never replaces a directory that is not a checkpoint.
+    fs::create_directories(tmp.path / "precious");
+    std::ofstream(tmp.path / "precious" / "notes.txt") << "keep me";
+    CHECK_THAT(checkpoint_error_of([&] { pp::save_checkpoint(sample_checkpoint(1.0f), tmp.path / "precious"); }),
+               Catch::Contains("not a pipeprop checkpoint"));
+    CHECK(fs::is_regular_file(tmp.path / "precious" / "notes.txt"));
+}
+
+TEST_CASE("checkpoint: missing, corrupt and truncated checkpoints name the file", "[checkpoint]") {
+    temp_dir tmp("corrupt");
+    const auto dir = tmp.path / "ckpt";
+    CHECK_THAT(checkpoint_error_of([&] { (void)pp::load_checkpoint(dir); }), Catch::Contains("not found"));
+    pp::save_checkpoint(sample_checkpoint(1.0f), dir);
+
+    // Truncated tensor file.
+    const auto npy = dir / "layer_01.weight.npy";
+    const std::string full = read_text(npy);
+    std::ofstream(npy, std::ios::binary | std::ios::trunc) << full.substr(0, full.size() - 3);
+    CHECK_THAT(checkpoint_error_of([&] { (void)pp::load_checkpoint(dir); }),
+               Catch::Contains(npy.string()) && Catch::Contains("truncated"));
+    // Garbage instead of a .npy file of the right size.
+    std::ofstream(npy, std::ios::binary | std::ios::trunc) << std::string(full.size(), 'x');
+    CHECK_THAT(checkpoint_error_of([&] { (void)pp::load_checkpoint(dir); }),
+               Catch::Contains(npy.string()) && Catch::Contains("not a valid float32 .npy"));
+    // Missing tensor file.
+    fs::remove(npy);
+    CHECK_THAT(checkpoint_error_of([&] { (void)pp::load_checkpoint(dir); }),
+               Catch::Contains(npy.string()) && Catch::Contains("missing"));
+
+    // Unknown format version; not a manifest; truncated manifest; no manifest.
+    pp::save_checkpoint(sample_checkpoint(1.0f), dir);
+    const auto manifest = dir / "manifest.txt";
+    std::string text = read_text(manifest);
+    std::ofstream(manifest, std::ios::trunc) << "pipeprop-checkpoint 7\n" << text.substr(text.find('\n') + 1);
+    CHECK_THAT(checkpoint_error_of([&] { (void)pp::load_checkpoint(dir); }),
+               Catch::Contains("unsupported checkpoint format version") && Catch::Contains("7"));
+    std::ofstream(manifest, std::ios::trunc) << "hello\n";
+    CHECK_THAT(checkpoint_error_of([&] { (void)pp::load_checkpoint(dir); }),
+               Catch::Contains("not a pipeprop checkpoint manifest"));
+    std::ofstream(manifest, std::ios::trunc) << text.substr(0, text.find("end\n"));
+    CHECK_THAT(checkpoint_error_of([&] { (void)pp::load_checkpoint(dir); }), Catch::Contains("no 'end' line"));
+    fs::remove(manifest);
+    CHECK_THAT(checkpoint_error_of([&] { (void)pp::load_checkpoint(dir); }),
+               Catch::Contains(dir.string()) && Catch::Contains("manifest.txt"));
+}
