@@ -1,0 +1,282 @@
+// Sequential reference trainer: evaluation before training, learning on a separable problem, the update is an SGD
+// step on the gradient of the MEAN batch loss (finite differences in double), bit-identical resume through a
+// checkpoint on disk (MLP and small CNN, with a schedule and a short final batch), NaN/inf loss detection that
+// leaves the state untouched, argument checks.
+#include <catch2/catch.hpp>
+
+#include <pipeprop/checkpoint.hpp>
+#include <pipeprop/pipeprop.hpp>
+#include <pipeprop/sequential_trainer.hpp>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace fs = std::filesystem;
+namespace pp = pipeprop;
+using pp::shape;
+
+namespace {
+
+using mlp = pp::network<shape<12>, pp::dense<16>, pp::relu, pp::dense<16>, pp::relu, pp::dense<3>>;
+using cnn = pp::network<shape<1, 8, 8>, pp::conv2d<4, 3, 1, 1>, pp::group_norm<2>, pp::relu, pp::max_pool2d<2>,
+                        pp::flatten, pp::dense<3>>;
+
+/// n samples of `dim` inputs in U(-1, 1); label = arg-max of a fixed random linear map (a separable problem).
+template <class T>
+struct synthetic {
+    std::vector<T> x;
+    std::vector<std::int32_t> y;
+    synthetic(std::size_t n, std::size_t dim, std::uint64_t seed) : x(n * dim), y(n) {
+        std::mt19937_64 rng(seed);
+        std::mt19937_64 map_rng(12345);
+        std::vector<double> a(3 * dim);
+        for (auto& v : a) v = pp::uniform<double>(map_rng, -1, 1);
+        for (std::size_t i = 0; i < n; ++i) {
+            double best = -1e300;
+            for (std::size_t d = 0; d < dim; ++d) x[i * dim + d] = pp::uniform<T>(rng, -1, 1);
+            for (std::int32_t c = 0; c < 3; ++c) {
+                double s = 0;
+                for (std::size_t d = 0; d < dim; ++d) s += a[c * dim + d] * static_cast<double>(x[i * dim + d]);
+                if (s > best) {
+                    best = s;
+                    y[i] = c;
+                }
+            }
+        }
+    }
+};
+
+struct temp_dir {
+    fs::path path;
+    explicit temp_dir(const std::string& tag) {
+        path = fs::temp_directory_path() / ("pipeprop-trainer-" + tag + "-" + std::to_string(::getpid()));
+        fs::remove_all(path);
+        fs::create_directories(path);
+    }
+    ~temp_dir() {
+        std::error_code ec;
+        fs::remove_all(path, ec);
+    }
+};
+
+template <class A, class B>
+bool bitwise_equal(const A& a, const B& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0;
+}
+
+pp::sequential_trainer_config config(std::size_t max_batch, std::uint64_t seed, bool nesterov = false) {
+    pp::sequential_trainer_config c;
+    c.max_batch = max_batch;
+    c.optimizer = {.momentum = 0.9, .weight_decay = 1e-4, .nesterov = nesterov};
+    c.schedule = pp::optim::lr_schedule::cosine(0.05, 600).with_warmup(64);
+    c.seed = seed;
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE("sequential_trainer: evaluation works before any training", "[trainer]") {
+    synthetic<float> d(100, 12, 1);
+    pp::sequential_trainer<mlp> t(config(16, 3));
+    const auto e = t.evaluate(d.x.data(), d.y.data(), 100);
+    CHECK(e.samples == 100);
+    CHECK(e.accuracy >= 0.0);
+    CHECK(e.accuracy <= 1.0);
+    CHECK(std::isfinite(e.loss));
+    CHECK(e.loss > 0.0);
+    CHECK(t.step_count() == 0);
+    CHECK(t.samples_seen() == 0);
+    // Chunking does not change the result (max_batch 7 vs 100).
+    pp::sequential_trainer<mlp> t7(config(7, 3));
+    const auto e7 = t7.evaluate(d.x.data(), d.y.data(), 100);
+    CHECK(e7.accuracy == e.accuracy);
+    CHECK(e7.loss == Approx(e.loss).epsilon(1e-6));
+    CHECK_THROWS_AS(t.evaluate(d.x.data(), d.y.data(), 0), std::invalid_argument);
+}
+
+TEST_CASE("sequential_trainer: learns a separable problem", "[trainer]") {
+    synthetic<float> train(512, 12, 2), test(256, 12, 3);
+    pp::sequential_trainer_config c = config(16, 5);
+    c.schedule = pp::optim::lr_schedule::constant(0.05);
+    pp::sequential_trainer<mlp> t(c);
+    const auto before = t.evaluate(test.x.data(), test.y.data(), 256);
+    for (int epoch = 0; epoch < 6; ++epoch)
+        for (std::size_t i = 0; i < 512; i += 16) (void)t.train_batch(train.x.data() + i * 12, train.y.data() + i, 16);
+    const auto after = t.evaluate(test.x.data(), test.y.data(), 256);
+    INFO("before: " << before.accuracy << " / " << before.loss << ", after: " << after.accuracy << " / " << after.loss);
+    CHECK(after.loss < 0.5 * before.loss);
+    CHECK(after.accuracy > 0.85);
+    CHECK(t.step_count() == 6 * 32);
+    CHECK(t.samples_seen() == 6 * 512);
+}
+
+TEST_CASE("sequential_trainer: one update is an SGD step on the gradient of the mean batch loss", "[trainer]") {
+    // Double precision, momentum 0, no decay: (w_before - w_after) / lr must equal d(mean loss)/dw.
+    using net = pp::network<shape<5>, pp::dense<4>, pp::relu, pp::dense<3>>;
+    synthetic<double> d(6, 5, 9);
+    pp::sequential_trainer_config c;
+    c.max_batch = 6;
+    c.optimizer = {.momentum = 0.0, .weight_decay = 0.0};
+    c.seed = 4;
+    pp::sequential_trainer<net, double> t(c);
+    const std::vector<double> w0(t.parameters().begin(), t.parameters().end());
+    const double lr = 0.1;
+    const double loss = t.train_batch(d.x.data(), d.y.data(), 6, lr);
+    const std::vector<double> w1(t.parameters().begin(), t.parameters().end());
+
+    pp::sequential_trainer<net, double> probe(c);
+    auto mean_loss = [&](const std::vector<double>& w) {
+        std::copy(w.begin(), w.end(), probe.parameters().begin());
+        return probe.evaluate(d.x.data(), d.y.data(), 6).loss;
+    };
+    CHECK(mean_loss(w0) == Approx(loss).epsilon(1e-12));
+    double worst = 0, largest = 0;
+    for (std::size_t i = 0; i < w0.size(); ++i) {
+        auto wp = w0, wm = w0;
+        wp[i] += 1e-6;
+        wm[i] -= 1e-6;
+        const double numeric = (mean_loss(wp) - mean_loss(wm)) / 2e-6;
+        const double analytic = (w0[i] - w1[i]) / lr;
+        worst = std::max(worst, std::abs(numeric - analytic));
+        largest = std::max(largest, std::abs(numeric));
+    }
+    INFO("max |analytic - numeric| = " << worst << ", max |numeric| = " << largest);
+    CHECK(largest > 1e-3);
+    CHECK(worst < 1e-7 * std::max(1.0, largest));
+}
+
+template <class Net>
+void check_bit_identical_resume(std::size_t dim, bool nesterov) {
+    // 40 samples per "epoch" with batch 16: batches of 16, 16 and a short one of 8, over several epochs.
+    synthetic<float> d(40, dim, 11);
+    const std::size_t k = 7;  // updates before the checkpoint (mid-epoch)
+    auto run = [&](pp::sequential_trainer<Net>& t, std::size_t from, std::size_t to) {
+        // Update u of the sequence uses samples [pos, pos + b) of the epoch it falls into.
+        std::size_t u = 0;
+        for (std::size_t epoch = 0; u < to; ++epoch)
+            for (std::size_t pos = 0; pos < 40 && u < to; pos += 16, ++u) {
+                const std::size_t b = std::min<std::size_t>(16, 40 - pos);
+                if (u >= from) (void)t.train_batch(d.x.data() + pos * dim, d.y.data() + pos, b);
+            }
+    };
+    pp::sequential_trainer<Net> straight(config(16, 21, nesterov));
+    run(straight, 0, 2 * k);
+
+    temp_dir tmp("resume");
+    {
+        pp::sequential_trainer<Net> first(config(16, 21, nesterov));
+        run(first, 0, k);
+        pp::checkpoint c;
+        first.save_state(c);
+        c.set_scalar("epoch", 2);
+        pp::save_checkpoint(c, tmp.path / "ckpt");
+    }
+    pp::sequential_trainer<Net> resumed(config(16, 999, nesterov));  // other init seed: load must overwrite all
+    const pp::checkpoint loaded = pp::load_checkpoint(tmp.path / "ckpt");
+    resumed.load_state(loaded);
+    CHECK(loaded.scalar_as<int>("epoch") == 2);
+    CHECK(resumed.step_count() == k);
+    run(resumed, k, 2 * k);
+
+    CHECK(resumed.step_count() == straight.step_count());
+    CHECK(resumed.samples_seen() == straight.samples_seen());
+    CHECK(bitwise_equal(resumed.parameters(), straight.parameters()));
+    CHECK(bitwise_equal(resumed.optimizer().velocity(), straight.optimizer().velocity()));
+
+    // Control: without the optimizer state (fresh velocity) the trajectories differ, so the check above can fail.
+    pp::sequential_trainer<Net> no_velocity(config(16, 999, nesterov));
+    pp::checkpoint partial;
+    partial.signature = loaded.signature;
+    for (const auto& t : loaded.tensors()) {
+        const auto& v = std::get<std::vector<float>>(t.values);
+        std::vector<float> values = t.name.ends_with(".velocity") ? std::vector<float>(v.size(), 0.0f) : v;
+        partial.add_tensor<float>(t.name, t.shape, values);
+    }
+    for (const auto& [key, value] : loaded.scalars()) partial.set_scalar(key, value);
+    no_velocity.load_state(partial);
+    run(no_velocity, k, 2 * k);
+    CHECK_FALSE(bitwise_equal(no_velocity.parameters(), straight.parameters()));
+}
+
+TEST_CASE("sequential_trainer: a run resumed from a checkpoint is bit-identical (MLP)", "[trainer][resume]") {
+    check_bit_identical_resume<mlp>(12, false);
+    check_bit_identical_resume<mlp>(12, true);
+}
+
+TEST_CASE("sequential_trainer: a run resumed from a checkpoint is bit-identical (small CNN)", "[trainer][resume]") {
+    check_bit_identical_resume<cnn>(64, false);
+}
+
+TEST_CASE("sequential_trainer: a checkpoint of another network is rejected, the trainer unchanged", "[trainer]") {
+    using other = pp::network<shape<12>, pp::dense<8>, pp::relu, pp::dense<3>>;
+    pp::sequential_trainer<other> o(config(4, 1));
+    pp::checkpoint c;
+    o.save_state(c);
+    pp::sequential_trainer<mlp> t(config(4, 1));
+    const std::vector<float> before(t.parameters().begin(), t.parameters().end());
+    try {
+        t.load_state(c, "ckpt-other");
+        FAIL("load_state accepted a checkpoint of another network");
+    } catch (const pp::checkpoint_error& e) {
+        CHECK_THAT(std::string(e.what()), Catch::Contains("ckpt-other") && Catch::Contains("5 layers"));
+    }
+    CHECK(bitwise_equal(t.parameters(), before));
+}
+
+TEST_CASE("sequential_trainer: NaN / inf loss throws and leaves the state untouched", "[trainer]") {
+    synthetic<float> d(8, 12, 4);
+    pp::sequential_trainer<mlp> t(config(8, 2));
+    (void)t.train_batch(d.x.data(), d.y.data(), 8);
+    // The last 3 parameters are the output layer's bias: a NaN there makes every logit and the loss NaN.
+    auto params = t.parameters();
+    float* bias = params.data() + params.size() - 3;
+    const float saved_bias = bias[0];
+    bias[0] = std::numeric_limits<float>::quiet_NaN();
+    const std::vector<float> w(params.begin(), params.end());
+    const std::vector<float> v(t.optimizer().velocity().begin(), t.optimizer().velocity().end());
+    try {
+        (void)t.train_batch(d.x.data(), d.y.data(), 8);
+        FAIL("no exception for a NaN loss");
+    } catch (const pp::non_finite_loss_error& e) {
+        CHECK_THAT(std::string(e.what()), Catch::Contains("NaN") && Catch::Contains("update 1"));
+        CHECK(e.step() == 1);
+        CHECK(e.samples_seen() == 8);
+    }
+    CHECK(bitwise_equal(t.parameters(), w));
+    CHECK(bitwise_equal(t.optimizer().velocity(), v));
+    CHECK(t.step_count() == 1);
+    CHECK(t.samples_seen() == 8);
+
+    // Finite logits whose loss overflows: +3e38 for class 0, -3e38 for the others, labels != 0 -> loss = inf.
+    bias[0] = 3e38f;
+    bias[1] = bias[2] = -3e38f;
+    std::vector<std::int32_t> not_zero(8, 1);
+    try {
+        (void)t.train_batch(d.x.data(), not_zero.data(), 8);
+        FAIL("no exception for an infinite loss");
+    } catch (const pp::non_finite_loss_error& e) {
+        CHECK_THAT(std::string(e.what()), Catch::Contains("infinite"));
+    }
+    CHECK(t.step_count() == 1);
+
+    // Bad arguments: batch size and labels; the state stays as it was.
+    bias[0] = saved_bias;
+    bias[1] = bias[2] = 0.0f;
+    const std::vector<float> w2(params.begin(), params.end());
+    CHECK_THROWS_AS(t.train_batch(d.x.data(), d.y.data(), 0), std::invalid_argument);
+    CHECK_THROWS_AS(t.train_batch(d.x.data(), d.y.data(), 9), std::invalid_argument);
+    auto labels = d.y;
+    labels[3] = 3;
+    CHECK_THROWS_AS(t.train_batch(d.x.data(), labels.data(), 8), std::out_of_range);
+    CHECK(bitwise_equal(t.parameters(), w2));
+    CHECK(t.samples_seen() == 8);
+    CHECK_NOTHROW(t.train_batch(d.x.data(), d.y.data(), 8));
+    CHECK(t.step_count() == 2);
+}
