@@ -1,0 +1,145 @@
+// pipeprop/pb/checkpoint.hpp: saving and restoring a PB engine at a drained point through pipeprop's checkpoint
+// format (pipeprop/checkpoint.hpp: a directory of .npy files plus a manifest, written atomically).
+//
+// At a drained point (every pushed micro-batch completed: pb-semantics.md §1) the state of a PB run is: every
+// stage's weights, velocity and policy buffers, each stage's last learning rate (LWP velocity form) and the
+// counters (micro-batches and samples pushed). The forward-weight history of the sequential executor and the
+// predicted weights of the concurrent one are derived from that state, so they are rebuilt on load. Resuming from
+// such a checkpoint gives bit-identically the run that did not stop (tests/unit/test_pb_checkpoint.cpp).
+//
+// Tensors are stored per LAYER, not per stage (names independent of the cut; the same names as the sequential
+// trainer's, so its checkpoints and PB's share the weights and velocity):
+//   layer_XX.<tensor>                   weights
+//   layer_XX.<tensor>.velocity          momentum velocity
+//   layer_XX.<tensor>.pb_last_step      LWP weight-difference form: w(k) - w(k-1)
+//   layer_XX.<tensor>.pb_discrepancy    PipeMare: delta
+// Scalars: pb_format (1), pb_policy, pb_stages ("b0-e0,b1-e1,..."), pb_micro_batches, pb_samples,
+// pb_stage_<s>_last_learning_rate, and step_count / samples_seen (as the sequential trainer writes them).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "pipeprop/checkpoint.hpp"
+#include "pipeprop/pb/engine.hpp"
+
+namespace pipeprop::pb {
+
+namespace detail {
+inline std::string stages_text(const std::vector<layer_range>& ranges) {
+    std::string s;
+    for (const layer_range& r : ranges) {
+        if (!s.empty()) s += ',';
+        s += std::to_string(r.begin) + "-" + std::to_string(r.end);
+    }
+    return s;
+}
+inline std::string stage_scalar(std::size_t s, const char* what) {
+    std::string idx = std::to_string(s);
+    if (idx.size() < 2) idx.insert(0, 2 - idx.size(), '0');
+    return "pb_stage_" + idx + "_" + what;
+}
+}  // namespace detail
+
+/// Adds the state of engine e (any pb::engine / pb::pipeline) to checkpoint c (see the file comment). Throws
+/// std::logic_error when micro-batches are in flight (drain() first), checkpoint_error on a name clash.
+template <network_type Net, mitigation_policy Policy, class T>
+void save_state(const engine<Net, Policy, T>& e, checkpoint& c) {
+    using stack = layer_stack<Net, T>;
+    if (e.in_flight() != 0)
+        throw std::logic_error("pipeprop::pb::save_state: " + std::to_string(e.in_flight()) +
+                               " micro-batches are in flight; a PB checkpoint is taken at a drained point (drain())");
+    c.signature = signature_of<Net, T>();
+    std::vector<T> block(stack::parameter_count);
+    auto add = [&](auto field, const char* suffix) {
+        for (const auto& st : e.stages()) {
+            const auto src = field(st);
+            std::copy(src.begin(), src.end(), block.begin() + static_cast<std::ptrdiff_t>(stack::parameter_offset[st.range().begin]));
+        }
+        add_network_tensors<Net, T>(c, std::span<const T>(block), suffix);
+    };
+    add([](const auto& st) { return st.weights(); }, "");
+    add([](const auto& st) { return st.velocity(); }, "velocity");
+    if constexpr (Policy::predicts_weights && Policy::form == lwp_form::weight_difference)
+        add([](const auto& st) { return st.last_step(); }, "pb_last_step");
+    if constexpr (Policy::corrects_discrepancy) add([](const auto& st) { return st.discrepancy(); }, "pb_discrepancy");
+    c.set_scalar("pb_format", 1);
+    c.set_scalar("pb_policy", std::string(Policy::name));
+    c.set_scalar("pb_stages", detail::stages_text(e.stage_ranges()));
+    c.set_scalar("pb_micro_batches", static_cast<std::uint64_t>(e.micro_batches_pushed()));
+    c.set_scalar("pb_samples", static_cast<std::uint64_t>(e.samples_pushed()));
+    c.set_scalar("step_count", static_cast<std::uint64_t>(e.micro_batches_pushed()));
+    c.set_scalar("samples_seen", static_cast<std::uint64_t>(e.samples_pushed()));
+    for (std::size_t s = 0; s < e.stages().size(); ++s)
+        c.set_scalar(detail::stage_scalar(s, "last_learning_rate"), e.stages()[s].last_learning_rate());
+}
+
+/// Restores engine e from checkpoint c (written by save_state for the same network, policy and partition).
+/// All-or-nothing: everything is read and checked before e changes. Throws checkpoint_error naming `where` and
+/// the first problem (other network, other policy or partition, missing tensor or scalar), std::logic_error when
+/// micro-batches are in flight.
+template <network_type Net, mitigation_policy Policy, class T>
+void load_state(engine<Net, Policy, T>& e, const checkpoint& c, const std::string& where = "checkpoint") {
+    using stack = layer_stack<Net, T>;
+    if (e.in_flight() != 0)
+        throw std::logic_error("pipeprop::pb::load_state: " + std::to_string(e.in_flight()) +
+                               " micro-batches are in flight; drain() first");
+    require_signature(c, signature_of<Net, T>(), where);
+    if (!c.has_scalar("pb_format"))
+        throw checkpoint_error(where + ": not a PB checkpoint (no pb_format scalar)");
+    if (c.scalar_as<int>("pb_format") != 1)
+        throw checkpoint_error(where + ": unsupported PB checkpoint format " + c.scalar("pb_format"));
+    if (c.scalar("pb_policy") != Policy::name)
+        throw checkpoint_error(where + ": made with mitigation policy '" + c.scalar("pb_policy") +
+                               "', this pipeline uses '" + std::string(Policy::name) + "'");
+    if (c.scalar("pb_stages") != detail::stages_text(e.stage_ranges()))
+        throw checkpoint_error(where + ": made for stages " + c.scalar("pb_stages") + ", this pipeline has " +
+                               detail::stages_text(e.stage_ranges()));
+    std::vector<T> w(stack::parameter_count), v(stack::parameter_count), step, delta;
+    read_network_tensors<Net, T>(c, std::span<T>(w));
+    read_network_tensors<Net, T>(c, std::span<T>(v), "velocity");
+    if constexpr (Policy::predicts_weights && Policy::form == lwp_form::weight_difference) {
+        step.resize(stack::parameter_count);
+        read_network_tensors<Net, T>(c, std::span<T>(step), "pb_last_step");
+    }
+    if constexpr (Policy::corrects_discrepancy) {
+        delta.resize(stack::parameter_count);
+        read_network_tensors<Net, T>(c, std::span<T>(delta), "pb_discrepancy");
+    }
+    const auto micro_batches = c.scalar_as<std::uint64_t>("pb_micro_batches");
+    const auto samples = c.scalar_as<std::uint64_t>("pb_samples");
+    std::vector<T> last_lr(e.stages().size());
+    for (std::size_t s = 0; s < last_lr.size(); ++s)
+        last_lr[s] = c.scalar_as<T>(detail::stage_scalar(s, "last_learning_rate"));
+
+    auto scatter = [](const std::vector<T>& src, std::span<T> dst, layer_range r) {
+        std::copy_n(src.begin() + static_cast<std::ptrdiff_t>(stack::parameter_offset[r.begin]), dst.size(), dst.begin());
+    };
+    for (auto& st : e.stages()) {
+        scatter(w, st.weights(), st.range());
+        scatter(v, st.velocity(), st.range());
+        if (!step.empty()) scatter(step, st.last_step(), st.range());
+        if (!delta.empty()) scatter(delta, st.discrepancy(), st.range());
+    }
+    e.restore_counters(static_cast<std::size_t>(micro_batches), static_cast<std::size_t>(samples), last_lr);
+}
+
+/// save_state into a new checkpoint, written atomically to directory `dir` (pipeprop::save_checkpoint).
+template <network_type Net, mitigation_policy Policy, class T>
+void save_checkpoint(const engine<Net, Policy, T>& e, const std::filesystem::path& dir) {
+    checkpoint c;
+    save_state(e, c);
+    pipeprop::save_checkpoint(c, dir);
+}
+
+/// Loads directory `dir` (pipeprop::load_checkpoint) and restores e from it (load_state).
+template <network_type Net, mitigation_policy Policy, class T>
+void load_checkpoint(engine<Net, Policy, T>& e, const std::filesystem::path& dir) {
+    load_state(e, pipeprop::load_checkpoint(dir), dir.string());
+}
+
+}  // namespace pipeprop::pb

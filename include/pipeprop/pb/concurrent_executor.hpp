@@ -1,0 +1,390 @@
+// pipeprop/pb/concurrent_executor.hpp: the concurrent PB executor on a oneTBB flow graph.
+//
+// shared/docs/pb-semantics.md §1 (clocked model); PB-paper (Kosson et al., arXiv 2003.11666) §3. Micro-batch n
+// enters stage 0 at tick tau_n (consecutive ticks between drains). At tick t, stage s
+//   1. runs the forward of the micro-batch that stage s - 1 sent at tick t - 1 (stage 0: the pushed micro-batch of
+//      tick t), with its current forward weights (w, or the LWP prediction of the current state);
+//      the last stage then computes the loss and runs the backward of the same micro-batch in the same tick;
+//   2. runs the backward of the input gradient that stage s + 1 sent at tick t - 1, with its backward weights
+//      (w, the stashed forward weights, or w - D_s delta);
+//   3. applies that micro-batch's update.
+// Because stage s at tick t reads only tick t - 1 outputs of its neighbours, the run is deterministic, and the
+// forward of micro-batch n at stage s sees max(n0, n - D_s) updates, its backward n updates: identical bits to the
+// sequential reference (pb/sequential_executor.hpp), which the tests check for every policy.
+//
+// Graph (one serial node per stage; every message carries the tick it is for as its tag):
+//   (forward message from s - 1 | pushed token) --+
+//                                                 +-> join_node<tag_matching> -> sequencer_node -> multifunction_node
+//   (backward message from s + 1) ----------------+      (serial; port 0: forward to s + 1, port 1: backward to s - 1)
+// The last stage (and the single stage of S = 1) has one input: a lightweight function_node pairs it with an empty
+// backward message. Every stage sends exactly one message on each of its outgoing edges per tick, empty (batch 0,
+// no buffer) in bubble ticks. Seeding: empty tick-0 messages on every edge that has a sender.
+//
+// Payloads cross boundaries as explicit messages (boundary_channel: header + payload copied into a channel-owned
+// buffer, copied out and released by the receiver; labels travel with forward messages). A tick first copies both
+// incoming payloads out and releases their buffers, then computes (forward, backward, update), sending each
+// outgoing message as soon as its payload is final. Bounded in-flight work: a sender is at tick t only after the
+// receiver sent its tick-t input, i.e. after the receiver started tick t - 1 and released everything it received
+// up to tick t - 1; so at most the messages sent at ticks t - 1 and t are unreleased: every channel has capacity 2
+// (exceeding it throws std::logic_error naming the channel). Stage s holds at most D_s + 1 micro-batches (its
+// activation slots, indexed by id mod (D_s + 1)). Nothing grows with the number of micro-batches.
+//
+// Driving: push() copies the micro-batch into the input channel (capacity push_buffer = K) and returns; every K
+// pushes (and at drain()) the tokens are put into the graph and the caller's thread joins the work in
+// graph.wait_for_all() until the graph stalls (stage s then has completed tick T + s, T = last token tick). drain()
+// adds 2 (S - 1) empty ticks, which complete every backward. A micro-batch is reported as completed by the
+// push()/drain() call during which its backward at stage 0 ran (its loss travels back with the backward messages).
+// Exceptions thrown by a stage propagate out of wait_for_all(); the executor is then unusable (std::logic_error).
+// Call openblas_set_num_threads(1) in programs that use it (stages must not oversubscribe the cores).
+#pragma once
+
+#include <oneapi/tbb/flow_graph.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "pipeprop/boundary_channel.hpp"
+#include "pipeprop/layer_stack.hpp"
+#include "pipeprop/loss/softmax_cross_entropy.hpp"
+#include "pipeprop/pb/executor.hpp"
+#include "pipeprop/pb/stage_state.hpp"
+
+namespace pipeprop::pb {
+
+/// A message on a stage boundary: the boundary header (micro-batch id, tick as sequence, b, direction, payload
+/// buffer) plus the micro-batch's header data (hyperparameters, loss on the way back).
+template <class T>
+struct stage_message {
+    boundary_message header{};
+    micro_batch_info<T> info{};
+};
+
+/// Concurrent executor over `stages` (owned by the engine; they outlive this object).
+template <network_type Net, mitigation_policy Policy, class T>
+class concurrent_executor final : public executor<T> {
+public:
+    using stack_type = layer_stack<Net, T>;
+    using stage_type = stage_state<Net, Policy, T>;
+    using loss_type = softmax_cross_entropy<T, stack_type::output_shape::size>;
+    using message = stage_message<T>;
+
+    /// Messages in flight per boundary and direction (see the file comment for the proof).
+    static constexpr std::size_t channel_capacity = 2;
+
+    /// Builds the graph, the channels and D_s + 1 activation slots per stage for up to max_b samples; push_buffer
+    /// (>= 1) tokens are buffered before the graph runs.
+    concurrent_executor(const stack_type& stack, std::vector<stage_type>& stages, std::size_t max_b,
+                        std::size_t push_buffer)
+        : stack_(stack), stages_(stages), push_buffer_(push_buffer) {
+        const std::size_t count = stages.size();
+        per_.reserve(count);
+        for (const stage_type& st : stages) {
+            auto p = std::make_unique<per_stage>();
+            p->slots.resize(st.delay() + 1);
+            for (slot& sl : p->slots) {
+                sl.act = stack.make_activations(st.range(), max_b);
+                sl.labels.assign(max_b, 0);
+            }
+            p->ws = stack.make_workspaces(st.range(), max_b);
+            if (st.predicted_forward()) p->forward_weights.assign(st.parameter_count(), T(0));
+            if (Policy::stashes_weights && st.delay() > 0)
+                p->stash.assign((st.delay() + 1) * st.parameter_count(), T(0));
+            per_.push_back(std::move(p));
+        }
+        input_ = std::make_unique<boundary_channel<T>>("input -> stage 0", push_buffer,
+                                                       stack_type::activation_size[stages.front().range().begin],
+                                                       max_b, true);
+        for (std::size_t s = 0; s + 1 < count; ++s) {
+            const std::size_t boundary = stages[s].range().end;
+            const std::size_t elems = stack_type::activation_size[boundary];
+            const std::string where = "stage " + std::to_string(s) + " -> stage " + std::to_string(s + 1);
+            forward_.push_back(std::make_unique<boundary_channel<T>>("forward " + where, channel_capacity, elems,
+                                                                     max_b, true));
+            backward_.push_back(std::make_unique<boundary_channel<T>>(
+                "backward stage " + std::to_string(s + 1) + " -> stage " + std::to_string(s), channel_capacity,
+                elems, max_b, false));
+        }
+        pending_.reserve(push_buffer);
+        completed_.reserve(push_buffer + 2 * count + 1);
+        build_graph();
+        resynchronize();
+    }
+
+    concurrent_executor(const concurrent_executor&) = delete;
+    concurrent_executor& operator=(const concurrent_executor&) = delete;
+
+    ~concurrent_executor() override {
+        try {
+            graph_.wait_for_all();
+        } catch (...) {
+        }
+    }
+
+    std::span<const completed_micro_batch<T>> push(const T* x, const std::int32_t* labels,
+                                                   const micro_batch_info<T>& mb) override {
+        check_usable();
+        const std::size_t buffer = input_->acquire();
+        std::copy_n(x, mb.batch * stack_type::activation_size[stages_.front().range().begin], input_->values(buffer));
+        std::copy_n(labels, mb.batch, input_->labels(buffer));
+        message m;
+        m.header = {mb.id, next_tick_++, mb.batch, direction::forward, buffer};
+        m.info = mb;
+        pending_.push_back(m);
+        ++pushed_;
+        if (pending_.size() < push_buffer_) return {};
+        return run(0);
+    }
+
+    std::span<const completed_micro_batch<T>> drain() override {
+        check_usable();
+        return run(2 * (stages_.size() - 1));
+    }
+
+    [[nodiscard]] std::size_t in_flight() const noexcept override { return pushed_ - completed_total_; }
+
+    void resynchronize() override {
+        for (std::size_t s = 0; s < stages_.size(); ++s)
+            if (!per_[s]->forward_weights.empty()) stages_[s].forward_weights(per_[s]->forward_weights.data());
+    }
+
+    [[nodiscard]] executor_kind kind() const noexcept override { return executor_kind::concurrent; }
+
+    void fill_stats(std::vector<stage_stats>& out) const override {
+        for (std::size_t s = 0; s < per_.size(); ++s) {
+            const per_stage& p = *per_[s];
+            out[s].activation_slots = p.slots.size();
+            out[s].in_flight_max = p.in_flight_max;
+            std::size_t bytes = 0;
+            for (const slot& sl : p.slots) bytes += sl.act.bytes() + sl.labels.size() * sizeof(std::int32_t);
+            out[s].stash_bytes = bytes;
+            const std::size_t pc = stages_[s].parameter_count();
+            out[s].weight_bytes += (p.forward_weights.size() + p.stash.size()) * sizeof(T);
+            out[s].weight_copies += pc == 0 ? 0 : (p.forward_weights.size() + p.stash.size()) / pc;
+            out[s].busy_seconds = std::chrono::duration<double>(p.busy).count();
+        }
+    }
+
+private:
+    using pair_type = std::tuple<message, message>;  // (forward input, backward input) of one tick
+    using join_type = tbb::flow::join_node<pair_type, tbb::flow::tag_matching>;
+    using wrap_type = tbb::flow::function_node<message, pair_type, tbb::flow::lightweight>;
+    using sequencer_type = tbb::flow::sequencer_node<pair_type>;
+    using node_type = tbb::flow::multifunction_node<pair_type, std::tuple<message, message>>;
+    using ports_type = typename node_type::output_ports_type;
+
+    struct slot {
+        typename stack_type::activations act;  // one micro-batch's buffers of the stage's range
+        std::vector<std::int32_t> labels;     // [max_b]
+        micro_batch_info<T> info{};
+        std::size_t forward_version = 0;  // stage updates when its forward ran
+    };
+    struct per_stage {
+        std::vector<slot> slots;  // D_s + 1, micro-batch n in slot n mod (D_s + 1)
+        typename stack_type::workspaces ws;
+        aligned_vector<T> forward_weights;  // [P] LWP prediction of the current state (predicting stages only)
+        aligned_vector<T> stash;            // [D_s + 1, P] stashed forward weights (weight stashing, D_s > 0)
+        std::size_t in_flight = 0;
+        std::size_t in_flight_max = 0;
+        std::chrono::steady_clock::duration busy{};
+    };
+
+    static message empty_message(std::size_t tick, direction dir) {
+        message m;
+        m.header.sequence = tick;
+        m.header.dir = dir;
+        return m;
+    }
+
+    void build_graph() {
+        const std::size_t count = stages_.size();
+        auto tag = [](const message& m) -> tbb::flow::tag_value { return m.header.sequence; };
+        joins_.resize(count);
+        wraps_.resize(count);
+        for (std::size_t s = 0; s < count; ++s) {
+            nodes_.push_back(std::make_unique<node_type>(
+                graph_, tbb::flow::serial,
+                [this, s](const pair_type& in, ports_type& out) { tick(s, std::get<0>(in), std::get<1>(in), out); }));
+            sequencers_.push_back(std::make_unique<sequencer_type>(
+                graph_, [](const pair_type& p) -> std::size_t { return std::get<0>(p).header.sequence; }));
+            tbb::flow::make_edge(*sequencers_[s], *nodes_[s]);
+            if (s + 1 < count) {
+                joins_[s] = std::make_unique<join_type>(graph_, tag, tag);
+                tbb::flow::make_edge(*joins_[s], *sequencers_[s]);
+            } else {
+                wraps_[s] = std::make_unique<wrap_type>(graph_, tbb::flow::unlimited, [](const message& m) {
+                    return pair_type{m, empty_message(m.header.sequence, direction::backward)};
+                });
+                tbb::flow::make_edge(*wraps_[s], *sequencers_[s]);
+            }
+        }
+        for (std::size_t s = 0; s + 1 < count; ++s) {
+            if (s + 2 == count)
+                tbb::flow::make_edge(tbb::flow::output_port<0>(*nodes_[s]), *wraps_[s + 1]);
+            else
+                tbb::flow::make_edge(tbb::flow::output_port<0>(*nodes_[s]), tbb::flow::input_port<0>(*joins_[s + 1]));
+            tbb::flow::make_edge(tbb::flow::output_port<1>(*nodes_[s + 1]), tbb::flow::input_port<1>(*joins_[s]));
+        }
+        // Seeds: the (empty) tick-0 messages of every edge that has a sender.
+        for (std::size_t s = 1; s < count; ++s) put_forward(s, empty_message(0, direction::forward));
+        for (std::size_t s = 0; s + 1 < count; ++s)
+            tbb::flow::input_port<1>(*joins_[s]).try_put(empty_message(0, direction::backward));
+        graph_.wait_for_all();
+    }
+
+    void put_forward(std::size_t s, const message& m) {
+        if (s + 1 == stages_.size())
+            wraps_[s]->try_put(m);
+        else
+            tbb::flow::input_port<0>(*joins_[s]).try_put(m);
+    }
+
+    void check_usable() const {
+        if (failed_)
+            throw std::logic_error("pipeprop::pb::concurrent_executor: a stage threw an exception in an earlier run; "
+                                   "the pipeline state is undefined and the executor cannot be used any more");
+    }
+
+    std::span<const completed_micro_batch<T>> run(std::size_t empty_ticks) {
+        completed_.clear();
+        try {
+            for (const message& m : pending_) put_forward(0, m);
+            pending_.clear();
+            for (std::size_t i = 0; i < empty_ticks; ++i)
+                put_forward(0, empty_message(next_tick_++, direction::forward));
+            graph_.wait_for_all();
+        } catch (...) {
+            failed_ = true;
+            throw;
+        }
+        completed_total_ += completed_.size();
+        return completed_;
+    }
+
+    /// One tick of stage s: forward of f (if any), backward of g (if any), update; one message per outgoing edge.
+    void tick(std::size_t s, const message& f, const message& g, ports_type& out) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const std::size_t count = stages_.size();
+        const bool last = s + 1 == count;
+        const std::size_t next = f.header.sequence + 1;
+        stage_type& st = stages_[s];
+        per_stage& p = *per_[s];
+        bool sent_forward = false;
+        bool sent_backward = false;
+
+        // 1. Receive: copy both payloads out of their channels and release the buffers before any work, so that
+        //    a sender never waits on work of this tick (this is what makes capacity 2 sufficient).
+        slot* fs = nullptr;
+        slot* gs = nullptr;
+        if (!f.header.empty()) {
+            fs = &p.slots[f.info.id % p.slots.size()];
+            boundary_channel<T>& in = s == 0 ? *input_ : *forward_[s - 1];
+            std::copy_n(in.values(f.header.buffer), f.header.batch * fs->act.input_size(), fs->act.input());
+            std::copy_n(in.labels(f.header.buffer), f.header.batch, fs->labels.data());
+            in.release(f.header.buffer);
+            fs->info = f.info;
+        }
+        if (!last && !g.header.empty()) {
+            gs = &p.slots[g.info.id % p.slots.size()];
+            boundary_channel<T>& ch = *backward_[s];
+            std::copy_n(ch.values(g.header.buffer), g.header.batch * gs->act.output_size(), gs->act.output_gradient());
+            ch.release(g.header.buffer);
+            gs->info.loss = g.info.loss;
+            gs->info.correct = g.info.correct;
+        }
+        // 2. Forward (the last stage: forward, loss and backward of the same micro-batch, then its update).
+        if (fs != nullptr) {
+            slot& sl = *fs;
+            const std::size_t b = sl.info.batch;
+            sl.forward_version = st.updates();
+            p.in_flight_max = std::max(p.in_flight_max, ++p.in_flight);
+            const std::size_t pc = st.parameter_count();
+            const T* fw = p.forward_weights.empty() ? st.weights().data() : p.forward_weights.data();
+            if (!p.stash.empty()) std::copy_n(st.weights().data(), pc, stash_of(p, sl, pc));
+            stack_.forward({fw, pc}, sl.act, b, p.ws);
+            if (!last) {
+                boundary_channel<T>& ch = *forward_[s];
+                const std::size_t buffer = ch.acquire();
+                std::copy_n(sl.act.output(), b * sl.act.output_size(), ch.values(buffer));
+                std::copy_n(sl.labels.data(), b, ch.labels(buffer));
+                message m;
+                m.header = {sl.info.id, next, b, direction::forward, buffer};
+                m.info = sl.info;
+                std::get<0>(out).try_put(m);
+                sent_forward = true;
+            } else {
+                sl.info.correct = loss_type::correct(sl.act.output(), sl.labels.data(), b);
+                sl.info.loss = loss_type::loss_and_gradient(sl.act.output(), sl.labels.data(), b,
+                                                            sl.act.output_gradient());
+                backward_and_update(s, sl, next, out);
+                sent_backward = s > 0;
+            }
+        }
+        // 3. Backward of the older micro-batch, then its update.
+        if (gs != nullptr) {
+            backward_and_update(s, *gs, next, out);
+            sent_backward = s > 0;
+        }
+        if (!last && !sent_forward) std::get<0>(out).try_put(empty_message(next, direction::forward));
+        if (s > 0 && !sent_backward) std::get<1>(out).try_put(empty_message(next, direction::backward));
+        p.busy += std::chrono::steady_clock::now() - t0;
+    }
+
+    T* stash_of(per_stage& p, const slot& sl, std::size_t pc) noexcept {
+        return p.stash.data() + (sl.info.id % p.slots.size()) * pc;
+    }
+
+    void backward_and_update(std::size_t s, slot& sl, std::size_t next, ports_type& out) {
+        stage_type& st = stages_[s];
+        per_stage& p = *per_[s];
+        const std::size_t b = sl.info.batch;
+        const std::size_t pc = st.parameter_count();
+        const std::span<const T> bw =
+            p.stash.empty() ? st.backward_weights() : std::span<const T>(stash_of(p, sl, pc), pc);
+        stack_.backward(bw, st.gradient(), sl.act, b, p.ws, s > 0);
+        st.record_delay(st.updates() - sl.forward_version);
+        if (s > 0) {
+            boundary_channel<T>& ch = *backward_[s - 1];
+            const std::size_t buffer = ch.acquire();
+            std::copy_n(sl.act.input_gradient(), b * sl.act.input_size(), ch.values(buffer));
+            message m;
+            m.header = {sl.info.id, next, b, direction::backward, buffer};
+            m.info = sl.info;
+            std::get<1>(out).try_put(m);
+        } else {
+            completed_.push_back({sl.info.id, b, sl.info.loss, sl.info.correct});
+        }
+        st.update(sl.info, p.forward_weights.empty() ? nullptr : p.forward_weights.data());
+        --p.in_flight;
+    }
+
+    const stack_type& stack_;
+    std::vector<stage_type>& stages_;
+    std::size_t push_buffer_;
+    std::vector<std::unique_ptr<per_stage>> per_;
+    std::unique_ptr<boundary_channel<T>> input_;
+    std::vector<std::unique_ptr<boundary_channel<T>>> forward_;   // [S - 1]: s -> s + 1
+    std::vector<std::unique_ptr<boundary_channel<T>>> backward_;  // [S - 1]: s + 1 -> s
+    std::vector<message> pending_;                                // tokens not yet put into the graph
+    std::vector<completed_micro_batch<T>> completed_;             // completed during the current run
+    std::size_t next_tick_ = 0;
+    std::size_t pushed_ = 0;
+    std::size_t completed_total_ = 0;
+    bool failed_ = false;
+
+    // Declared last: destroyed first (nodes before the graph they belong to).
+    tbb::flow::graph graph_;
+    std::vector<std::unique_ptr<node_type>> nodes_;
+    std::vector<std::unique_ptr<sequencer_type>> sequencers_;
+    std::vector<std::unique_ptr<join_type>> joins_;
+    std::vector<std::unique_ptr<wrap_type>> wraps_;
+};
+
+}  // namespace pipeprop::pb

@@ -1,0 +1,326 @@
+// pipeprop/pb/engine.hpp: a Pipelined Backpropagation training engine over a runtime list of stages.
+//
+// PB-paper (Kosson et al., arXiv 2003.11666) §3-4; shared/docs/pb-semantics.md. The engine owns the network's
+// layers (layer_stack), one stage_state per stage (weights, velocity, gradient, policy state) and one executor
+// (sequential reference or concurrent flow graph; identical results). It is driven from the caller's own loop:
+//
+//   pb::engine<net, pb::policy::sc_lwp<>> e(stage_ranges, {.max_batch = 1});
+//   e.set_hyperparameters({.learning_rate = 5.14e-5f, .momentum = 0.99671f});
+//   for (each micro-batch) for (auto& c : e.push(x, labels, b)) report(c.id, c.loss, c.correct);
+//   for (auto& c : e.drain()) report(...);              // end of epoch: every update applied
+//   auto r = e.evaluate(test_x, test_labels, n);        // current weights
+//
+// The static pipeline types with compile-time stage counts and delays (pb::pipeline, pb/pipeline.hpp) derive from
+// it and share all of its code. Requirements: the network's output is rank 1 [classes] (softmax cross-entropy
+// against int32 labels).
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "pipeprop/layer_stack.hpp"
+#include "pipeprop/loss/softmax_cross_entropy.hpp"
+#include "pipeprop/pb/concurrent_executor.hpp"
+#include "pipeprop/pb/executor.hpp"
+#include "pipeprop/pb/hyperparameters.hpp"
+#include "pipeprop/pb/micro_batch.hpp"
+#include "pipeprop/pb/policies.hpp"
+#include "pipeprop/pb/sequential_executor.hpp"
+#include "pipeprop/pb/stage_state.hpp"
+#include "pipeprop/pb/stats.hpp"
+#include "pipeprop/pipeline_layout.hpp"
+
+namespace pipeprop::pb {
+
+/// Throws std::invalid_argument unless `stages` cut layers [0, layer_count) into non-empty, contiguous ranges in
+/// order (no layer dropped or duplicated: shared/docs/pitfalls.md item 9). The message names the offending stage.
+inline void check_partition(const std::vector<layer_range>& stages, std::size_t layer_count) {
+    if (stages.empty()) throw std::invalid_argument("pipeprop::pb: a pipeline needs at least one stage");
+    std::size_t next = 0;
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+        const layer_range r = stages[s];
+        if (r.begin != next || r.end <= r.begin || r.end > layer_count)
+            throw std::invalid_argument("pipeprop::pb: stage " + std::to_string(s) + " covers layers [" +
+                                        std::to_string(r.begin) + ", " + std::to_string(r.end) + "), expected a " +
+                                        "non-empty range starting at layer " + std::to_string(next) + " within the " +
+                                        std::to_string(layer_count) + " layers");
+        next = r.end;
+    }
+    if (next != layer_count)
+        throw std::invalid_argument("pipeprop::pb: the stages end at layer " + std::to_string(next) + " but the " +
+                                    "network has " + std::to_string(layer_count) + " layers (layers dropped)");
+}
+
+/// PB engine for network Net (value type T) under mitigation policy Policy, stages given at run time.
+template <network_type Net, mitigation_policy Policy, class T = float>
+class engine {
+public:
+    using network_type = Net;
+    using policy_type = Policy;
+    using value_type = T;
+    using stack_type = layer_stack<Net, T>;
+    using stage_type = stage_state<Net, Policy, T>;
+    using options_type = options<Policy>;
+    static_assert(vector_shape<typename stack_type::output_shape>,
+                  "pipeprop::pb::engine: the network's last layer must output a rank-1 [classes] tensor (the PB "
+                  "engine trains with softmax cross-entropy against integer labels).");
+    using loss_type = softmax_cross_entropy<T, stack_type::output_shape::size>;
+    /// Per-sample elements of the network input and number of classes.
+    static constexpr std::size_t input_size = stack_type::activation_size[0];
+    static constexpr std::size_t classes = stack_type::output_shape::size;
+
+    /// Cuts the network into `stages` (checked by check_partition), initializes the network's parameter block with
+    /// layer_stack::init_parameters(options.seed) and slices it into the stages, allocates every buffer and starts
+    /// the chosen executor. Throws std::invalid_argument for a bad partition or option (max_batch, push_buffer,
+    /// eval_batch must be >= 1; policy parameters).
+    engine(std::vector<layer_range> stages, const options_type& opt) : options_(opt), ranges_(std::move(stages)) {
+        check_partition(ranges_, stack_type::layer_count);
+        if (opt.max_batch == 0) throw std::invalid_argument("pipeprop::pb::engine: max_batch must be >= 1");
+        if (opt.push_buffer == 0) throw std::invalid_argument("pipeprop::pb::engine: push_buffer must be >= 1");
+        if (opt.eval_batch == 0) throw std::invalid_argument("pipeprop::pb::engine: eval_batch must be >= 1");
+        aligned_vector<T> block(stack_type::parameter_count);
+        stack_.init_parameters(block, opt.seed);
+        stages_.reserve(ranges_.size());
+        for (std::size_t s = 0; s < ranges_.size(); ++s)
+            stages_.emplace_back(s, ranges_.size(), ranges_[s], std::span<const T>(block), opt.policy);
+        if constexpr (Policy::fixed_momentum) hyper_.momentum = static_cast<T>(Policy::momentum);
+        if (opt.executor == executor_kind::sequential)
+            executor_ = std::make_unique<sequential_executor<Net, Policy, T>>(stack_, stages_, opt.max_batch);
+        else
+            executor_ = std::make_unique<concurrent_executor<Net, Policy, T>>(stack_, stages_, opt.max_batch,
+                                                                             opt.push_buffer);
+    }
+
+    engine(const engine&) = delete;
+    engine& operator=(const engine&) = delete;
+
+    /// S, the number of stages.
+    [[nodiscard]] std::size_t number_of_stages() const noexcept { return ranges_.size(); }
+    /// Stage s's layers.
+    [[nodiscard]] layer_range stage_range(std::size_t s) const { return ranges_.at(s); }
+    /// D_s = 2 (S - 1 - s).
+    [[nodiscard]] std::size_t stage_delay(std::size_t s) const { return stages_.at(s).delay(); }
+    [[nodiscard]] const std::vector<layer_range>& stage_ranges() const noexcept { return ranges_; }
+    [[nodiscard]] const options_type& engine_options() const noexcept { return options_; }
+    [[nodiscard]] executor_kind executor_in_use() const noexcept { return executor_->kind(); }
+    [[nodiscard]] const stack_type& stack() const noexcept { return stack_; }
+
+    /// Hyperparameters for the micro-batches pushed from now on (each micro-batch keeps the values current at its
+    /// push). Throws std::invalid_argument for values out of range (see validate) or, when the policy's momentum is
+    /// a compile-time constant, for a different momentum.
+    void set_hyperparameters(const hyperparameters<T>& h) {
+        validate(h);
+        if constexpr (Policy::fixed_momentum)
+            if (h.momentum != static_cast<T>(Policy::momentum))
+                throw std::invalid_argument("pipeprop::pb::engine: policy " + std::string(Policy::name) +
+                                            " has the compile-time momentum " + std::to_string(Policy::momentum) +
+                                            ", but the hyperparameters give " + std::to_string(h.momentum));
+        hyper_ = h;
+    }
+    [[nodiscard]] const hyperparameters<T>& current_hyperparameters() const noexcept { return hyper_; }
+
+    /// Pushes micro-batch n = micro_batches_pushed(): x [b, input...] (b * input_size values), labels [b] (int32 in
+    /// [0, classes)), 1 <= b <= max_batch (a final partial micro-batch is just a smaller b). The data are copied
+    /// before push returns. Returns the micro-batches whose backward completed at every stage during this call
+    /// (sequential executor: exactly this one; concurrent: those that completed while the graph ran, which it does
+    /// every push_buffer pushes), valid until the next call. Throws std::invalid_argument (sizes, label range, b)
+    /// naming the micro-batch and sample, before anything is changed.
+    std::span<const completed_micro_batch<T>> push(std::span<const T> x, std::span<const std::int32_t> labels,
+                                                   std::size_t b) {
+        const std::string where = "pipeprop::pb::engine::push (micro-batch " + std::to_string(next_id_) + "): ";
+        if (b == 0 || b > options_.max_batch)
+            throw std::invalid_argument(where + "b = " + std::to_string(b) + " is outside [1, max_batch = " +
+                                        std::to_string(options_.max_batch) + "]");
+        if (x.size() != b * input_size)
+            throw std::invalid_argument(where + "x has " + std::to_string(x.size()) + " values, expected b * " +
+                                        std::to_string(input_size) + " = " + std::to_string(b * input_size));
+        if (labels.size() != b)
+            throw std::invalid_argument(where + "labels has " + std::to_string(labels.size()) + " entries, expected b = " +
+                                        std::to_string(b));
+        for (std::size_t i = 0; i < b; ++i)
+            if (labels[i] < 0 || static_cast<std::size_t>(labels[i]) >= classes)
+                throw std::invalid_argument(where + "label " + std::to_string(labels[i]) + " of sample " +
+                                            std::to_string(i) + " is outside [0, " + std::to_string(classes) + ")");
+        micro_batch_info<T> mb;
+        mb.id = next_id_;
+        mb.batch = b;
+        mb.first_sample = samples_pushed_;
+        mb.hyper = hyper_;
+        const auto t0 = std::chrono::steady_clock::now();
+        auto done = executor_->push(x.data(), labels.data(), mb);
+        wall_ += std::chrono::steady_clock::now() - t0;
+        ++next_id_;
+        samples_pushed_ += b;
+        account(done);
+        return done;
+    }
+
+    /// Completes every micro-batch in flight (end of an epoch, before evaluation or a checkpoint); returns those
+    /// completed during this call. The next micro-batch starts a new pipeline fill (n0 := its index).
+    std::span<const completed_micro_batch<T>> drain() {
+        const auto t0 = std::chrono::steady_clock::now();
+        auto done = executor_->drain();
+        wall_ += std::chrono::steady_clock::now() - t0;
+        account(done);
+        return done;
+    }
+
+    /// Micro-batches pushed and not yet completed.
+    [[nodiscard]] std::size_t in_flight() const noexcept { return executor_->in_flight(); }
+    [[nodiscard]] std::size_t micro_batches_pushed() const noexcept { return next_id_; }
+    [[nodiscard]] std::size_t samples_pushed() const noexcept { return samples_pushed_; }
+
+    /// Mean loss and accuracy of the CURRENT weights (w, never predicted or stashed ones) over n samples:
+    /// x [n, input...], labels [n], processed in chunks of eval_batch. Throws std::logic_error when micro-batches
+    /// are in flight (call drain() first: evaluation must see all updates) and std::invalid_argument for sizes or
+    /// labels out of range. Allocates its buffers on first use.
+    [[nodiscard]] evaluation evaluate(std::span<const T> x, std::span<const std::int32_t> labels, std::size_t n) {
+        if (in_flight() != 0)
+            throw std::logic_error("pipeprop::pb::engine::evaluate: " + std::to_string(in_flight()) +
+                                   " micro-batches are in flight; call drain() first so evaluation sees all updates");
+        if (x.size() != n * input_size || labels.size() != n)
+            throw std::invalid_argument("pipeprop::pb::engine::evaluate: expected " + std::to_string(n * input_size) +
+                                        " input values and " + std::to_string(n) + " labels, got " +
+                                        std::to_string(x.size()) + " and " + std::to_string(labels.size()));
+        for (std::size_t i = 0; i < n; ++i)
+            if (labels[i] < 0 || static_cast<std::size_t>(labels[i]) >= classes)
+                throw std::invalid_argument("pipeprop::pb::engine::evaluate: label " + std::to_string(labels[i]) +
+                                            " of sample " + std::to_string(i) + " is outside [0, " +
+                                            std::to_string(classes) + ")");
+        if (eval_.empty())
+            for (const stage_type& st : stages_)
+                eval_.push_back({stack_.make_activations(st.range(), options_.eval_batch),
+                                 stack_.make_workspaces(st.range(), options_.eval_batch)});
+        evaluation r;
+        double loss_sum = 0.0;
+        for (std::size_t first = 0; first < n; first += options_.eval_batch) {
+            const std::size_t b = std::min(options_.eval_batch, n - first);
+            std::copy_n(x.data() + first * input_size, b * input_size, eval_[0].act.input());
+            for (std::size_t s = 0; s < stages_.size(); ++s) {
+                auto& e = eval_[s];
+                stack_.forward(stages_[s].weights(), e.act, b, e.ws);
+                if (s + 1 < stages_.size()) std::copy_n(e.act.output(), b * e.act.output_size(), eval_[s + 1].act.input());
+            }
+            const T* logits = eval_.back().act.output();
+            loss_sum += static_cast<double>(loss_type::loss(logits, labels.data() + first, b)) * static_cast<double>(b);
+            r.correct += loss_type::correct(logits, labels.data() + first, b);
+        }
+        r.samples = n;
+        r.loss = n > 0 ? loss_sum / static_cast<double>(n) : 0.0;
+        r.accuracy = n > 0 ? static_cast<double>(r.correct) / static_cast<double>(n) : 0.0;
+        return r;
+    }
+
+    /// Copies the network's parameter block [stack_type::parameter_count] (all stages' current weights, layers in
+    /// order) into out. Throws std::invalid_argument for a wrong size.
+    void copy_parameters(std::span<T> out) const { gather(out, [](const stage_type& st) { return st.weights(); }); }
+    /// Same for the momentum velocities.
+    void copy_velocities(std::span<T> out) const { gather(out, [](const stage_type& st) { return st.velocity(); }); }
+    /// Replaces every stage's weights with slices of a network parameter block [parameter_count] (e.g. an SGD
+    /// checkpoint); velocities and policy state are left as they are. Throws std::logic_error when micro-batches
+    /// are in flight, std::invalid_argument for a wrong size.
+    void load_parameters(std::span<const T> block) {
+        require_drained("load_parameters");
+        if (block.size() != stack_type::parameter_count)
+            throw std::invalid_argument("pipeprop::pb::engine::load_parameters: block has " +
+                                        std::to_string(block.size()) + " elements, expected " +
+                                        std::to_string(stack_type::parameter_count));
+        for (stage_type& st : stages_)
+            std::copy_n(block.data() + stack_type::parameter_offset[st.range().begin], st.parameter_count(),
+                        st.weights().data());
+        for (stage_type& st : stages_) st.restore(st.updates(), st.last_learning_rate());
+        executor_->resynchronize();
+    }
+
+    /// Per-stage and per-run figures (pb-semantics.md §5).
+    [[nodiscard]] run_stats stats() const {
+        run_stats r;
+        r.executor = std::string(to_string(executor_->kind()));
+        r.policy = std::string(Policy::name);
+        r.micro_batches = completed_micro_batches_;
+        r.samples = completed_samples_;
+        r.wall_seconds = std::chrono::duration<double>(wall_).count();
+        r.samples_per_second = r.wall_seconds > 0 ? static_cast<double>(r.samples) / r.wall_seconds : 0.0;
+        r.stages.resize(stages_.size());
+        for (std::size_t s = 0; s < stages_.size(); ++s) {
+            const stage_type& st = stages_[s];
+            stage_stats& o = r.stages[s];
+            o.stage = s;
+            o.layers = st.range();
+            o.delay = st.delay();
+            o.parameters = st.parameter_count();
+            o.weight_bytes = st.weight_bytes();
+            o.weight_copies = st.weight_copies();
+            o.observed_delay_min = st.observed_delay_min();
+            o.observed_delay_max = st.observed_delay_max();
+            o.backward_count = st.backward_count();
+            o.full_delay_count = st.full_delay_count();
+        }
+        executor_->fill_stats(r.stages);
+        return r;
+    }
+
+    // --- state access for checkpoints (pb/checkpoint.hpp) -------------------------------------------------------
+    /// The stages (weights, velocity, policy buffers are written through their spans by a checkpoint load).
+    [[nodiscard]] std::vector<stage_type>& stages() noexcept { return stages_; }
+    [[nodiscard]] const std::vector<stage_type>& stages() const noexcept { return stages_; }
+    /// After a checkpoint load at a drained point: sets the counters (next micro-batch index, samples pushed) and
+    /// every stage's scalar state, then lets the executor rebuild what it derives from the state. Throws
+    /// std::logic_error when micro-batches are in flight.
+    void restore_counters(std::size_t micro_batches, std::size_t samples, std::span<const T> last_learning_rates) {
+        require_drained("restore_counters");
+        next_id_ = micro_batches;
+        samples_pushed_ = samples;
+        for (std::size_t s = 0; s < stages_.size(); ++s) stages_[s].restore(micro_batches, last_learning_rates[s]);
+        executor_->resynchronize();
+    }
+
+private:
+    void require_drained(const char* what) const {
+        if (in_flight() != 0)
+            throw std::logic_error(std::string("pipeprop::pb::engine::") + what + ": " +
+                                   std::to_string(in_flight()) + " micro-batches are in flight; call drain() first");
+    }
+    template <class F>
+    void gather(std::span<T> out, F field) const {
+        if (out.size() != stack_type::parameter_count)
+            throw std::invalid_argument("pipeprop::pb::engine: output block has " + std::to_string(out.size()) +
+                                        " elements, expected " + std::to_string(stack_type::parameter_count));
+        for (const stage_type& st : stages_) {
+            const auto src = field(st);
+            std::copy(src.begin(), src.end(), out.begin() + static_cast<std::ptrdiff_t>(
+                                                               stack_type::parameter_offset[st.range().begin]));
+        }
+    }
+    void account(std::span<const completed_micro_batch<T>> done) noexcept {
+        completed_micro_batches_ += done.size();
+        for (const auto& c : done) completed_samples_ += c.batch;
+    }
+
+    struct eval_buffers {
+        typename stack_type::activations act;
+        typename stack_type::workspaces ws;
+    };
+
+    options_type options_;
+    std::vector<layer_range> ranges_;
+    stack_type stack_{};
+    std::vector<stage_type> stages_;
+    hyperparameters<T> hyper_{};
+    std::unique_ptr<executor<T>> executor_;
+    std::vector<eval_buffers> eval_;
+    std::size_t next_id_ = 0;
+    std::size_t samples_pushed_ = 0;
+    std::size_t completed_micro_batches_ = 0;
+    std::size_t completed_samples_ = 0;
+    std::chrono::steady_clock::duration wall_{};
+};
+
+}  // namespace pipeprop::pb

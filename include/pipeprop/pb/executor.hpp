@@ -1,0 +1,79 @@
+// pipeprop/pb/executor.hpp: the one interface behind which the two PB executors run, and the options of a PB run.
+//
+// PB-paper (Kosson et al., arXiv 2003.11666) §3; shared/docs/pb-semantics.md §1. Both executors realize the
+// clocked model exactly and produce identical bits:
+//   - sequential (pb/sequential_executor.hpp): the reference; one micro-batch at a time through every stage, with a
+//     per-stage history of forward weights.
+//   - concurrent (pb/concurrent_executor.hpp): one serial oneTBB flow-graph node per stage, one forward and one
+//     backward per stage per tick.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipeprop/pb/micro_batch.hpp"
+#include "pipeprop/pb/policies.hpp"
+#include "pipeprop/pb/stats.hpp"
+
+namespace pipeprop::pb {
+
+/// Which executor runs the pipeline.
+enum class executor_kind : std::uint8_t {
+    sequential,  ///< reference: one micro-batch at a time, per-stage weight history
+    concurrent,  ///< oneTBB flow graph: one serial node per stage, all stages concurrently
+};
+
+[[nodiscard]] constexpr std::string_view to_string(executor_kind k) noexcept {
+    return k == executor_kind::sequential ? "sequential" : "concurrent";
+}
+
+/// "sequential" or "concurrent"; throws std::invalid_argument naming the accepted values otherwise.
+[[nodiscard]] inline executor_kind parse_executor(std::string_view s) {
+    if (s == "sequential") return executor_kind::sequential;
+    if (s == "concurrent") return executor_kind::concurrent;
+    throw std::invalid_argument("pipeprop::pb: unknown executor '" + std::string(s) +
+                                "' (expected sequential or concurrent)");
+}
+
+/// Options of a PB engine (all sizes in samples or micro-batches).
+template <mitigation_policy Policy>
+struct options {
+    std::size_t max_batch = 1;      ///< largest micro-batch size b the buffers are made for (>= 1)
+    executor_kind executor = executor_kind::concurrent;
+    /// Concurrent executor: micro-batches buffered by push() before the flow graph runs them (>= 1). Larger values
+    /// amortize the pipeline's ramp at each run; the results do not depend on it.
+    std::size_t push_buffer = 64;
+    std::size_t eval_batch = 64;    ///< samples per forward pass in evaluate() (>= 1)
+    std::uint64_t seed = 1;         ///< layer_stack::init_parameters seed (per layer; independent of the cut)
+    typename Policy::parameters policy{};  ///< the policy's runtime knobs (PipeMare: warm-up, EMA decay)
+};
+
+/// The executor interface (internal to pb::engine, which validates every argument before calling it).
+template <class T>
+class executor {
+public:
+    virtual ~executor() = default;
+    /// Accepts micro-batch mb with x [mb.batch, input size] and labels [mb.batch] (copied before returning);
+    /// returns the micro-batches whose backward completed at every stage during this call, oldest first. The span
+    /// is valid until the next call.
+    virtual std::span<const completed_micro_batch<T>> push(const T* x, const std::int32_t* labels,
+                                                           const micro_batch_info<T>& mb) = 0;
+    /// Completes every micro-batch in flight (its backward and update at every stage) and returns them.
+    virtual std::span<const completed_micro_batch<T>> drain() = 0;
+    /// Micro-batches pushed and not yet completed.
+    [[nodiscard]] virtual std::size_t in_flight() const noexcept = 0;
+    /// Called at a drained point after the stages' state was replaced (checkpoint load, parameter load): rebuild
+    /// whatever the executor derived from it (forward-weight history, predicted weights); n0 := next micro-batch.
+    virtual void resynchronize() = 0;
+    [[nodiscard]] virtual executor_kind kind() const noexcept = 0;
+    /// Fills the executor's part of each stage's figures (slots, in-flight max, stash bytes, busy time, its own
+    /// weight copies added to weight_bytes / weight_copies).
+    virtual void fill_stats(std::vector<stage_stats>& stages) const = 0;
+};
+
+}  // namespace pipeprop::pb

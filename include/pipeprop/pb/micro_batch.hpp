@@ -1,0 +1,43 @@
+// pipeprop/pb/micro_batch.hpp: what the PB engine knows about one micro-batch, and what it reports back.
+//
+// A micro-batch is b >= 1 samples, x [b, input...] and int32 labels [b], pushed by the caller; its gradient is the
+// gradient of its MEAN loss over its b samples (pb-semantics.md §1; shared/docs/pitfalls.md item 1). Its index n
+// (0-based, counted over the whole run, across drains) determines its delay behaviour (pb-semantics.md §1).
+#pragma once
+
+#include <cstddef>
+
+#include "pipeprop/pb/hyperparameters.hpp"
+
+namespace pipeprop::pb {
+
+/// Header data that travels with a micro-batch through the pipeline (forward messages carry it to the last stage,
+/// backward messages carry it, with the loss, back to stage 0).
+template <class T>
+struct micro_batch_info {
+    std::size_t id = 0;            ///< n: 0-based index over the whole run
+    std::size_t batch = 0;         ///< b: samples in it (1 <= b <= max_batch)
+    std::size_t first_sample = 0;  ///< samples pushed before it (PipeMare warm-up clock, schedules)
+    hyperparameters<T> hyper{};    ///< hyperparameters of its update at every stage
+    T loss = T(0);                 ///< mean loss over its b samples (nats); set by the last stage
+    std::size_t correct = 0;       ///< samples whose arg-max logit equals the label; set by the last stage
+};
+
+/// A micro-batch whose backward has completed at every stage (its update is applied everywhere).
+template <class T>
+struct completed_micro_batch {
+    std::size_t id = 0;       ///< n
+    std::size_t batch = 0;    ///< b
+    T loss = T(0);            ///< mean training loss of its forward (nats), computed with the PB forward weights
+    std::size_t correct = 0;  ///< correctly classified samples of its forward
+};
+
+/// Result of pb::engine::evaluate: mean loss (nats) and accuracy over n samples.
+struct evaluation {
+    double loss = 0.0;
+    double accuracy = 0.0;
+    std::size_t samples = 0;
+    std::size_t correct = 0;
+};
+
+}  // namespace pipeprop::pb

@@ -1,0 +1,82 @@
+// pipeprop/pb/pipeline.hpp: the static Pipelined Backpropagation pipeline type, and its runtime-partition variant.
+//
+// PB-paper (Kosson et al., arXiv 2003.11666) §3-4; shared/docs/pb-semantics.md §1, §3. A pipeline is a network cut
+// into stages (pipeline_layout: split_at<...> or fine_grained<...>), a mitigation policy and a value type:
+//
+//   using net = pipeprop::network<pipeprop::shape<1, 28, 28>, pipeprop::conv2d<8, 3, 1, 1>, pipeprop::relu, ...>;
+//   using pipe = pipeprop::pb::pipeline<net, pipeprop::fine_grained<>, pipeprop::pb::policy::sc_lwp<>>;
+//   static_assert(pipe::stage_count == 4 && pipe::delays[0] == 6);
+//   pipe p({.max_batch = 1, .executor = pipeprop::pb::executor_kind::concurrent});
+//
+// Stage count, boundaries, delays D_s = 2 (S - 1 - s), LWP horizons and (for a policy with a compile-time momentum)
+// the spike-compensation coefficients are constexpr members. pipeline<Net, runtime_partition, Policy, T> takes the
+// split points at run time (e.g. the CLI's --stages 2,5,8) and runs exactly the same code (pb::engine).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <vector>
+
+#include "pipeprop/pb/engine.hpp"
+#include "pipeprop/pb/policies.hpp"
+#include "pipeprop/pipeline_layout.hpp"
+
+namespace pipeprop::pb {
+
+/// Partition tag: stage boundaries chosen at run time (split points or layer ranges given to the constructor).
+struct runtime_partition {};
+
+/// Static PB pipeline: network Net cut by Partition (split_at<...> or fine_grained<...>), mitigation Policy, value
+/// type T. Static-asserts (through pipeline_layout) that split points are increasing and inside the network.
+template <network_type Net, class Partition, mitigation_policy Policy, class T = float>
+class pipeline : public engine<Net, Policy, T> {
+public:
+    using layout = pipeline_layout<Net, Partition, T>;
+    /// S, the number of stages.
+    static constexpr std::size_t stage_count = layout::stage_count;
+    /// Stage s is layers [boundaries[s], boundaries[s + 1]).
+    static constexpr auto boundaries = layout::boundaries;
+    /// D_s = 2 (S - 1 - s): updates between a micro-batch's forward and its backward at stage s.
+    static constexpr std::array<std::size_t, stage_count> delays = layout::delays;
+    /// Micro-batches stage s holds in flight: D_s + 1.
+    static constexpr std::array<std::size_t, stage_count> in_flight_bound = [] {
+        std::array<std::size_t, stage_count> a{};
+        for (std::size_t s = 0; s < stage_count; ++s) a[s] = delays[s] + 1;
+        return a;
+    }();
+    /// LWP horizon T_s per stage (0 where the policy does not predict).
+    static constexpr std::array<T, stage_count> horizons = [] {
+        std::array<T, stage_count> a{};
+        for (std::size_t s = 0; s < stage_count; ++s) a[s] = lwp_horizon<Policy, T>(delays[s]);
+        return a;
+    }();
+
+    explicit pipeline(const options<Policy>& opt = {}) : engine<Net, Policy, T>(stage_ranges<layout>(), opt) {}
+};
+
+/// Spike-compensation coefficients a_s = m^D_s, b_s = (1 - m^D_s)/(1 - m) of every stage of a static pipeline
+/// whose policy has a compile-time momentum (constant expressions; PB-paper §4).
+template <class Pipeline>
+    requires(Pipeline::policy_type::spike_compensated && Pipeline::policy_type::fixed_momentum)
+inline constexpr std::array<sc_coefficients<typename Pipeline::value_type>, Pipeline::stage_count> spike_coefficients_of =
+    [] {
+        std::array<sc_coefficients<typename Pipeline::value_type>, Pipeline::stage_count> a{};
+        for (std::size_t s = 0; s < Pipeline::stage_count; ++s)
+            a[s] = Pipeline::policy_type::template coefficients<typename Pipeline::value_type>(Pipeline::delays[s]);
+        return a;
+    }();
+
+/// PB pipeline whose stages are chosen at run time; same executors and state as the static pipeline.
+template <network_type Net, mitigation_policy Policy, class T>
+class pipeline<Net, runtime_partition, Policy, T> : public engine<Net, Policy, T> {
+public:
+    /// Stages cut at `split_points` (strictly increasing, inside (0, layer count); empty: one stage). Throws
+    /// std::invalid_argument naming the offending point (pipeprop::partition_at).
+    pipeline(const std::vector<std::size_t>& split_points, const options<Policy>& opt)
+        : engine<Net, Policy, T>(partition_at(layer_stack<Net, T>::layer_count, split_points), opt) {}
+    /// Stages given as layer ranges (checked by check_partition).
+    pipeline(std::vector<layer_range> stages, const options<Policy>& opt)
+        : engine<Net, Policy, T>(std::move(stages), opt) {}
+};
+
+}  // namespace pipeprop::pb

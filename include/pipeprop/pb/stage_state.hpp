@@ -1,0 +1,275 @@
+// pipeprop/pb/stage_state.hpp: the state one PB stage owns, and the per-stage operations both executors share.
+//
+// PB-paper (Kosson et al., arXiv 2003.11666) §3; shared/docs/pb-semantics.md §1-3. A stage is a contiguous layer
+// range [begin, end) of the network with delay D = 2 (S - 1 - s). It owns (all aligned, allocated once):
+//   weights     w [P]   its slice of the network's parameter block (P = parameter_count_of(range))
+//   velocity    v [P]   momentum buffer
+//   gradient    g [P]   the loss gradient of the micro-batch being applied (backward-p2 ADDS into it; the update
+//                       zeroes it again)
+//   policy state:  last_step  [P] (LWP weight-difference form: w(k) - w(k-1))
+//                  discrepancy [P], corrected [P] (PipeMare: delta and w - D delta)
+//                  last_learning_rate (LWP velocity form: eta of the most recent update)
+//   updates: how many updates the stage has applied (= micro-batches whose backward it completed).
+// The executors (pb/sequential_executor.hpp, pb/concurrent_executor.hpp) own the activation buffers and decide
+// WHEN the functions below run; the functions themselves are the single definition of WHAT a stage computes, which
+// is why the two executors produce identical bits.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+#include "pipeprop/layer_stack.hpp"
+#include "pipeprop/optim/momentum_update.hpp"
+#include "pipeprop/pb/micro_batch.hpp"
+#include "pipeprop/pb/policies.hpp"
+#include "pipeprop/pb/stage_kernels.hpp"
+#include "pipeprop/pipeline_layout.hpp"
+
+namespace pipeprop::pb {
+
+/// Per-stage parameters, optimizer state and policy state of network Net (value type T) under policy Policy.
+/// Not copyable (large buffers); movable. All buffers are allocated by the constructor; no member function
+/// allocates afterwards.
+template <network_type Net, mitigation_policy Policy, class T>
+class stage_state {
+public:
+    using stack_type = layer_stack<Net, T>;
+    using policy_type = Policy;
+    using policy_parameters = typename Policy::parameters;
+
+    /// Elements processed per pass of the fused update loop (fits L1 together with its w, v, g slices).
+    static constexpr std::size_t update_chunk = 1024;
+
+    /// Stage `index` of `stage_count`, layers `range`; its weights are copied from the network's parameter block
+    /// `network_block` [stack_type::parameter_count] (initialized by layer_stack::init_parameters, so they do not
+    /// depend on the cut). Throws std::invalid_argument for a bad range, block size or policy parameter.
+    stage_state(std::size_t index, std::size_t stage_count, layer_range range, std::span<const T> network_block,
+                const policy_parameters& parameters)
+        : index_(index),
+          delay_(pb_delay(index, stage_count)),
+          range_(range),
+          parameter_count_(stack_type::parameter_count_of(range)),
+          horizon_(lwp_horizon<Policy, T>(delay_)),
+          parameters_(parameters) {
+        if (range.begin >= range.end || range.end > stack_type::layer_count)
+            throw std::invalid_argument("pipeprop::pb::stage_state: stage " + std::to_string(index) + " range [" +
+                                        std::to_string(range.begin) + ", " + std::to_string(range.end) +
+                                        ") is empty or exceeds the network's " +
+                                        std::to_string(stack_type::layer_count) + " layers");
+        if (network_block.size() != stack_type::parameter_count)
+            throw std::invalid_argument("pipeprop::pb::stage_state: the network parameter block has " +
+                                        std::to_string(network_block.size()) + " elements, expected " +
+                                        std::to_string(stack_type::parameter_count));
+        if constexpr (Policy::corrects_discrepancy) {
+            const double g = parameters.discrepancy_decay;
+            if (!(g >= 0.0 && g < 1.0))
+                throw std::invalid_argument("pipeprop::pb::policy::pipemare: discrepancy_decay = " +
+                                            std::to_string(g) + " must be in [0, 1)");
+            if (!(parameters.warmup_samples >= 0.0) || !std::isfinite(parameters.warmup_samples))
+                throw std::invalid_argument("pipeprop::pb::policy::pipemare: warmup_samples = " +
+                                            std::to_string(parameters.warmup_samples) + " must be finite and >= 0");
+            gamma_ = static_cast<T>(g);
+            one_minus_gamma_ = T(1) - gamma_;
+        }
+        const auto first = network_block.begin() + static_cast<std::ptrdiff_t>(stack_type::parameter_offset[range.begin]);
+        weights_.assign(first, first + static_cast<std::ptrdiff_t>(parameter_count_));
+        velocity_.assign(parameter_count_, T(0));
+        gradient_.assign(parameter_count_, T(0));
+        if constexpr (Policy::predicts_weights && Policy::form == lwp_form::weight_difference)
+            last_step_.assign(parameter_count_, T(0));
+        if constexpr (Policy::corrects_discrepancy) {
+            discrepancy_.assign(parameter_count_, T(0));
+            corrected_.assign(parameter_count_, T(0));
+            refresh_corrected();
+        }
+        if constexpr (Policy::spike_compensated && Policy::fixed_momentum)
+            fixed_sc_ = Policy::template coefficients<T>(delay_);
+    }
+
+    stage_state(stage_state&&) noexcept = default;
+    stage_state& operator=(stage_state&&) noexcept = default;
+
+    [[nodiscard]] std::size_t index() const noexcept { return index_; }
+    /// D_s = 2 (S - 1 - s).
+    [[nodiscard]] std::size_t delay() const noexcept { return delay_; }
+    [[nodiscard]] layer_range range() const noexcept { return range_; }
+    /// P: elements of the stage's parameter block (0 for a parameter-free stage).
+    [[nodiscard]] std::size_t parameter_count() const noexcept { return parameter_count_; }
+    /// The LWP horizon T of this stage (0 when the policy does not predict).
+    [[nodiscard]] T horizon() const noexcept { return horizon_; }
+    /// Updates applied so far.
+    [[nodiscard]] std::size_t updates() const noexcept { return updates_; }
+
+    [[nodiscard]] std::span<T> weights() noexcept { return weights_; }
+    [[nodiscard]] std::span<const T> weights() const noexcept { return weights_; }
+    [[nodiscard]] std::span<T> velocity() noexcept { return velocity_; }
+    [[nodiscard]] std::span<const T> velocity() const noexcept { return velocity_; }
+    /// The gradient buffer [P] the backward-p2 of the micro-batch being applied adds into (zero between updates).
+    [[nodiscard]] std::span<T> gradient() noexcept { return gradient_; }
+    /// LWP weight-difference form: w(k) - w(k-1) [P]; empty otherwise.
+    [[nodiscard]] std::span<T> last_step() noexcept { return last_step_; }
+    [[nodiscard]] std::span<const T> last_step() const noexcept { return last_step_; }
+    /// PipeMare: the EMA delta of weight steps [P]; empty otherwise.
+    [[nodiscard]] std::span<T> discrepancy() noexcept { return discrepancy_; }
+    [[nodiscard]] std::span<const T> discrepancy() const noexcept { return discrepancy_; }
+    /// LWP velocity form: learning rate of the most recent update (its prediction uses it).
+    [[nodiscard]] T last_learning_rate() const noexcept { return last_learning_rate_; }
+
+    /// Restores the counters and scalar policy state (checkpoint load; buffers are written through the spans above),
+    /// then recomputes the derived buffers.
+    void restore(std::size_t updates, T last_learning_rate) {
+        updates_ = updates;
+        last_learning_rate_ = last_learning_rate;
+        refresh_corrected();
+    }
+
+    /// True when the forward uses LWP-predicted weights rather than w itself (policy predicts and T != 0).
+    [[nodiscard]] bool predicted_forward() const noexcept { return Policy::predicts_weights && horizon_ != T(0); }
+
+    /// Writes the forward weights of the CURRENT state into out [P]: the LWP prediction (velocity form:
+    /// w - (eta_last T) v; weight-difference form: w + T (w(k) - w(k-1))), or a copy of w. PB-paper §4.
+    void forward_weights(T* out) const noexcept {
+        for (std::size_t i = 0; i < parameter_count_; i += update_chunk)
+            forward_weights_chunk(i, std::min(update_chunk, parameter_count_ - i), out);
+    }
+
+    /// The weights the backward of the CURRENT state uses when the policy does not stash: w, or for PipeMare
+    /// (D > 0) the discrepancy-corrected w - D delta.
+    [[nodiscard]] std::span<const T> backward_weights() const noexcept {
+        if constexpr (Policy::corrects_discrepancy)
+            if (delay_ > 0) return corrected_;
+        return weights_;
+    }
+
+    /// The learning rate the update of micro-batch mb uses at this stage: eta, or for PipeMare the warmed-up
+    /// eta D^-(1 - min(t / T_w, 1)), t = mb.first_sample.
+    [[nodiscard]] T learning_rate_for(const micro_batch_info<T>& mb) const noexcept {
+        T lr = mb.hyper.learning_rate;
+        if constexpr (Policy::corrects_discrepancy) {
+            const double tw = parameters_.warmup_samples;
+            if (delay_ > 0 && tw > 0.0) {
+                const double progress = std::min(static_cast<double>(mb.first_sample) / tw, 1.0);
+                lr *= static_cast<T>(std::pow(static_cast<double>(delay_), -(1.0 - progress)));
+            }
+        }
+        return lr;
+    }
+
+    /// The update coefficients for micro-batch mb (pb-semantics.md §2-3): heavy-ball, or spike compensation with
+    /// a = m^D, b = (1 - m^D)/(1 - m).
+    [[nodiscard]] optim::update_coefficients<T> coefficients_for(const micro_batch_info<T>& mb) const noexcept {
+        const T lr = learning_rate_for(mb);
+        if constexpr (Policy::spike_compensated) {
+            const sc_coefficients<T> sc =
+                Policy::fixed_momentum ? fixed_sc_ : spike_coefficients<T>(mb.hyper.momentum, delay_);
+            return {lr, mb.hyper.momentum, mb.hyper.weight_decay, sc.a, sc.b, T(0)};
+        } else {
+            return optim::heavy_ball(lr, mb.hyper.momentum, mb.hyper.weight_decay);
+        }
+    }
+
+    /// Applies the update of micro-batch mb from gradient() (pb-semantics.md §1: after the forward and the backward
+    /// of the tick), zeroes gradient(), advances the policy state (LWP step, PipeMare EMA and correction) and, when
+    /// forward_out is not null, writes the forward weights of the new state into it [P] (see forward_weights).
+    /// One fused pass over the block in chunks of update_chunk elements; optim::momentum_update is element-wise, so
+    /// the chunking does not change any result. No allocation, no exceptions.
+    void update(const micro_batch_info<T>& mb, T* forward_out) noexcept {
+        const optim::update_coefficients<T> c = coefficients_for(mb);
+        constexpr bool keeps_old = (Policy::predicts_weights && Policy::form == lwp_form::weight_difference) ||
+                                   Policy::corrects_discrepancy;
+        alignas(64) T old[keeps_old ? update_chunk : 1];
+        for (std::size_t i = 0; i < parameter_count_; i += update_chunk) {
+            const std::size_t n = std::min(update_chunk, parameter_count_ - i);
+            T* w = weights_.data() + i;
+            if constexpr (keeps_old) std::copy_n(w, n, old);
+            optim::momentum_update(n, w, velocity_.data() + i, gradient_.data() + i, c);
+            std::fill_n(gradient_.data() + i, n, T(0));
+            if constexpr (Policy::predicts_weights && Policy::form == lwp_form::weight_difference)
+                kernels::difference(n, w, old, last_step_.data() + i);
+            if constexpr (Policy::corrects_discrepancy) {
+                kernels::ema_of_step(n, w, old, gamma_, one_minus_gamma_, discrepancy_.data() + i);
+                if (delay_ > 0)
+                    kernels::subtract_scaled(n, w, discrepancy_.data() + i, static_cast<T>(delay_),
+                                             corrected_.data() + i);
+            }
+            if (forward_out != nullptr) {
+                last_learning_rate_ = c.learning_rate;  // the prediction below uses this update's eta
+                forward_weights_chunk(i, n, forward_out);
+            }
+        }
+        last_learning_rate_ = c.learning_rate;
+        ++updates_;
+    }
+
+    /// Records the delay a backward observed (updates between its forward and itself; issue 4 item 6).
+    void record_delay(std::size_t observed) noexcept {
+        if (backward_count_ == 0 || observed < observed_min_) observed_min_ = observed;
+        observed_max_ = std::max(observed_max_, observed);
+        ++backward_count_;
+        if (observed == delay_) ++full_delay_count_;
+    }
+    [[nodiscard]] std::size_t observed_delay_min() const noexcept { return observed_min_; }
+    [[nodiscard]] std::size_t observed_delay_max() const noexcept { return observed_max_; }
+    [[nodiscard]] std::size_t backward_count() const noexcept { return backward_count_; }
+    [[nodiscard]] std::size_t full_delay_count() const noexcept { return full_delay_count_; }
+
+    /// Bytes of every parameter-sized buffer this object holds (weights, velocity, gradient, policy buffers).
+    [[nodiscard]] std::size_t weight_bytes() const noexcept { return weight_copies() * parameter_count_ * sizeof(T); }
+    /// Number of parameter-sized buffers this object holds.
+    [[nodiscard]] std::size_t weight_copies() const noexcept {
+        return 3 + (last_step_.empty() ? 0 : 1) + (discrepancy_.empty() ? 0 : 2);
+    }
+
+private:
+    void forward_weights_chunk(std::size_t i, std::size_t n, T* out) const noexcept {
+        const T* w = weights_.data() + i;
+        if constexpr (Policy::predicts_weights) {
+            if (horizon_ != T(0)) {
+                if constexpr (Policy::form == lwp_form::velocity)
+                    kernels::subtract_scaled(n, w, velocity_.data() + i, last_learning_rate_ * horizon_, out + i);
+                else
+                    kernels::add_scaled(n, w, last_step_.data() + i, horizon_, out + i);
+                return;
+            }
+        }
+        std::copy_n(w, n, out + i);
+    }
+
+    void refresh_corrected() noexcept {
+        if constexpr (Policy::corrects_discrepancy)
+            if (delay_ > 0)
+                kernels::subtract_scaled(parameter_count_, weights_.data(), discrepancy_.data(),
+                                         static_cast<T>(delay_), corrected_.data());
+    }
+
+    std::size_t index_ = 0;
+    std::size_t delay_ = 0;
+    layer_range range_{};
+    std::size_t parameter_count_ = 0;
+    T horizon_ = T(0);
+    policy_parameters parameters_{};
+    T gamma_ = T(0);
+    T one_minus_gamma_ = T(1);
+    sc_coefficients<T> fixed_sc_{};
+
+    aligned_vector<T> weights_;      // w [P]
+    aligned_vector<T> velocity_;     // v [P]
+    aligned_vector<T> gradient_;     // g [P]
+    aligned_vector<T> last_step_;    // [P] LWP weight-difference form only
+    aligned_vector<T> discrepancy_;  // [P] PipeMare only
+    aligned_vector<T> corrected_;    // [P] PipeMare only
+    T last_learning_rate_ = T(0);
+    std::size_t updates_ = 0;
+
+    std::size_t observed_min_ = 0;
+    std::size_t observed_max_ = 0;
+    std::size_t backward_count_ = 0;
+    std::size_t full_delay_count_ = 0;
+};
+
+}  // namespace pipeprop::pb

@@ -1,0 +1,238 @@
+// PB executors (include/pipeprop/pb/): the concurrent flow-graph executor is bit-identical to the sequential
+// reference for every mitigation policy (>= 200 micro-batches, S = 10, b = 1 and b = 2 with a final partial
+// micro-batch, a drain in the middle); fewer micro-batches than stages; same seed same run; the delays observed at
+// run time equal the constexpr D_s; S = 1 PB equals the sequential SGD trainer bitwise.
+#include <catch2/catch.hpp>
+
+#include <pipeprop/sequential_trainer.hpp>
+
+#include "unit/test_pb_support.hpp"
+
+using namespace pb_test;
+
+namespace {
+
+template <class Policy>
+using fine_cnn = pb::pipeline<cnn, pp::fine_grained<pp::parameter_free::own_stage>, Policy>;
+
+template <class Policy>
+pb::options<Policy> opts(pb::executor_kind k, std::size_t max_b, std::size_t push_buffer = 16) {
+    pb::options<Policy> o;
+    o.max_batch = max_b;
+    o.executor = k;
+    o.push_buffer = push_buffer;
+    o.seed = 11;
+    if constexpr (Policy::corrects_discrepancy) o.policy.warmup_samples = 150;
+    return o;
+}
+
+/// Runs the same training with both executors and requires identical bits everywhere.
+template <class Policy>
+void check_executors_agree(std::size_t b, std::size_t partial_last) {
+    openblas_set_num_threads(1);
+    using pipe = fine_cnn<Policy>;
+    static_assert(pipe::stage_count == 10 && pipe::delays[0] == 18 && pipe::delays[9] == 0);
+    const std::size_t count = 210, drain_at = 97;
+    pipe seq(opts<Policy>(pb::executor_kind::sequential, b));
+    pipe con(opts<Policy>(pb::executor_kind::concurrent, b, 16));
+    const bool fixed = Policy::fixed_momentum;
+    const run_record rs = drive(seq, count, b, partial_last, drain_at, fixed);
+    const run_record rc = drive(con, count, b, partial_last, drain_at, fixed);
+    INFO("policy " << Policy::name << ", b = " << b);
+    REQUIRE(rs.ids.size() == count);
+    CHECK(rc.ids == rs.ids);
+    CHECK(bitwise_equal(rc.losses, rs.losses));
+    CHECK(rc.correct == rs.correct);
+    CHECK(bitwise_equal(rc.weights, rs.weights));
+    CHECK(bitwise_equal(rc.velocities, rs.velocities));
+    // The run did train (a test that cannot fail is no test): the weights moved from their initial values.
+    pipe fresh(opts<Policy>(pb::executor_kind::sequential, b));
+    std::vector<float> w0(pipe::stack_type::parameter_count);
+    fresh.copy_parameters(w0);
+    CHECK_FALSE(bitwise_equal(w0, rs.weights));
+    // Both executors observed the compile-time delays; the concurrent one held D_s + 1 micro-batches per stage.
+    const auto ss = seq.stats(), sc = con.stats();
+    for (std::size_t s = 0; s < pipe::stage_count; ++s) {
+        CHECK(ss.stages[s].observed_delay_max == pipe::delays[s]);
+        CHECK(sc.stages[s].observed_delay_max == pipe::delays[s]);
+        CHECK(sc.stages[s].full_delay_count == ss.stages[s].full_delay_count);
+        CHECK(sc.stages[s].in_flight_max == pipe::delays[s] + 1);
+        CHECK(sc.stages[s].activation_slots == pipe::delays[s] + 1);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("concurrent == sequential bitwise: none, sc, lwp", "[pb][executors]") {
+    for (auto [b, last] : {std::pair<std::size_t, std::size_t>{1, 0}, {2, 1}}) {
+        check_executors_agree<pb::policy::none>(b, last);
+        check_executors_agree<pb::policy::spike_compensation<>>(b, last);
+        check_executors_agree<pb::policy::spike_compensation<std::ratio<9, 10>>>(b, last);
+        check_executors_agree<pb::policy::linear_weight_prediction<>>(b, last);
+        check_executors_agree<pb::policy::linear_weight_prediction<pb::lwp_form::weight_difference>>(b, last);
+        check_executors_agree<pb::policy::linear_weight_prediction<pb::lwp_form::velocity, pb::fixed_horizon<3>>>(
+            b, last);
+    }
+}
+
+TEST_CASE("concurrent == sequential bitwise: sc_lwp, stash, pipemare", "[pb][executors]") {
+    for (auto [b, last] : {std::pair<std::size_t, std::size_t>{1, 0}, {2, 1}}) {
+        check_executors_agree<pb::policy::sc_lwp<>>(b, last);
+        check_executors_agree<pb::policy::sc_lwp<pb::runtime_momentum, pb::lwp_form::weight_difference>>(b, last);
+        check_executors_agree<pb::policy::weight_stashing>(b, last);
+        check_executors_agree<pb::policy::pipemare>(b, last);
+    }
+}
+
+TEST_CASE("the push buffer size does not change the results", "[pb][executors]") {
+    openblas_set_num_threads(1);
+    using pipe = pb::pipeline<mlp, pp::fine_grained<pp::parameter_free::own_stage>, pb::policy::sc_lwp<>>;
+    pipe a(opts<pb::policy::sc_lwp<>>(pb::executor_kind::concurrent, 1, 1));
+    pipe b(opts<pb::policy::sc_lwp<>>(pb::executor_kind::concurrent, 1, 37));
+    const run_record ra = drive(a, 120, 1, 0, 50);
+    const run_record rb = drive(b, 120, 1, 0, 50);
+    CHECK(bitwise_equal(ra.weights, rb.weights));
+    CHECK(bitwise_equal(ra.losses, rb.losses));
+}
+
+TEST_CASE("fewer micro-batches than stages: no hang, identical results", "[pb][executors]") {
+    openblas_set_num_threads(1);
+    using policy = pb::policy::sc_lwp<>;
+    using pipe = fine_cnn<policy>;
+    for (std::size_t count : {1u, 3u, 7u}) {
+        pipe seq(opts<policy>(pb::executor_kind::sequential, 2));
+        pipe con(opts<policy>(pb::executor_kind::concurrent, 2, 64));
+        const run_record rs = drive(seq, count, 2, 0, 0);
+        const run_record rc = drive(con, count, 2, 0, 0);
+        CHECK(rc.ids.size() == count);
+        CHECK(rc.ids == rs.ids);
+        CHECK(bitwise_equal(rc.weights, rs.weights));
+        CHECK(con.in_flight() == 0);
+    }
+}
+
+TEST_CASE("same seed, same run; another seed, another run", "[pb][executors]") {
+    openblas_set_num_threads(1);
+    using policy = pb::policy::none;
+    using pipe = fine_cnn<policy>;
+    pipe a(opts<policy>(pb::executor_kind::concurrent, 1)), b(opts<policy>(pb::executor_kind::concurrent, 1));
+    auto o = opts<policy>(pb::executor_kind::concurrent, 1);
+    o.seed = 12;
+    pipe c(o);
+    const run_record ra = drive(a, 80, 1, 0, 0), rb = drive(b, 80, 1, 0, 0), rc = drive(c, 80, 1, 0, 0);
+    CHECK(bitwise_equal(ra.weights, rb.weights));
+    CHECK(bitwise_equal(ra.losses, rb.losses));
+    CHECK_FALSE(bitwise_equal(ra.weights, rc.weights));
+}
+
+TEST_CASE("observed delays equal the constexpr D_s", "[pb][delays]") {
+    openblas_set_num_threads(1);
+    using policy = pb::policy::none;
+    using pipe = pb::pipeline<cnn, pp::fine_grained<>, policy>;
+    static_assert(pipe::stage_count == 5);
+    static_assert(pipe::delays == std::array<std::size_t, 5>{8, 6, 4, 2, 0});
+    const std::size_t count = 40;
+    for (auto kind : {pb::executor_kind::sequential, pb::executor_kind::concurrent}) {
+        pipe p(opts<policy>(kind, 1));
+        drive(p, count, 1, 0, 0);
+        const auto st = p.stats();
+        for (std::size_t s = 0; s < pipe::stage_count; ++s) {
+            INFO("executor " << st.executor << ", stage " << s);
+            CHECK(st.stages[s].delay == pipe::delays[s]);
+            CHECK(st.stages[s].observed_delay_max == pipe::delays[s]);
+            // The first D_s micro-batches of a fill see fewer updates (0, 1, ..., D_s - 1); all others exactly D_s.
+            CHECK(st.stages[s].observed_delay_min == 0);
+            CHECK(st.stages[s].backward_count == count);
+            CHECK(st.stages[s].full_delay_count == count - pipe::delays[s]);
+        }
+        CHECK(st.micro_batches == count);
+        CHECK(st.samples == count);
+    }
+}
+
+TEST_CASE("S = 1 PB equals the sequential SGD trainer bitwise", "[pb][sgd]") {
+    openblas_set_num_threads(1);
+    using policy = pb::policy::none;
+    using pipe = pb::pipeline<cnn, pp::split_at<>, policy>;
+    static_assert(pipe::stage_count == 1 && pipe::delays[0] == 0);
+    const std::size_t b = 4, count = 25, partial = 3;
+    for (auto kind : {pb::executor_kind::sequential, pb::executor_kind::concurrent}) {
+        pipe p(opts<policy>(kind, b));
+        pp::sequential_trainer<cnn> sgd({.max_batch = b,
+                                         .optimizer = {.momentum = 0.9, .weight_decay = 1e-3},
+                                         .schedule = pp::optim::lr_schedule::constant(0.05),
+                                         .seed = 11});
+        data_stream<cnn> data(count * b, 3);
+        std::size_t first = 0;
+        std::vector<float> pb_losses, sgd_losses;
+        for (std::size_t n = 0; n < count; ++n) {
+            const std::size_t bn = n + 1 == count ? partial : b;
+            p.set_hyperparameters({0.05f, 0.9f, 1e-3f});
+            for (const auto& c : p.push(data.xs(first, bn), data.ys(first, bn), bn)) pb_losses.push_back(c.loss);
+            sgd_losses.push_back(sgd.train_batch(data.xs(first, bn).data(), data.ys(first, bn).data(), bn, 0.05));
+            first += bn;
+        }
+        for (const auto& c : p.drain()) pb_losses.push_back(c.loss);
+        std::vector<float> w(pipe::stack_type::parameter_count);
+        p.copy_parameters(w);
+        CHECK(bitwise_equal(pb_losses, sgd_losses));
+        CHECK(bitwise_equal(w, std::vector<float>(sgd.parameters().begin(), sgd.parameters().end())));
+        std::vector<float> v(pipe::stack_type::parameter_count);
+        p.copy_velocities(v);
+        const auto sv = sgd.optimizer().velocity();
+        CHECK(bitwise_equal(v, std::vector<float>(sv.begin(), sv.end())));
+    }
+}
+
+TEST_CASE("evaluation sees the current weights and requires a drained pipeline", "[pb][evaluate]") {
+    openblas_set_num_threads(1);
+    using policy = pb::policy::sc_lwp<>;
+    using pipe = pb::pipeline<cnn, pp::fine_grained<>, policy>;
+    pipe p(opts<policy>(pb::executor_kind::concurrent, 2, 4));
+    pp::sequential_trainer<cnn> ref({.max_batch = 7, .seed = 11});
+    data_stream<cnn> data(50, 3, 9);
+    // Before any training: PB evaluation equals a plain forward with the initial weights.
+    const auto e0 = p.evaluate(data.xs(0, 50), data.ys(0, 50), 50);
+    const auto r0 = ref.evaluate(data.x.data(), data.labels.data(), 50);
+    CHECK(e0.accuracy == r0.accuracy);
+    CHECK(e0.loss == Approx(r0.loss).epsilon(1e-6));
+    // With micro-batches in flight, evaluation refuses to run.
+    p.set_hyperparameters({0.05f, 0.9f, 0.0f});
+    for (std::size_t i = 0; i < 5; ++i) (void)p.push(data.xs(2 * i, 2), data.ys(2 * i, 2), 2);
+    CHECK(p.in_flight() == 5);
+    CHECK_THROWS_AS(p.evaluate(data.xs(0, 50), data.ys(0, 50), 50), std::logic_error);
+    CHECK(p.drain().size() == 5);
+    // After the drain: equals a plain forward with the pipeline's current weights.
+    std::vector<float> w(pipe::stack_type::parameter_count);
+    p.copy_parameters(w);
+    std::copy(w.begin(), w.end(), ref.parameters().begin());
+    const auto e1 = p.evaluate(data.xs(0, 50), data.ys(0, 50), 50);
+    const auto r1 = ref.evaluate(data.x.data(), data.labels.data(), 50);
+    CHECK(e1.accuracy == r1.accuracy);
+    CHECK(e1.loss == Approx(r1.loss).epsilon(1e-6));
+    CHECK(e1.loss != e0.loss);
+}
+
+TEST_CASE("bad input to push is rejected before anything changes", "[pb][errors]") {
+    using policy = pb::policy::none;
+    using pipe = pb::pipeline<mlp, pp::fine_grained<>, policy>;
+    pipe p(opts<policy>(pb::executor_kind::concurrent, 2));
+    std::vector<float> x(25, 0.5f);  // one value more than 2 samples of 12
+    std::vector<std::int32_t> y{0, 1};
+    CHECK_THROWS_AS(p.push(std::span<const float>(x).first(12), std::span<const std::int32_t>(y).first(1), 0),
+                    std::invalid_argument);
+    CHECK_THROWS_AS(p.push(x, std::span<const std::int32_t>(y).first(2), 2), std::invalid_argument);  // x too long
+    std::vector<std::int32_t> bad{0, 3};
+    CHECK_THROWS_WITH(p.push(std::span<const float>(x).first(24), bad, 2),
+                      Catch::Contains("label 3 of sample 1") && Catch::Contains("micro-batch 0"));
+    std::vector<float> x3(36, 0.5f);
+    std::vector<std::int32_t> y3{0, 1, 2};
+    CHECK_THROWS_WITH(p.push(x3, y3, 3), Catch::Contains("b = 3 is outside [1, max_batch = 2]"));
+    CHECK(p.micro_batches_pushed() == 0);
+    CHECK_THROWS_AS(p.set_hyperparameters({-1.0f, 0.9f, 0.0f}), std::invalid_argument);
+    CHECK_THROWS_AS(p.set_hyperparameters({0.1f, 1.5f, 0.0f}), std::invalid_argument);
+    using fixed = pb::pipeline<mlp, pp::fine_grained<>, pb::policy::spike_compensation<std::ratio<9, 10>>>;
+    fixed f;
+    CHECK_THROWS_WITH(f.set_hyperparameters({0.1f, 0.8f, 0.0f}), Catch::Contains("compile-time momentum"));
+    CHECK_NOTHROW(f.set_hyperparameters({0.1f, 0.9f, 0.0f}));
+}
