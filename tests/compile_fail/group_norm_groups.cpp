@@ -1,5 +1,6 @@
 // Must not compile: group_norm with 4 groups over 6 channels (6 is not divisible by 4).
-// Expected diagnostic: "the number of channels C (the first input dimension) must be divisible by the number of groups".
+// Expected diagnostic: "the number of channels C (the first input dimension) must be divisible by the number of
+// groups".
 #include <pipeprop/pipeprop.hpp>
 
 namespace pp = pipeprop;

@@ -3,7 +3,8 @@
 //   also checks the contract: p1 assigns and is repeatable, p2 adds and does not depend on the order p1/p2), at
 //   b = 1 and b = 3, including stride 2, no padding, non-square inputs, 3 input channels and 1x1 kernels.
 //   Every check here uses the default tolerance 1e-6 (max |analytic - numeric| / max |numeric| per tensor).
-// - conv2d forward, p1 and p2 against a naive direct convolution written from the definition.
+// - conv2d forward, p1 and p2 against a naive direct convolution written from the definition (both im2col paths:
+//   the contiguous-block path of stride 1 with output width == input width, and the general one).
 // - max_pool2d / avg_pool2d / global_avg_pool / group_norm forward against direct definitions.
 // - A small CNN through layer_stack in double: fused backward == p1 then p2, and the gradient of the loss w.r.t.
 //   sampled parameters against finite differences through the whole network.
@@ -63,7 +64,9 @@ void check_conv_against_direct(std::size_t b) {
     const auto x = random_vector(b * C * H * W, 11);
     const auto w = random_vector(L::parameter_count, 12);
     const auto dy = random_vector(b * O * OH * OW, 13);
-    auto at = [](std::size_t n, std::size_t c, std::size_t h, std::size_t w_) { return ((n * C + c) * H + h) * W + w_; };
+    auto at = [](std::size_t n, std::size_t c, std::size_t h, std::size_t w_) {
+        return ((n * C + c) * H + h) * W + w_;
+    };
     auto weight = [](std::size_t o, std::size_t c, std::size_t kh, std::size_t kw) {
         return ((o * C + c) * K + kh) * K + kw;
     };
@@ -82,7 +85,8 @@ void check_conv_against_direct(std::size_t b) {
                                 const long iw = static_cast<long>(ow * S + kw) - static_cast<long>(P);
                                 if (ih < 0 || iw < 0 || ih >= static_cast<long>(H) || iw >= static_cast<long>(W))
                                     continue;
-                                const std::size_t xi = at(n, c, static_cast<std::size_t>(ih), static_cast<std::size_t>(iw));
+                                const std::size_t xi =
+                                    at(n, c, static_cast<std::size_t>(ih), static_cast<std::size_t>(iw));
                                 acc += w[weight(o, c, kh, kw)] * x[xi];
                                 dx_ref[xi] += w[weight(o, c, kh, kw)] * dy[yi];
                                 dw_ref[weight(o, c, kh, kw)] += x[xi] * dy[yi];
@@ -113,6 +117,10 @@ TEST_CASE("conv2d: output shape and parameter tensors are computed at compile ti
     static_assert(std::is_same_v<s2::output_shape, shape<4, 2, 3>>);
     using s2p = pp::conv2d_layer<float, shape<3, 6, 5>, 2, 3, 2, 1>;  // (6+2-3)/2+1 = 3, (5+2-3)/2+1 = 3
     static_assert(std::is_same_v<s2p::output_shape, shape<2, 3, 3>>);
+    // Which im2col / col2im path the tests below exercise.
+    static_assert(a::contiguous_rows && !s2::contiguous_rows && !s2p::contiguous_rows);
+    static_assert(!pp::conv2d_layer<double, shape<3, 5, 7>, 2, 3, 1, 0>::contiguous_rows);
+    static_assert(pp::conv2d_layer<double, shape<1, 4, 9>, 3, 5, 1, 2>::contiguous_rows);
     static_assert(pp::layer<a> && pp::layer<s2> && pp::layer<pp::conv2d_layer<double, shape<2, 4, 4>, 3, 1, 1, 0>>);
     SUCCEED();
 }
@@ -126,6 +134,9 @@ TEST_CASE("conv2d: backward-p1 and backward-p2 match finite differences", "[laye
     check_layer<pp::conv2d_layer<double, shape<3, 5, 7>, 2, 1, 2, 0>>("3x5x7, 1x1 kernel, stride 2");
     check_layer<pp::conv2d_layer<double, shape<1, 4, 9>, 3, 5, 1, 2>>("1x4x9, 5x5 kernel wider than the height");
     check_layer<pp::conv2d_layer<double, shape<2, 3, 3>, 2, 3, 1, 0>>("2x3x3, 3x3 kernel, 1x1 output");
+    check_layer<pp::conv2d_layer<double, shape<3, 5, 7>, 2, 3, 1, 0>>("3x5x7, 3x3, stride 1, no padding");
+    check_layer<pp::conv2d_layer<double, shape<2, 4, 1>, 3, 3, 1, 1>>("2x4x1 (one column), 3x3, pad 1");
+    check_layer<pp::conv2d_layer<double, shape<1, 1, 5>, 2, 3, 1, 1>>("1x1x5 (one row), 3x3, pad 1");
 }
 
 TEST_CASE("conv2d: forward, p1 and p2 equal a naive direct convolution", "[layers][conv2d]") {
@@ -136,6 +147,10 @@ TEST_CASE("conv2d: forward, p1 and p2 equal a naive direct convolution", "[layer
         check_conv_against_direct<pp::conv2d_layer<double, shape<2, 6, 5>, 3, 2, 2, 1>>(b);
         check_conv_against_direct<pp::conv2d_layer<double, shape<3, 5, 7>, 2, 1, 1, 0>>(b);
         check_conv_against_direct<pp::conv2d_layer<double, shape<1, 4, 9>, 3, 5, 1, 2>>(b);
+        check_conv_against_direct<pp::conv2d_layer<double, shape<3, 5, 7>, 2, 3, 1, 0>>(b);
+        check_conv_against_direct<pp::conv2d_layer<double, shape<2, 4, 1>, 3, 3, 1, 1>>(b);
+        check_conv_against_direct<pp::conv2d_layer<double, shape<1, 1, 5>, 2, 3, 1, 1>>(b);
+        check_conv_against_direct<pp::conv2d_layer<double, shape<16, 14, 14>, 32, 3, 1, 1>>(b);  // CNN's 2nd conv
     }
 }
 
@@ -304,11 +319,13 @@ TEST_CASE("image layers: the micro-batch size is checked against the stash", "[l
     using mp = pp::max_pool2d_layer<float, shape<1, 4, 4>, 2, 2>;
     auto st = mp{}.make_stash(1);
     std::vector<float> x(2 * 16), y(2 * 4);
-    CHECK_THROWS_WITH(mp{}.forward({}, x.data(), y.data(), 2, st, ws), Catch::Contains("pipeprop::max_pool2d::forward"));
+    CHECK_THROWS_WITH(mp{}.forward({}, x.data(), y.data(), 2, st, ws),
+                      Catch::Contains("pipeprop::max_pool2d::forward"));
     using gn = pp::group_norm_layer<float, shape<2, 2, 2>, 2, false>;
     auto sg = gn{}.make_stash(1);
     std::vector<float> gx(16), gy(16);
-    CHECK_THROWS_WITH(gn{}.forward({}, gx.data(), gy.data(), 2, sg, ws), Catch::Contains("pipeprop::group_norm::forward"));
+    CHECK_THROWS_WITH(gn{}.forward({}, gx.data(), gy.data(), 2, sg, ws),
+                      Catch::Contains("pipeprop::group_norm::forward"));
 }
 
 // A small CNN of every parametric image layer, in double, through layer_stack.

@@ -26,8 +26,9 @@ struct avg_pool2d_layer {
     static constexpr bool window_fits = !image_shape<InputShape> || (height >= Size && width >= Size);
     static_assert(window_fits, "pipeprop::avg_pool2d: the pooling window is larger than the input height or width.");
 
-    static constexpr std::size_t out_height = image_shape<InputShape> && window_fits ? (height - Size) / Stride + 1 : 1;
-    static constexpr std::size_t out_width = image_shape<InputShape> && window_fits ? (width - Size) / Stride + 1 : 1;
+    static constexpr bool shape_ok = image_shape<InputShape> && window_fits;
+    static constexpr std::size_t out_height = shape_ok ? (height - Size) / Stride + 1 : 1;
+    static constexpr std::size_t out_width = shape_ok ? (width - Size) / Stride + 1 : 1;
 
     using value_type = T;
     using input_shape = InputShape;

@@ -69,13 +69,19 @@ struct conv2d_layer {
     static constexpr std::size_t kernel = Kernel;
     static constexpr std::size_t stride = Stride;
     static constexpr std::size_t padding = Padding;
-    static constexpr std::size_t out_height = image_shape<InputShape> && window_fits ? (height + 2 * Padding - Kernel) / Stride + 1 : 1;
-    static constexpr std::size_t out_width = image_shape<InputShape> && window_fits ? (width + 2 * Padding - Kernel) / Stride + 1 : 1;
+    static constexpr bool shape_ok = image_shape<InputShape> && window_fits;
+    static constexpr std::size_t out_height = shape_ok ? (height + 2 * Padding - Kernel) / Stride + 1 : 1;
+    static constexpr std::size_t out_width = shape_ok ? (width + 2 * Padding - Kernel) / Stride + 1 : 1;
     /// Rows of a column matrix (C K K) and its columns (OH OW).
     static constexpr std::size_t patch = channels * Kernel * Kernel;
     static constexpr std::size_t pixels = out_height * out_width;
     /// A 1x1 kernel with stride 1 and no padding: the column matrix of a sample is the sample itself.
     static constexpr bool identity_columns = Kernel == 1 && Stride == 1 && Padding == 0;
+    /// Stride 1 and an output as wide as the input ("same" padding, e.g. 3x3 with padding 1): output rows and input
+    /// rows then have the same length, so for one kernel offset (kh, kw) the valid rows of a column-matrix row are ONE
+    /// contiguous block of the input channel, shifted by (kh - P) W + (kw - P). im2col / col2im copy / add that block
+    /// in one vectorizable loop and fix the few columns that fall in the padding.
+    static constexpr bool contiguous_rows = Stride == 1 && out_width == width;
 
     using value_type = T;
     using input_shape = InputShape;
@@ -184,6 +190,22 @@ private:
         return r;
     }();
 
+    /// Offset of input element (oh + kh - P, ow + kw - P) from output element (oh, ow) in the contiguous case.
+    static constexpr std::ptrdiff_t block_shift(std::size_t kh, std::size_t kw) noexcept {
+        return (static_cast<std::ptrdiff_t>(kh) - static_cast<std::ptrdiff_t>(Padding)) *
+                   static_cast<std::ptrdiff_t>(width) +
+               static_cast<std::ptrdiff_t>(kw) - static_cast<std::ptrdiff_t>(Padding);
+    }
+
+    /// Sets the columns outside [cr.lo, cr.hi) of the valid rows [rows.lo, rows.hi) of one column-matrix row to 0.
+    static void zero_padding_columns(T* row, valid_range rows, valid_range cr) noexcept {
+        for (std::size_t oh = rows.lo; oh < rows.hi; ++oh) {
+            T* r = row + oh * out_width;
+            for (std::size_t ow = 0; ow < cr.lo; ++ow) r[ow] = T(0);
+            for (std::size_t ow = cr.hi; ow < out_width; ++ow) r[ow] = T(0);
+        }
+    }
+
     /// cols [C K K, OH OW] of one sample x [C, H, W]: cols[(c, kh, kw), (oh, ow)] = x[c, oh S + kh - P, ow S + kw - P]
     /// or 0 in the padding. Branch-free inner loops: the valid ranges are compile-time tables.
     static void im2col(const T* __restrict x, T* __restrict cols) noexcept {
@@ -195,13 +217,27 @@ private:
                     const valid_range cr = col_ranges[kw];
                     T* row = cols + ((c * Kernel + kh) * Kernel + kw) * pixels;
                     std::fill_n(row, rows.lo * out_width, T(0));
-                    for (std::size_t oh = rows.lo; oh < rows.hi; ++oh) {
-                        // Input row oh S + kh - P; for ow in [cr.lo, cr.hi) the column ow S + kw - P is in [0, W).
-                        const T* __restrict src = xc + (oh * Stride + kh - Padding) * width;
-                        T* __restrict dst = row + oh * out_width;
-                        for (std::size_t ow = 0; ow < cr.lo; ++ow) dst[ow] = T(0);
-                        for (std::size_t ow = cr.lo; ow < cr.hi; ++ow) dst[ow] = src[ow * Stride + kw - Padding];
-                        for (std::size_t ow = cr.hi; ow < out_width; ++ow) dst[ow] = T(0);
+                    if constexpr (contiguous_rows) {
+                        if (rows.lo < rows.hi && cr.lo < cr.hi) {
+                            // Copy from the first to the last valid element; the padding columns in between get
+                            // values of neighbouring rows and are zeroed after the copy.
+                            const std::size_t first = rows.lo * out_width + cr.lo;
+                            const std::size_t last = (rows.hi - 1) * out_width + cr.hi;
+                            const T* __restrict src =
+                                xc + (static_cast<std::ptrdiff_t>(first) + block_shift(kh, kw));
+                            T* __restrict dst = row + first;
+                            for (std::size_t j = 0; j < last - first; ++j) dst[j] = src[j];
+                        }
+                        zero_padding_columns(row, rows, cr);
+                    } else {
+                        for (std::size_t oh = rows.lo; oh < rows.hi; ++oh) {
+                            // Input row oh S + kh - P; for ow in [cr.lo, cr.hi) the column ow S + kw - P is in [0, W).
+                            const T* __restrict src = xc + (oh * Stride + kh - Padding) * width;
+                            T* __restrict dst = row + oh * out_width;
+                            for (std::size_t ow = 0; ow < cr.lo; ++ow) dst[ow] = T(0);
+                            for (std::size_t ow = cr.lo; ow < cr.hi; ++ow) dst[ow] = src[ow * Stride + kw - Padding];
+                            for (std::size_t ow = cr.hi; ow < out_width; ++ow) dst[ow] = T(0);
+                        }
                     }
                     std::fill(row + rows.hi * out_width, row + pixels, T(0));
                 }
@@ -210,8 +246,8 @@ private:
     }
 
     /// dx [C, H, W] of one sample = col2im(dcol): dx[c, ih, iw] = sum of dcol[(c, kh, kw), (oh, ow)] over the
-    /// windows that cover (ih, iw). dx is assigned.
-    static void col2im(const T* __restrict dcol, T* __restrict dx) noexcept {
+    /// windows that cover (ih, iw). dx is assigned. dcol is scratch: its padding columns may be overwritten with 0.
+    static void col2im(T* __restrict dcol, T* __restrict dx) noexcept {
         std::fill_n(dx, input_shape::size, T(0));
         for (std::size_t c = 0; c < channels; ++c) {
             T* dxc = dx + c * height * width;
@@ -219,11 +255,24 @@ private:
                 const valid_range rows = row_ranges[kh];
                 for (std::size_t kw = 0; kw < Kernel; ++kw) {
                     const valid_range cr = col_ranges[kw];
-                    const T* row = dcol + ((c * Kernel + kh) * Kernel + kw) * pixels;
-                    for (std::size_t oh = rows.lo; oh < rows.hi; ++oh) {
-                        T* __restrict dst = dxc + (oh * Stride + kh - Padding) * width;
-                        const T* __restrict src = row + oh * out_width;
-                        for (std::size_t ow = cr.lo; ow < cr.hi; ++ow) dst[ow * Stride + kw - Padding] += src[ow];
+                    T* row = dcol + ((c * Kernel + kh) * Kernel + kw) * pixels;
+                    if constexpr (contiguous_rows) {
+                        if (rows.lo < rows.hi && cr.lo < cr.hi) {
+                            // Zero the gradients of padding positions, then add the block in one loop: the zeros
+                            // land on neighbouring-row elements and change nothing.
+                            zero_padding_columns(row, rows, cr);
+                            const std::size_t first = rows.lo * out_width + cr.lo;
+                            const std::size_t last = (rows.hi - 1) * out_width + cr.hi;
+                            T* __restrict dst = dxc + (static_cast<std::ptrdiff_t>(first) + block_shift(kh, kw));
+                            const T* __restrict src = row + first;
+                            for (std::size_t j = 0; j < last - first; ++j) dst[j] += src[j];
+                        }
+                    } else {
+                        for (std::size_t oh = rows.lo; oh < rows.hi; ++oh) {
+                            T* __restrict dst = dxc + (oh * Stride + kh - Padding) * width;
+                            const T* __restrict src = row + oh * out_width;
+                            for (std::size_t ow = cr.lo; ow < cr.hi; ++ow) dst[ow * Stride + kw - Padding] += src[ow];
+                        }
                     }
                 }
             }

@@ -37,14 +37,14 @@ template <class T>
     using batch = xsimd::batch<T>;
     constexpr std::size_t w = batch::size;
     const batch vm(mean);
+    const std::size_t vector_end = n - n % w;  // (this form keeps GCC 12 from a false -Waggressive-loop-optimizations)
     batch acc(T(0));
-    std::size_t i = 0;
-    for (; i + w <= n; i += w) {
+    for (std::size_t i = 0; i < vector_end; i += w) {
         const batch d = batch::load_unaligned(x + i) - vm;
         acc = xsimd::fma(d, d, acc);
     }
     T s = xsimd::hadd(acc);
-    for (; i < n; ++i) s += (x[i] - mean) * (x[i] - mean);
+    for (std::size_t i = vector_end; i < n; ++i) s += (x[i] - mean) * (x[i] - mean);
     return s;
 }
 /// sum_i dy[i] * (x[i] - mean), vectorized with xsimd.
@@ -53,12 +53,12 @@ template <class T>
     using batch = xsimd::batch<T>;
     constexpr std::size_t w = batch::size;
     const batch vm(mean);
+    const std::size_t vector_end = n - n % w;
     batch acc(T(0));
-    std::size_t i = 0;
-    for (; i + w <= n; i += w)
+    for (std::size_t i = 0; i < vector_end; i += w)
         acc = xsimd::fma(batch::load_unaligned(dy + i), batch::load_unaligned(x + i) - vm, acc);
     T s = xsimd::hadd(acc);
-    for (; i < n; ++i) s += dy[i] * (x[i] - mean);
+    for (std::size_t i = vector_end; i < n; ++i) s += dy[i] * (x[i] - mean);
     return s;
 }
 /// out[i] = a * x[i] + c for i < n (out and x do not overlap).

@@ -41,8 +41,9 @@ struct max_pool2d_layer {
     static_assert(InputShape::size <= std::numeric_limits<std::uint32_t>::max(),
                   "pipeprop::max_pool2d: a sample must have fewer than 2^32 elements (32-bit argmax indices).");
 
-    static constexpr std::size_t out_height = image_shape<InputShape> && window_fits ? (height - Size) / Stride + 1 : 1;
-    static constexpr std::size_t out_width = image_shape<InputShape> && window_fits ? (width - Size) / Stride + 1 : 1;
+    static constexpr bool shape_ok = image_shape<InputShape> && window_fits;
+    static constexpr std::size_t out_height = shape_ok ? (height - Size) / Stride + 1 : 1;
+    static constexpr std::size_t out_width = shape_ok ? (width - Size) / Stride + 1 : 1;
 
     using value_type = T;
     using input_shape = InputShape;
