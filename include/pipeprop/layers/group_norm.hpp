@@ -1,5 +1,6 @@
-// pipeprop/layers/group_norm.hpp: group normalization (Wu & He 2018, "Group Normalization", arXiv 1803.08494, §3.1,
-// eqs. (1)-(3) with the group set S_i of eq. (7)), optionally followed by a per-channel affine transform.
+// pipeprop/layers/group_norm.hpp: group normalization (Wu & He 2018, "Group Normalization", arXiv 1803.08494, §3.1
+// "Formulation": mean and variance over the set S_i of one sample's values whose channels are in the same group),
+// optionally followed by the per-channel affine transform of the same section.
 //
 // Statistics are per sample and per group, never across the micro-batch: results do not depend on the micro-batch
 // size b or on how a batch is split into micro-batches, and training and evaluation compute the same function
@@ -71,9 +72,9 @@ void affine_map(std::size_t n, const T* x, T a, T c, T* out) noexcept {
 /// Group normalization, bound form. Input and output [b, C, ...] (rank 3 [C, H, W] for images, rank 1 [C] for
 /// features; any rank >= 1 works: the first dimension is the channel, the rest is the spatial extent S).
 /// The C channels are split into Groups groups of C / Groups consecutive channels; for sample n and group g, over
-/// its M = (C / Groups) * S values (eqs. (1)-(2) of the paper, biased variance):
+/// its M = (C / Groups) * S values (biased variance, as in the paper):
 ///   mean = (1/M) sum x,  var = (1/M) sum (x - mean)^2,  rstd = 1 / sqrt(var + eps),  eps = 1e-5,
-///   xhat = (x - mean) * rstd,  y = gamma[c] * xhat + beta[c]   (y = xhat when Affine is false)   (eq. (3))
+///   xhat = (x - mean) * rstd,  y = gamma[c] * xhat + beta[c]   (y = xhat when Affine is false)
 /// Parameter block (Affine only): gamma [C] (init 1) followed by beta [C] (init 0); none when Affine is false.
 /// p1 (assigned):  dxhat = gamma[c] dy;
 ///                 dx = rstd * (dxhat - (1/M) sum dxhat - xhat * (1/M) sum(dxhat * xhat))   (sums over the group)
