@@ -1,0 +1,105 @@
+// pipeprop/sync/stage.hpp: what one stage of a synchronous pipeline owns: its layer range, its own parameter,
+// gradient and optimizer-state blocks, its activation slots (one per micro-batch in flight) and its workspaces.
+//
+// Nothing here knows about schedules or threads: the executors (sync/executor.hpp) decide which op runs on which
+// slot and move data across stage boundaries through boundary_channel messages; a stage never reads another
+// stage's memory. The type depends only on layer_stack, so another engine can reuse it for its stages.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "pipeprop/layer_stack.hpp"
+#include "pipeprop/optim/sgd.hpp"
+
+namespace pipeprop::sync {
+
+/// One stage of a pipeline over layer_stack<Net, T>: layers `range()`, parameters w [parameter_count_of(range)]
+/// (a copy of the network block's slice, owned by the stage), gradient dw [same] (accumulated by p2 over the
+/// micro-batches of a step), momentum-SGD state, `slots()` activation buffers for micro-batches of up to max_b
+/// samples, int32 labels [max_b] per slot (they travel with the micro-batch's forward messages), and one
+/// workspace set (a stage runs one op at a time).
+template <network_type Net, class T>
+class stage {
+public:
+    using stack_type = layer_stack<Net, T>;
+    using activations = typename stack_type::activations;
+
+    /// Throws std::invalid_argument (from layer_stack) for an empty or out-of-bounds range or max_b == 0, and
+    /// when slots == 0; from optim::sgd for an invalid sgd_config.
+    stage(const stack_type& stack, std::size_t index, layer_range range, std::size_t max_b, std::size_t slots,
+          const optim::sgd_config& sgd)
+        : stack_(&stack),
+          index_(index),
+          range_(range),
+          max_b_(max_b),
+          w_(stack_type::parameter_count_of(range), T(0)),
+          dw_(w_.size(), T(0)),
+          opt_(w_.size(), sgd),
+          ws_(stack.make_workspaces(range, max_b)),
+          labels_(slots * max_b, 0) {
+        if (slots == 0)
+            throw std::invalid_argument("pipeprop::sync::stage " + std::to_string(index) + ": needs >= 1 slot");
+        for (std::size_t i = 0; i < slots; ++i) act_.push_back(stack.make_activations(range, max_b));
+    }
+
+    [[nodiscard]] std::size_t index() const noexcept { return index_; }
+    [[nodiscard]] layer_range range() const noexcept { return range_; }
+    [[nodiscard]] std::size_t max_batch() const noexcept { return max_b_; }
+    /// Number of activation slots (= peak micro-batches in flight of the schedule on this stage).
+    [[nodiscard]] std::size_t slots() const noexcept { return act_.size(); }
+    /// Bytes of all activation slots (activations, gradients and stashes) of this stage.
+    [[nodiscard]] std::size_t activation_bytes() const noexcept {
+        std::size_t n = 0;
+        for (const auto& a : act_) n += a.bytes();
+        return n;
+    }
+    /// Per-sample elements of the stage input / output.
+    [[nodiscard]] std::size_t input_size() const noexcept { return stack_type::activation_size[range_.begin]; }
+    [[nodiscard]] std::size_t output_size() const noexcept { return stack_type::activation_size[range_.end]; }
+
+    [[nodiscard]] std::span<T> parameters() noexcept { return w_; }
+    [[nodiscard]] std::span<const T> parameters() const noexcept { return w_; }
+    [[nodiscard]] std::span<T> gradient() noexcept { return dw_; }
+    [[nodiscard]] std::span<const T> gradient() const noexcept { return dw_; }
+    [[nodiscard]] optim::sgd<T>& optimizer() noexcept { return opt_; }
+    [[nodiscard]] const optim::sgd<T>& optimizer() const noexcept { return opt_; }
+
+    /// Buffers of slot i (see layer_stack::activations) and its labels [max_b].
+    [[nodiscard]] activations& slot(std::size_t i) noexcept { return act_[i]; }
+    [[nodiscard]] std::int32_t* labels(std::size_t i) noexcept { return labels_.data() + i * max_b_; }
+
+    /// Zeroes the gradient block (start of a step).
+    void zero_gradient() noexcept { std::fill(dw_.begin(), dw_.end(), T(0)); }
+
+    /// F: forward of the b samples in slot i's input (assigned by the caller) over the stage's layers.
+    void forward(std::size_t i, std::size_t b) { stack_->forward(w_, act_[i], b, ws_); }
+    /// B (backward-p1): from slot i's output gradient; the input gradient is computed unless this is stage 0.
+    void backward_input(std::size_t i, std::size_t b) { stack_->backward_input(w_, act_[i], b, ws_, index_ > 0); }
+    /// W (backward-p2): adds slot i's weight gradients into gradient().
+    void backward_weight(std::size_t i, std::size_t b) { stack_->backward_weight(dw_, act_[i], b, ws_); }
+    /// BW: p1 and p2 of slot i in one pass (2BP off).
+    void backward_fused(std::size_t i, std::size_t b) { stack_->backward(w_, dw_, act_[i], b, ws_, index_ > 0); }
+    /// Optimizer step: momentum_update of the stage's block with its gradient and learning rate lr (per
+    /// mean-loss gradient), through optim::sgd (heavy-ball or Nesterov, L2 weight decay).
+    void update(double lr) { opt_.step(w_, dw_, lr); }
+
+private:
+    const stack_type* stack_;
+    std::size_t index_;
+    layer_range range_;
+    std::size_t max_b_;
+    std::vector<T> w_;
+    std::vector<T> dw_;
+    optim::sgd<T> opt_;
+    typename stack_type::workspaces ws_;
+    std::vector<activations> act_;
+    std::vector<std::int32_t> labels_;
+};
+
+}  // namespace pipeprop::sync
