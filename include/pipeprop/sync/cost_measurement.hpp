@@ -1,0 +1,151 @@
+// pipeprop/sync/cost_measurement.hpp: the simulator's inputs measured from the real layers.
+//
+//   measure_layer_costs:  T_F, T_B, T_W of every layer alone (layer_stack ops on one-layer ranges, median of reps);
+//                         what balanced_partition cuts by.
+//   measure_stage_costs:  T_F, T_B, T_W, T_BW and T_opt of every stage of a cut, as the executor runs them: a
+//                         single-threaded (sequential) pipeline_executor runs GPipe with and without 2BP and the
+//                         medians of its op spans are taken, so the costs include what the executor adds to the
+//                         layer work (boundary copies into and out of channel buffers, the loss on the last stage,
+//                         span recording) but no cross-thread effects.
+//   costs_from_spans:     the same medians from any executor's spans (e.g. a concurrent run).
+// Times in seconds.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "pipeprop/layer_stack.hpp"
+#include "pipeprop/seed.hpp"
+#include "pipeprop/sync/executor.hpp"
+#include "pipeprop/sync/op_span.hpp"
+#include "pipeprop/sync/simulator.hpp"
+
+namespace pipeprop::sync {
+
+/// Costs of one layer for one micro-batch, seconds. backward_weight is 0 for parameter-free layers.
+struct layer_costs {
+    double forward = 0;
+    double backward_input = 0;
+    double backward_weight = 0;
+    [[nodiscard]] double total() const noexcept { return forward + backward_input + backward_weight; }
+};
+
+namespace detail {
+inline double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+template <class F>
+double time_median(std::size_t reps, F&& f) {
+    f();  // warm-up (caches, lazy allocations inside BLAS)
+    std::vector<double> t;
+    for (std::size_t r = 0; r < reps; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        f();
+        t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return median(std::move(t));
+}
+}  // namespace detail
+
+/// T_F, T_B, T_W of each layer of Net (value type T) for micro-batches of b samples: median of `reps` timed runs
+/// of layer_stack::forward / backward_input / backward_weight on the layer alone (random data; the first layer's
+/// p1 skips its input gradient, as on a first stage). Throws std::invalid_argument when b == 0 or reps == 0.
+template <network_type Net, class T = float>
+[[nodiscard]] std::vector<layer_costs> measure_layer_costs(std::size_t b, std::size_t reps = 7,
+                                                           std::uint64_t seed = 1) {
+    if (b == 0 || reps == 0)
+        throw std::invalid_argument("pipeprop::sync::measure_layer_costs: b and reps must be >= 1");
+    using stack_t = layer_stack<Net, T>;
+    stack_t stack;
+    std::vector<T> w(stack_t::parameter_count), dw(stack_t::parameter_count, T(0));
+    stack.init_parameters(w, seed);
+    std::mt19937_64 rng(derive_seed(seed, 1000));
+    std::vector<layer_costs> out;
+    for (std::size_t i = 0; i < stack_t::layer_count; ++i) {
+        const layer_range r{i, i + 1};
+        auto act = stack.make_activations(r, b);
+        auto ws = stack.make_workspaces(r, b);
+        for (std::size_t k = 0; k < b * act.input_size(); ++k) act.input()[k] = uniform<T>(rng, T(-1), T(1));
+        for (std::size_t k = 0; k < b * act.output_size(); ++k)
+            act.output_gradient()[k] = uniform<T>(rng, T(-1), T(1));
+        const std::span<const T> wr(w.data() + stack_t::parameter_offset[i], stack_t::parameter_count_of(r));
+        const std::span<T> dwr(dw.data() + stack_t::parameter_offset[i], stack_t::parameter_count_of(r));
+        layer_costs c;
+        c.forward = detail::time_median(reps, [&] { stack.forward(wr, act, b, ws); });
+        c.backward_input = detail::time_median(reps, [&] { stack.backward_input(wr, act, b, ws, i > 0); });
+        if (stack_t::has_parameters[i])
+            c.backward_weight = detail::time_median(reps, [&] { stack.backward_weight(dwr, act, b, ws); });
+        out.push_back(c);
+    }
+    return out;
+}
+
+/// Per-stage costs from executor spans: medians of the durations of each stage's F, p1, p2, fused p1+p2 and
+/// optimizer spans (kinds absent from the spans keep stage_costs' defaults: 1 for F/B/W, -1 for BW (= B + W),
+/// 0 for the optimizer). stages: the number of stages p.
+[[nodiscard]] inline std::vector<stage_costs> costs_from_spans(const std::vector<op_span>& spans, std::size_t stages) {
+    std::vector<stage_costs> c(stages);
+    for (std::size_t s = 0; s < stages; ++s) {
+        std::vector<double> d[5];
+        for (const auto& sp : spans)
+            if (sp.stage == s) d[static_cast<std::size_t>(sp.kind)].push_back(sp.end - sp.start);
+        if (!d[0].empty()) c[s].forward = detail::median(d[0]);
+        if (!d[1].empty()) c[s].backward_input = detail::median(d[1]);
+        if (!d[2].empty()) c[s].backward_weight = detail::median(d[2]);
+        if (!d[3].empty()) c[s].backward_fused = detail::median(d[3]);
+        if (!d[4].empty()) c[s].optimizer = detail::median(d[4]);
+    }
+    return c;
+}
+
+/// Per-stage costs of the cut `stages` of Net for micro-batches of b samples, measured as the sequential executor
+/// runs the ops (see the file comment): GPipe with m = `micro_batches` micro-batches, 2BP on (T_F, T_B, T_W) and
+/// off (T_BW), `steps` steps of which the first is a warm-up; medians over the remaining spans. lr = 0, so the
+/// weights do not move. Throws as pipeline_executor's constructor, and std::invalid_argument when b == 0 or
+/// steps < 2.
+template <network_type Net, class T = float>
+[[nodiscard]] std::vector<stage_costs> measure_stage_costs(const std::vector<layer_range>& stages, std::size_t b,
+                                                           std::size_t micro_batches = 4, std::size_t steps = 3,
+                                                           std::uint64_t seed = 1) {
+    if (b == 0 || steps < 2)
+        throw std::invalid_argument("pipeprop::sync::measure_stage_costs: b must be >= 1 and steps >= 2");
+    using stack_t = layer_stack<Net, T>;
+    const std::size_t batch = b * micro_batches;
+    std::mt19937_64 rng(derive_seed(seed, 2000));
+    std::vector<T> x(batch * stack_t::input_shape::size);
+    for (auto& v : x) v = uniform<T>(rng, T(-1), T(1));
+    std::vector<std::int32_t> y(batch);
+    for (auto& v : y) v = static_cast<std::int32_t>(rng() % stack_t::output_shape::size);
+    const executor_options opt{.micro_batches = micro_batches, .max_batch = batch, .seed = seed,
+                               .executor = executor_kind::sequential};
+    std::vector<op_span> spans;
+    auto run = [&](auto& ex) {
+        for (std::size_t k = 0; k < steps; ++k) {
+            ex.step(x, y, 0.0);
+            if (k > 0) {
+                const auto sp = ex.spans();
+                spans.insert(spans.end(), sp.begin(), sp.end());
+            }
+        }
+    };
+    {
+        pipeline_executor<Net, T, schedule_kind::gpipe, true> ex(stages, opt);
+        run(ex);
+    }
+    {
+        pipeline_executor<Net, T, schedule_kind::gpipe, false> ex(stages, opt);
+        run(ex);
+    }
+    return costs_from_spans(spans, stages.size());
+}
+
+}  // namespace pipeprop::sync
