@@ -1,0 +1,72 @@
+# examples/pipeprop_train.cpp: the main program (CLI11 for options). Tests: a quick MLP run on Fashion-MNIST whose
+# last stdout line is the JSON result; bit-identical resume through --checkpoint-out / --checkpoint-in; exit code 2
+# (with the usage text) for bad options; exit code 1 for a missing data directory or a missing checkpoint.
+# The helpers live in examples/train/ (not globbed as example extras).
+find_package(CLI11 REQUIRED)
+target_link_libraries(pipeprop_train PRIVATE CLI11::CLI11)
+
+if(PIPEPROP_BUILD_TESTS)
+  set(pipeprop_train_data /usr/share/datasets/fashion-mnist)
+  set(pipeprop_train_check ${CMAKE_CURRENT_SOURCE_DIR}/train/run_and_check.cmake)
+  set(pipeprop_train_quick --network mlp --batch 32 --max-samples 2000 --max-test-samples 2000 --progress log)
+
+  function(pipeprop_train_test name)
+    cmake_parse_arguments(T "" "EXPECT;REGEX;LAST_LINE_REGEX" "ARGS" ${ARGN})
+    list(JOIN T_ARGS "|" joined)  # run_and_check.cmake splits at '|' (a ';' list would be split by add_test)
+    set(defs -DPROGRAM=$<TARGET_FILE:pipeprop_train> -DEXPECT=${T_EXPECT} "-DARGS=${joined}")
+    if(T_REGEX)
+      list(APPEND defs "-DREGEX=${T_REGEX}")
+    endif()
+    if(T_LAST_LINE_REGEX)
+      list(APPEND defs "-DLAST_LINE_REGEX=${T_LAST_LINE_REGEX}")
+    endif()
+    add_test(NAME pipeprop_train_${name} COMMAND ${CMAKE_COMMAND} ${defs} -P ${pipeprop_train_check})
+    set_tests_properties(pipeprop_train_${name} PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300)
+  endfunction()
+
+  # Quick run: exit 0, metrics written, last stdout line = the JSON result with the required keys in order.
+  set(num "-?[0-9][0-9.e+-]*")
+  pipeprop_train_test(smoke_mlp EXPECT 0
+    ARGS ${pipeprop_train_quick} --data ${pipeprop_train_data}
+         --metrics ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_smoke_metrics.jsonl
+    REGEX "epoch 1/1: train loss"
+    LAST_LINE_REGEX "^\\{\"mode\":\"sgd\",\"network\":\"mlp\",\"batch\":32,\"epochs\":1,\"samples\":2000,\"seconds\":${num},\"samples_per_second\":${num},\"train_loss\":${num},\"test_loss\":${num},\"test_accuracy\":0\\.[5-9][0-9]*,.*\\}$")
+
+  # Bit-identical resume through the program's own checkpoints.
+  add_test(NAME pipeprop_train_resume
+           COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:pipeprop_train> -DDATA=${pipeprop_train_data}
+                   -DWORK=${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_resume
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/train/check_resume.cmake)
+  set_tests_properties(pipeprop_train_resume PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300
+                       FIXTURES_SETUP pipeprop_train_checkpoint)
+
+  # The checkpoint files are readable by numpy (Debian's python3-numpy, when installed).
+  find_program(PIPEPROP_SYSTEM_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
+  if(PIPEPROP_SYSTEM_PYTHON3)
+    execute_process(COMMAND ${PIPEPROP_SYSTEM_PYTHON3} -c "import numpy" RESULT_VARIABLE pipeprop_no_numpy
+                    OUTPUT_QUIET ERROR_QUIET)
+    if(pipeprop_no_numpy EQUAL 0)
+      add_test(NAME pipeprop_train_checkpoint_numpy
+               COMMAND ${PIPEPROP_SYSTEM_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/train/check_checkpoint_numpy.py
+                       ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_resume/a)
+      set_tests_properties(pipeprop_train_checkpoint_numpy PROPERTIES FIXTURES_REQUIRED pipeprop_train_checkpoint)
+    endif()
+  endif()
+
+  # Bad options: the usage text and exit code 2.
+  pipeprop_train_test(bad_batch EXPECT 2 ARGS --batch 0 REGEX "--batch.*Usage:")
+  pipeprop_train_test(bad_network EXPECT 2 ARGS --network resnet REGEX "--network.*Usage:")
+  pipeprop_train_test(bad_mode EXPECT 2 ARGS --mode magic REGEX "--mode.*Usage:")
+  pipeprop_train_test(bad_momentum EXPECT 2 ARGS --momentum 1.5 REGEX "--momentum.*Usage:")
+  pipeprop_train_test(bad_epochs EXPECT 2 ARGS --epochs x REGEX "--epochs.*Usage:")
+  pipeprop_train_test(unknown_option EXPECT 2 ARGS --no-such-option REGEX "no-such-option.*Usage:")
+
+  # Runtime errors: a message naming the path and exit code 1.
+  pipeprop_train_test(missing_data EXPECT 1
+    ARGS --network mlp --data ${CMAKE_CURRENT_BINARY_DIR}/no-such-dataset
+    REGEX "no-such-dataset: data directory not found")
+  pipeprop_train_test(missing_checkpoint EXPECT 1
+    ARGS ${pipeprop_train_quick} --data ${pipeprop_train_data}
+         --checkpoint-in ${CMAKE_CURRENT_BINARY_DIR}/no-such-checkpoint
+    REGEX "no-such-checkpoint: checkpoint directory not found")
+endif()

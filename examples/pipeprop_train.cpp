@@ -1,0 +1,107 @@
+// pipeprop_train: the main program. Trains one of the networks of examples/train/networks.hpp on an image dataset
+// (default: Fashion-MNIST from Debian's dataset-fashion-mnist) in a chosen mode, shows progress on stderr, writes
+// per-epoch metrics as JSON lines (--metrics), checkpoints (--checkpoint-in / --checkpoint-out) and prints one JSON
+// object as its last stdout line.
+//
+//   pipeprop_train --network cnn --batch 32 --lr 0.05 --momentum 0.9 --epochs 1
+//   pipeprop_train --network mlp --max-samples 2000 --metrics metrics.jsonl --checkpoint-out ckpt
+//
+// Exit codes: 0 success; 1 runtime error (missing or corrupt data, bad checkpoint, NaN/inf loss, I/O); 2 bad options.
+#include <cblas.h>
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pipeprop/checkpoint.hpp"
+#include "pipeprop/data/data_error.hpp"
+#include "pipeprop/sequential_trainer.hpp"
+#include "train/mode.hpp"
+#include "train/networks.hpp"
+#include "train/options.hpp"
+
+// ---- Modes -------------------------------------------------------------------------------------------------------
+// Adding a mode is two lines: include its header examples/train/mode_<name>.hpp here, and add
+// `train::mode_row<train::mode_<name>>(),` to the table below. Everything else (options, dispatch, help) follows.
+#include "train/mode_sgd.hpp"
+#include "train/mode_pb.hpp"
+#include "train/mode_sync.hpp"
+
+namespace {
+const train::mode_entry mode_table[] = {
+    train::mode_row<train::mode_sgd>(),
+    train::mode_row<train::mode_pb>(),
+    train::mode_row<train::mode_sync>(),
+};
+}  // namespace
+// ------------------------------------------------------------------------------------------------------------------
+
+int main(int argc, char** argv) {
+    std::vector<std::unique_ptr<train::mode>> modes;
+    std::vector<std::string> mode_names;
+    for (const auto& row : mode_table) {
+        modes.push_back(row.make());
+        mode_names.push_back(row.name);
+    }
+
+    CLI::App app{"pipeprop_train: train a network on an image dataset with pipeprop (sequential SGD reference and "
+                 "pipelined modes). Prints one JSON result object as the last stdout line."};
+    app.name("pipeprop_train");
+    train::common_options options;
+    train::add_common_options(app, options, mode_names, train::network_names());
+    std::vector<CLI::Option_group*> groups;
+    for (auto& m : modes) {
+        CLI::Option_group* g = app.add_option_group(m->name() + " mode", "Options of --mode " + m->name() + ": " +
+                                                                             m->description());
+        m->add_options(*g);
+        groups.push_back(g);
+    }
+
+    train::mode* selected = nullptr;
+    try {
+        app.parse(argc, argv);
+        train::validate_common_options(options);
+        for (std::size_t i = 0; i < modes.size(); ++i) {
+            if (modes[i]->name() == options.mode) {
+                selected = modes[i].get();
+                continue;
+            }
+            for (const CLI::Option* opt : groups[i]->get_options())
+                if (opt->count() > 0)
+                    throw CLI::ValidationError(opt->get_name(), "is an option of --mode " + modes[i]->name() +
+                                                                    ", not of --mode " + options.mode);
+        }
+        if (selected == nullptr) throw CLI::ValidationError("--mode", "unknown mode " + options.mode);
+        selected->validate(options);
+    } catch (const CLI::Success& e) {  // --help
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        std::cerr << "pipeprop_train: " << e.what() << "\n\n" << app.help() << std::flush;
+        return 2;
+    }
+
+    openblas_set_num_threads(options.blas_threads);
+
+    try {
+        const train::json_line result = selected->run(options);
+        std::cout << result.str() << std::endl;
+        return 0;
+    } catch (const pipeprop::data_error& e) {
+        std::cerr << "\npipeprop_train: data error: " << e.what() << std::endl;
+    } catch (const pipeprop::checkpoint_error& e) {
+        std::cerr << "\npipeprop_train: checkpoint error: " << e.what() << std::endl;
+    } catch (const pipeprop::non_finite_loss_error& e) {
+        std::cerr << "\npipeprop_train: training diverged: " << e.what()
+                  << (options.checkpoint_out.empty() ? std::string()
+                                                     : "\nThe last good checkpoint in " + options.checkpoint_out +
+                                                           " (if one was written) was left untouched.")
+                  << std::endl;
+    } catch (const std::exception& e) {
+        std::cerr << "\npipeprop_train: error: " << e.what() << std::endl;
+    }
+    return 1;
+}

@@ -1,0 +1,49 @@
+// examples/train/mode.hpp: what a training mode of the main program is, and the entry type of the mode table in
+// examples/pipeprop_train.cpp.
+//
+// A mode (sgd here; pb and sync later) is a class deriving from train::mode with a static `mode_name`. It may add
+// options of its own (they live in an option group named after the mode and are rejected with any other --mode),
+// validates option combinations, and runs: builds its engine for the chosen network and hands it to
+// train::run_training (training_loop.hpp), which owns data, epochs, progress, metrics and checkpoints.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+
+#include "train/json.hpp"
+#include "train/options.hpp"
+
+namespace train {
+
+/// Interface of a training mode.
+class mode {
+public:
+    virtual ~mode() = default;
+    /// The --mode value selecting this mode.
+    [[nodiscard]] virtual std::string name() const = 0;
+    /// One line for the help text.
+    [[nodiscard]] virtual std::string description() const = 0;
+    /// Registers the mode's own options (called before parsing, for every mode of the table).
+    virtual void add_options(CLI::Option_group& group) { (void)group; }
+    /// Checks the parsed options for this mode; throws CLI::ValidationError (usage message, exit 2).
+    virtual void validate(const common_options& options) const { (void)options; }
+    /// Trains and evaluates; returns the result object printed as the last stdout line. Throws pipeprop::data_error,
+    /// pipeprop::checkpoint_error, pipeprop::non_finite_loss_error or std::runtime_error (message, exit 1).
+    virtual json_line run(const common_options& options) = 0;
+};
+
+/// One row of the mode table: the --mode name and a factory.
+struct mode_entry {
+    const char* name;
+    std::unique_ptr<mode> (*make)();
+};
+
+/// Table row for mode class M (M::mode_name is its --mode value).
+template <class M>
+constexpr mode_entry mode_row() {
+    return {M::mode_name, []() -> std::unique_ptr<mode> { return std::make_unique<M>(); }};
+}
+
+}  // namespace train

@@ -1,0 +1,291 @@
+// examples/train/mode_pb.hpp: --mode pb, Pipelined Backpropagation (PB-paper: Kosson et al., arXiv 2003.11666;
+// shared/docs/pb-semantics.md) on pipeprop::pb::pipeline with a runtime partition.
+//
+//   pipeprop_train --mode pb --stages fine --mitigation sc_lwp --reference-batch 32 --lr 0.05 --momentum 0.9
+//
+// In this mode --batch is the micro-batch size b (default 1: "training without batches"); every micro-batch is one
+// weight update at every stage. --reference-batch B names the batch size the given --lr / --momentum were tuned
+// for: they are scaled to b by the rules of pb-semantics.md §4 (pipeprop::optim::scale_hyperparameters), and the
+// scaled values are printed and used (the learning-rate schedule, in samples, is applied to the scaled rate).
+// Options: --mitigation none|sc|lwp|sc_lwp|stash|pipemare, --stages fine|fine-own|<split points "2,5,8">,
+// --executor concurrent|sequential, --push-buffer K (concurrent: micro-batches buffered per graph run),
+// --pipemare-warmup (epochs), --pipemare-decay.
+// Printed: per-stage layers, D_s, stash bytes and weight bytes at the start; samples/s and per-stage busy time and
+// utilization at the end. The JSON result gains mitigation, executor, reference_batch, stages, delays,
+// utilization (arrays as comma-separated strings: the result object is flat) and pb_samples_per_second.
+#pragma once
+
+#include <pipeprop/optim/scaling_rules.hpp>
+#include <pipeprop/pb/checkpoint.hpp>
+#include <pipeprop/pb/pipeline.hpp>
+
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "train/mode.hpp"
+#include "train/networks.hpp"
+#include "train/training_loop.hpp"
+
+namespace train {
+
+/// Parses --stages for a network of `layer_count` layers: "fine" (every parametric layer starts a stage,
+/// parameter-free layers attach), "fine-own" (every layer its own stage) or split points "2,5,8". Throws
+/// std::invalid_argument naming the offending text or point.
+template <class Net>
+std::vector<pipeprop::layer_range> parse_stages(const std::string& text) {
+    using pipeprop::fine_grained;
+    using pipeprop::parameter_free;
+    if (text == "fine") return pipeprop::stage_ranges<pipeprop::pipeline_layout<Net, fine_grained<>>>();
+    if (text == "fine-own")
+        return pipeprop::stage_ranges<pipeprop::pipeline_layout<Net, fine_grained<parameter_free::own_stage>>>();
+    std::vector<std::size_t> points;
+    std::stringstream in(text);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+        std::size_t used = 0;
+        unsigned long long v = 0;
+        try {
+            v = std::stoull(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (item.empty() || used != item.size())
+            throw std::invalid_argument("--stages: '" + item + "' is not a split point (expected fine, fine-own or "
+                                        "comma-separated layer indices such as 2,5,8)");
+        points.push_back(static_cast<std::size_t>(v));
+    }
+    return pipeprop::partition_at(pipeprop::layer_stack<Net, float>::layer_count, points);
+}
+
+/// The PB pipeline adapted to the training loop's engine contract (training_loop.hpp).
+/// train_batch pushes one micro-batch and returns the loss sum of the micro-batches COMPLETED during the call
+/// divided by b, so the loop's b-weighted sum counts each completed micro-batch once (the loss of a PB micro-batch
+/// is known when its backward completes, which for the concurrent executor is up to push_buffer + 2 S micro-batches
+/// later); end_of_epoch drains and keeps the epoch's exact mean loss (epoch_train_loss).
+template <class Net, class Policy>
+class pb_engine {
+public:
+    using pipe_type = pipeprop::pb::pipeline<Net, pipeprop::pb::runtime_partition, Policy>;
+
+    pb_engine(std::vector<pipeprop::layer_range> stages, const pipeprop::pb::options<Policy>& opt,
+              pipeprop::optim::lr_schedule schedule, double momentum, double weight_decay)
+        : pipe_(std::move(stages), opt), schedule_(schedule), momentum_(momentum), weight_decay_(weight_decay) {}
+
+    float train_batch(const float* x, const std::int32_t* labels, std::size_t b) {
+        pipe_.set_hyperparameters({static_cast<float>(schedule_(pipe_.samples_pushed())),
+                                   static_cast<float>(momentum_), static_cast<float>(weight_decay_)});
+        const auto done = pipe_.push({x, b * pipe_type::input_size}, {labels, b}, b);
+        return static_cast<float>(take(done) / static_cast<double>(b));
+    }
+    void end_of_epoch() {
+        take(pipe_.drain());
+        last_epoch_loss_ = epoch_samples_ > 0 ? epoch_loss_sum_ / static_cast<double>(epoch_samples_) : 0.0;
+        epoch_loss_sum_ = 0.0;
+        epoch_samples_ = 0;
+    }
+    pipeprop::evaluation evaluate(const float* x, const std::int32_t* labels, std::size_t n) {
+        const auto r = pipe_.evaluate({x, n * pipe_type::input_size}, {labels, n}, n);
+        return {r.accuracy, r.loss, r.samples};
+    }
+    void save_state(pipeprop::checkpoint& c) const { pipeprop::pb::save_state(pipe_, c); }
+    /// A PB checkpoint restores everything; a checkpoint of another mode (e.g. --mode sgd) provides the initial
+    /// weights and the data position only (its velocity belongs to another batch size).
+    void load_state(const pipeprop::checkpoint& c, const std::string& where) {
+        if (c.has_scalar("pb_format")) {
+            pipeprop::pb::load_state(pipe_, c, where);
+            return;
+        }
+        pipeprop::require_signature(c, pipeprop::signature_of<Net, float>(), where);
+        std::vector<float> w(pipe_type::stack_type::parameter_count);
+        pipeprop::read_network_tensors<Net, float>(c, std::span<float>(w));
+        pipe_.load_parameters(w);
+        const auto seen = c.scalar_as<std::uint64_t>("samples_seen");
+        std::vector<float> no_lr(pipe_.number_of_stages(), 0.0f);
+        pipe_.restore_counters(0, static_cast<std::size_t>(seen), no_lr);
+    }
+    [[nodiscard]] std::uint64_t samples_seen() const { return pipe_.samples_pushed(); }
+    [[nodiscard]] double current_learning_rate() const { return schedule_(pipe_.samples_pushed()); }
+
+    [[nodiscard]] pipe_type& pipeline() noexcept { return pipe_; }
+    /// Mean training loss of the last finished epoch, over all its micro-batches.
+    [[nodiscard]] double epoch_train_loss() const noexcept { return last_epoch_loss_; }
+
+private:
+    double take(std::span<const pipeprop::pb::completed_micro_batch<float>> done) {
+        double sum = 0.0;
+        for (const auto& c : done) {
+            sum += static_cast<double>(c.loss) * static_cast<double>(c.batch);
+            epoch_samples_ += c.batch;
+        }
+        epoch_loss_sum_ += sum;
+        return sum;
+    }
+
+    pipe_type pipe_;
+    pipeprop::optim::lr_schedule schedule_;
+    double momentum_, weight_decay_;
+    double epoch_loss_sum_ = 0.0;
+    std::size_t epoch_samples_ = 0;
+    double last_epoch_loss_ = 0.0;
+};
+
+/// --mode pb.
+class mode_pb final : public mode {
+public:
+    static constexpr const char* mode_name = "pb";
+
+    [[nodiscard]] std::string name() const override { return mode_name; }
+    [[nodiscard]] std::string description() const override {
+        return "Pipelined Backpropagation: every micro-batch of --batch b samples (default 1) updates every stage";
+    }
+
+    void add_options(CLI::Option_group& g) override {
+        g.add_option("--mitigation", mitigation_, "PB mitigation: none, sc (spike compensation), lwp (linear weight "
+                                                  "prediction), sc_lwp, stash (weight stashing), pipemare")
+            ->check(CLI::IsMember({"none", "sc", "lwp", "sc_lwp", "stash", "pipemare"}))
+            ->capture_default_str();
+        g.add_option("--stages", stages_, "Stages: fine (one per parametric layer), fine-own (one per layer) or "
+                                          "comma-separated split points, e.g. 2,5,8")
+            ->capture_default_str();
+        g.add_option("--executor", executor_, "PB executor: concurrent (TBB flow graph) or sequential (reference)")
+            ->check(CLI::IsMember({"concurrent", "sequential"}))
+            ->capture_default_str();
+        g.add_option("--reference-batch", reference_batch_,
+                     "Batch size B that --lr and --momentum were tuned for; they are scaled to the micro-batch size "
+                     "(0: use them as given)")
+            ->check(CLI::Range(std::size_t(0), std::size_t(1) << 20))
+            ->capture_default_str();
+        g.add_option("--push-buffer", push_buffer_, "Concurrent executor: micro-batches buffered per graph run")
+            ->check(CLI::Range(std::size_t(1), std::size_t(1) << 16))
+            ->capture_default_str();
+        g.add_option("--pipemare-warmup", pipemare_warmup_epochs_,
+                     "PipeMare: per-stage learning-rate warm-up length in epochs")
+            ->check(CLI::Range(0.0, 1e6))
+            ->capture_default_str();
+        g.add_option("--pipemare-decay", pipemare_decay_, "PipeMare: decay of the EMA of weight steps, in [0, 1)")
+            ->check(CLI::Range(0.0, 0.999999))
+            ->capture_default_str();
+        if (CLI::App* parent = g.get_parent(); parent != nullptr) batch_option_ = parent->get_option_no_throw("--batch");
+    }
+
+    void validate(const common_options& o) const override {
+        if (o.nesterov)
+            throw CLI::ValidationError("--nesterov", "is not available in --mode pb (stages use heavy-ball momentum; "
+                                                     "spike compensation with D = 1 is Nesterov's form)");
+        with_network(o.network, [&]<class Net>() {
+            try {
+                (void)parse_stages<Net>(stages_);
+            } catch (const std::invalid_argument& e) {
+                throw CLI::ValidationError("--stages", e.what());
+            }
+        });
+    }
+
+    json_line run(const common_options& given) override {
+        common_options o = given;
+        if (batch_option_ == nullptr || batch_option_->count() == 0) o.batch = 1;  // PB default: b = 1
+        if (reference_batch_ > 0) {
+            const auto s = pipeprop::optim::scale_hyperparameters({o.lr, o.momentum}, reference_batch_, o.batch);
+            char buf[256];
+            std::snprintf(buf, sizeof buf, "pb: hyperparameters scaled from B = %zu (lr %.6g, momentum %.6g) to b = %zu: "
+                          "lr %.6g, momentum %.6g", reference_batch_, o.lr, o.momentum, o.batch, s.learning_rate,
+                          s.momentum);
+            note(o, buf);
+            reference_lr_ = o.lr;
+            reference_momentum_ = o.momentum;
+            o.lr = s.learning_rate;
+            o.momentum = s.momentum;
+        }
+        return with_network(o.network, [&]<class Net>() { return run_policy<Net>(o); });
+    }
+
+private:
+    template <class Net>
+    json_line run_policy(const common_options& o) {
+        namespace pol = pipeprop::pb::policy;
+        if (mitigation_ == "none") return run_with<Net, pol::none>(o);
+        if (mitigation_ == "sc") return run_with<Net, pol::spike_compensation<>>(o);
+        if (mitigation_ == "lwp") return run_with<Net, pol::linear_weight_prediction<>>(o);
+        if (mitigation_ == "sc_lwp") return run_with<Net, pol::sc_lwp<>>(o);
+        if (mitigation_ == "stash") return run_with<Net, pol::weight_stashing>(o);
+        return run_with<Net, pol::pipemare>(o);
+    }
+
+    template <class Net, class Policy>
+    json_line run_with(const common_options& o) {
+        const pipeprop::data::dataset_pair data = load_data<Net>(o);
+        const std::size_t epoch_size = epoch_samples(o, data);
+        pipeprop::pb::options<Policy> opt;
+        opt.max_batch = o.batch;
+        opt.executor = pipeprop::pb::parse_executor(executor_);
+        opt.push_buffer = push_buffer_;
+        opt.eval_batch = 256;
+        opt.seed = o.seed;
+        if constexpr (Policy::corrects_discrepancy) {
+            opt.policy.warmup_samples = pipemare_warmup_epochs_ * static_cast<double>(epoch_size);
+            opt.policy.discrepancy_decay = pipemare_decay_;
+        }
+        pb_engine<Net, Policy> engine(parse_stages<Net>(stages_), opt, make_schedule(o, epoch_size), o.momentum,
+                                      o.weight_decay);
+        auto& pipe = engine.pipeline();
+        const std::size_t S = pipe.number_of_stages();
+        {
+            const auto st = pipe.stats();
+            char buf[256];
+            std::snprintf(buf, sizeof buf, "pb: %zu stages, mitigation %s, executor %s, micro-batch b = %zu", S,
+                          mitigation_.c_str(), executor_.c_str(), o.batch);
+            note(o, buf);
+            for (const auto& s : st.stages) {
+                std::snprintf(buf, sizeof buf,
+                              "pb: stage %2zu layers [%zu, %zu)  D = %2zu  parameters %8zu  stash bytes %9zu  "
+                              "weight bytes %9zu",
+                              s.stage, s.layers.begin, s.layers.end, s.delay, s.parameters, s.stash_bytes,
+                              s.weight_bytes);
+                note(o, buf);
+            }
+        }
+        run_summary r = run_training<Net>(engine, o, data, mode_name);
+        if (r.samples > 0) r.train_loss = engine.epoch_train_loss();
+        const auto st = pipe.stats();
+        std::string delays, utilization;
+        for (std::size_t s = 0; s < S; ++s) {
+            char u[32];
+            std::snprintf(u, sizeof u, "%.3f", st.utilization(s));
+            delays += (s > 0 ? "," : "") + std::to_string(st.stages[s].delay);
+            utilization += (s > 0 ? "," : "") + std::string(u);
+            char buf[200];
+            std::snprintf(buf, sizeof buf, "pb: stage %2zu busy %8.3f s  utilization %.3f  in flight (max) %zu", s,
+                          st.stages[s].busy_seconds, st.utilization(s), st.stages[s].in_flight_max);
+            note(o, buf);
+        }
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "pb: %.1f samples/s over %.2f s inside the pipeline (%s executor)",
+                      st.samples_per_second, st.wall_seconds, executor_.c_str());
+        note(o, buf);
+        json_line j = r.to_json();
+        j.add("mitigation", mitigation_)
+            .add("executor", executor_)
+            .add("reference_batch", reference_batch_)
+            .add("stages", S)
+            .add("delays", delays)
+            .add("utilization", utilization)
+            .add("pb_samples_per_second", st.samples_per_second);
+        if (reference_batch_ > 0) j.add("reference_lr", reference_lr_).add("reference_momentum", reference_momentum_);
+        return j;
+    }
+
+    std::string mitigation_ = "sc_lwp";
+    std::string stages_ = "fine";
+    std::string executor_ = "concurrent";
+    std::size_t reference_batch_ = 0;
+    std::size_t push_buffer_ = 64;
+    double pipemare_warmup_epochs_ = 0.25;
+    double pipemare_decay_ = 0.9;
+    const CLI::Option* batch_option_ = nullptr;
+    double reference_lr_ = 0.0, reference_momentum_ = 0.0;
+};
+
+}  // namespace train

@@ -1,0 +1,360 @@
+// examples/train/mode_sync.hpp: --mode sync, synchronous pipeline-parallel training (GPipe, 1F1B, ZB-H1, ZB-H2;
+// 2-stage backpropagation on or off) on pipeprop::sync::pipeline_executor. --batch is the optimizer batch B; each
+// step splits it into --micro-batches m micro-batches (sizes differ by at most one; a last batch of an epoch with
+// fewer than m samples runs with one micro-batch per sample) and gives the update of the mean loss over B, the same
+// as --mode sgd up to float summation order.
+//
+// Options of the mode:
+//   --schedule gpipe|1f1b|zb_h1|zb_h2   (default 1f1b)       --two-stage-bp on|off        (default on)
+//   --micro-batches m                   (default 4)          --executor concurrent|sequential (default concurrent)
+//   --stages balanced | balanced:P | comma-separated split points, e.g. 4,9   (default balanced = balanced:2;
+//            balanced cuts by per-layer costs measured at the micro-batch size)
+//   --trace PATH   Chrome trace-event JSON of the last full step (measured) and of the simulator's prediction from
+//                  that step's own op durations; an SVG Gantt chart of the prediction next to it (PATH with .svg).
+#pragma once
+
+#include <pipeprop/checkpoint.hpp>
+#include <pipeprop/layer_stack.hpp>
+#include <pipeprop/optim/lr_schedule.hpp>
+#include <pipeprop/pipeline_layout.hpp>
+#include <pipeprop/sequential_trainer.hpp>
+#include <pipeprop/sync/balanced_partition.hpp>
+#include <pipeprop/sync/cost_measurement.hpp>
+#include <pipeprop/sync/executor.hpp>
+#include <pipeprop/sync/schedule.hpp>
+#include <pipeprop/sync/simulator.hpp>
+#include <pipeprop/sync/trace.hpp>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "train/mode.hpp"
+#include "train/networks.hpp"
+#include "train/training_loop.hpp"
+
+namespace train {
+
+namespace ps = pipeprop::sync;
+
+/// Engine of --mode sync for run_training (training_loop.hpp): one pipeline step per batch. Checkpoints use the
+/// sequential trainer's names (parameters, velocity, step_count, samples_seen, init_seed), so a checkpoint moves
+/// freely between --mode sgd and --mode sync. A NaN/inf loss restores the weights and velocity of before the step
+/// (the pipeline applies its update before the loss is known) and throws non_finite_loss_error, like sgd.
+template <class Net, ps::schedule_kind Kind, bool TwoStageBP>
+class sync_engine {
+public:
+    using executor_type = ps::pipeline_executor<Net, float, Kind, TwoStageBP>;
+    using stack_type = pipeprop::layer_stack<Net, float>;
+    using loss_type = typename executor_type::loss_type;
+
+    sync_engine(std::vector<pipeprop::layer_range> stages, const ps::executor_options& opt,
+                pipeprop::optim::lr_schedule schedule, bool keep_spans)
+        : ex_(std::move(stages), opt),
+          schedule_(schedule),
+          seed_(opt.seed),
+          keep_spans_(keep_spans),
+          eval_act_(stack_.make_activations(stack_type::all(), opt.max_batch)),
+          eval_ws_(stack_.make_workspaces(stack_type::all(), opt.max_batch)) {
+        schedule_.validate();
+    }
+
+    float train_batch(const float* x, const std::int32_t* labels, std::size_t b) {
+        const double lr = current_learning_rate();
+        backup_w_ = ex_.parameters();
+        backup_v_ = ex_.velocity();
+        const auto r = ex_.step(std::span<const float>(x, b * stack_type::input_shape::size),
+                                std::span<const std::int32_t>(labels, b), lr);
+        if (!std::isfinite(r.loss)) {
+            ex_.set_parameters(backup_w_);
+            ex_.set_velocity(backup_v_);
+            throw pipeprop::non_finite_loss_error(
+                "pipeprop sync: the loss became " + std::string(std::isnan(r.loss) ? "NaN" : "infinite") +
+                    " at update " + std::to_string(steps_) + " (after " + std::to_string(samples_seen_) +
+                    " samples, learning rate " + std::to_string(lr) +
+                    "); the update was undone. Lower the learning rate or check the data.",
+                steps_, samples_seen_);
+        }
+        ++steps_;
+        samples_seen_ += b;
+        if (keep_spans_ && r.micro_batches == ex_.options().micro_batches) last_full_spans_ = ex_.spans();
+        return static_cast<float>(r.loss);
+    }
+
+    pipeprop::evaluation evaluate(const float* x, const std::int32_t* labels, std::size_t n) {
+        if (n == 0) throw std::invalid_argument("pipeprop sync: evaluate on no samples");
+        const std::vector<float> w = ex_.parameters();
+        const std::size_t chunk = ex_.options().max_batch, in = stack_type::input_shape::size;
+        double loss_sum = 0;
+        std::size_t hits = 0;
+        for (std::size_t first = 0; first < n; first += chunk) {
+            const std::size_t b = std::min(chunk, n - first);
+            std::copy_n(x + first * in, b * in, eval_act_.input());
+            stack_.forward(w, eval_act_, b, eval_ws_);
+            loss_sum += static_cast<double>(loss_type::loss(eval_act_.output(), labels + first, b)) *
+                        static_cast<double>(b);
+            hits += loss_type::correct(eval_act_.output(), labels + first, b);
+        }
+        return {static_cast<double>(hits) / static_cast<double>(n), loss_sum / static_cast<double>(n), n};
+    }
+
+    void save_state(pipeprop::checkpoint& c) const {
+        c.signature = pipeprop::signature_of<Net, float>();
+        const auto w = ex_.parameters(), v = ex_.velocity();
+        pipeprop::add_network_tensors<Net, float>(c, std::span<const float>(w));
+        pipeprop::add_network_tensors<Net, float>(c, std::span<const float>(v), "velocity");
+        c.set_scalar("step_count", steps_);
+        c.set_scalar("samples_seen", samples_seen_);
+        c.set_scalar("init_seed", seed_);
+    }
+    void load_state(const pipeprop::checkpoint& c, const std::string& where) {
+        pipeprop::require_signature(c, pipeprop::signature_of<Net, float>(), where);
+        std::vector<float> w(stack_type::parameter_count), v(stack_type::parameter_count);
+        pipeprop::read_network_tensors<Net, float>(c, std::span<float>(w));
+        pipeprop::read_network_tensors<Net, float>(c, std::span<float>(v), "velocity");
+        const auto steps = c.scalar_as<std::uint64_t>("step_count");
+        const auto seen = c.scalar_as<std::uint64_t>("samples_seen");
+        ex_.set_parameters(w);
+        ex_.set_velocity(v);
+        steps_ = steps;
+        samples_seen_ = seen;
+    }
+    [[nodiscard]] std::uint64_t samples_seen() const noexcept { return samples_seen_; }
+    [[nodiscard]] double current_learning_rate() const noexcept { return schedule_(samples_seen_); }
+
+    [[nodiscard]] executor_type& executor() noexcept { return ex_; }
+    /// Spans of the last step that ran all m micro-batches (empty unless keep_spans).
+    [[nodiscard]] const std::vector<ps::op_span>& last_full_spans() const noexcept { return last_full_spans_; }
+
+private:
+    executor_type ex_;
+    pipeprop::optim::lr_schedule schedule_;
+    std::uint64_t seed_;
+    bool keep_spans_;
+    std::uint64_t steps_ = 0, samples_seen_ = 0;
+    std::vector<float> backup_w_, backup_v_;
+    std::vector<ps::op_span> last_full_spans_;
+    stack_type stack_{};
+    typename stack_type::activations eval_act_;
+    typename stack_type::workspaces eval_ws_;
+};
+
+/// Calls f.template operator()<Kind, TwoStageBP>() for the runtime schedule kind and 2BP flag.
+template <class F>
+decltype(auto) with_schedule(ps::schedule_kind k, bool two, F&& f) {
+    using ps::schedule_kind;
+    auto pick = [&]<schedule_kind K>() -> decltype(auto) {
+        return two ? f.template operator()<K, true>() : f.template operator()<K, false>();
+    };
+    switch (k) {
+        case schedule_kind::gpipe: return pick.template operator()<schedule_kind::gpipe>();
+        case schedule_kind::one_f_one_b: return pick.template operator()<schedule_kind::one_f_one_b>();
+        case schedule_kind::zb_h1: return pick.template operator()<schedule_kind::zb_h1>();
+        case schedule_kind::zb_h2: return pick.template operator()<schedule_kind::zb_h2>();
+    }
+    throw std::logic_error("train::with_schedule: unknown schedule kind");
+}
+
+/// The parsed --stages value: explicit split points, or a balanced cut into `balanced_stages` stages.
+struct stage_spec {
+    std::vector<std::size_t> split_points;
+    std::size_t balanced_stages = 0;  ///< > 0: balanced cut into this many stages
+};
+
+/// Parses --stages ("balanced", "balanced:P" or "a,b,c"); checks it against a network of `layers` layers.
+/// Throws CLI::ValidationError naming the problem.
+inline stage_spec parse_stages(const std::string& text, std::size_t layers) {
+    stage_spec s;
+    auto number = [&](const std::string& t) -> std::size_t {
+        std::size_t used = 0, v = 0;
+        try {
+            v = std::stoul(t, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (t.empty() || used != t.size() || t[0] == '-')
+            throw CLI::ValidationError("--stages", "'" + t + "' is not a layer position (expected balanced, "
+                                                             "balanced:P or comma-separated split points)");
+        return v;
+    };
+    if (text == "balanced" || text.rfind("balanced:", 0) == 0) {
+        s.balanced_stages = text == "balanced" ? 2 : number(text.substr(9));
+        if (s.balanced_stages == 0 || s.balanced_stages > layers)
+            throw CLI::ValidationError("--stages", "balanced:" + std::to_string(s.balanced_stages) +
+                                                       " needs between 1 and " + std::to_string(layers) +
+                                                       " stages (the network has " + std::to_string(layers) +
+                                                       " layers)");
+        return s;
+    }
+    std::size_t start = 0;
+    while (start <= text.size()) {
+        const std::size_t comma = text.find(',', start);
+        s.split_points.push_back(number(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    try {
+        (void)pipeprop::partition_at(layers, s.split_points);
+    } catch (const std::invalid_argument& e) {
+        throw CLI::ValidationError("--stages", e.what());
+    }
+    return s;
+}
+
+/// --mode sync (see the file comment).
+class mode_sync final : public mode {
+public:
+    static constexpr const char* mode_name = "sync";
+
+    [[nodiscard]] std::string name() const override { return mode_name; }
+    [[nodiscard]] std::string description() const override {
+        return "synchronous pipeline (GPipe / 1F1B / ZB-H1 / ZB-H2, 2-stage backpropagation on or off), one update "
+               "per batch --batch of --micro-batches micro-batches";
+    }
+
+    void add_options(CLI::Option_group& g) override {
+        g.add_option("--schedule", schedule_, "Pipeline schedule: gpipe, 1f1b, zb_h1, zb_h2")
+            ->check(CLI::IsMember({"gpipe", "1f1b", "zb_h1", "zb_h2"}))
+            ->capture_default_str();
+        g.add_option("--two-stage-bp", two_stage_bp_,
+                     "2-stage backpropagation: on (backward-p2 deferred as the schedule says) or off (fused)")
+            ->check(CLI::IsMember({"on", "off"}))
+            ->capture_default_str();
+        g.add_option("--micro-batches", micro_batches_, "Micro-batches m per optimizer step (batch --batch)")
+            ->check(CLI::Range(std::size_t(1), std::size_t(1) << 16))
+            ->capture_default_str();
+        // --stages and --executor are shared with other pipelined modes: registered here unless another mode's
+        // group already did (then that option is read; see the report of issue 5).
+        stages_opt_ = shared_option(g, "--stages", stages_,
+                                    "Stage cut: balanced, balanced:P (P stages of equal measured cost) or "
+                                    "comma-separated split points (layer positions)");
+        executor_opt_ = shared_option(g, "--executor", executor_, "Executor: concurrent (TBB flow graph, one node "
+                                                                  "per stage) or sequential (one thread)");
+        g.add_option("--trace", trace_,
+                     "Write a Chrome trace (Perfetto) of the last full step and of its simulated prediction to "
+                     "this path, and an SVG Gantt chart of the prediction to PATH with extension .svg");
+    }
+
+    void validate(const common_options& o) const override {
+        const std::string ex = value_of(executor_opt_, executor_);
+        if (ex != "concurrent" && ex != "sequential")
+            throw CLI::ValidationError("--executor", "must be concurrent or sequential, got " + ex);
+        const std::size_t layers = with_network(o.network, []<class Net>() { return Net::layer_count; });
+        (void)parse_stages(value_of(stages_opt_, stages_), layers);
+        if (o.batch > 0 && micro_batches_ > o.batch)
+            throw CLI::ValidationError("--micro-batches", std::to_string(micro_batches_) +
+                                                              " micro-batches cannot split a batch of " +
+                                                              std::to_string(o.batch) + " samples (need m <= B)");
+    }
+
+    json_line run(const common_options& o) override {
+        return with_network(o.network, [&]<class Net>() {
+            const ps::schedule_kind kind = ps::parse_schedule_kind(schedule_);
+            return with_schedule(kind, two_stage_bp_ == "on",
+                                 [&]<ps::schedule_kind K, bool Two>() { return run_with<Net, K, Two>(o); });
+        });
+    }
+
+private:
+    template <class T>
+    static CLI::Option* shared_option(CLI::Option_group& g, const std::string& name, T& value,
+                                      const std::string& help) {
+        if (CLI::Option* existing = g.get_parent() ? g.get_parent()->get_option_no_throw(name) : nullptr)
+            return existing;
+        g.add_option(name, value, help)->capture_default_str();
+        return nullptr;
+    }
+    // The value of an option that may live in another mode's group (see shared_option).
+    static std::string value_of(const CLI::Option* shared, const std::string& own) {
+        if (shared != nullptr && shared->count() > 0) return shared->as<std::string>();
+        return own;
+    }
+
+    template <class Net, ps::schedule_kind K, bool Two>
+    json_line run_with(const common_options& o) {
+        const pipeprop::data::dataset_pair data = load_data<Net>(o);
+        const std::size_t m = micro_batches_;
+        const std::size_t b = (o.batch + m - 1) / m;
+        const stage_spec spec = parse_stages(value_of(stages_opt_, stages_), Net::layer_count);
+        std::vector<std::size_t> points = spec.split_points;
+        if (spec.balanced_stages > 0) {
+            std::vector<double> cost;
+            for (const auto& c : ps::measure_layer_costs<Net>(b, 5, o.seed)) cost.push_back(c.total());
+            points = ps::balanced_partition(cost, spec.balanced_stages);
+        }
+        const auto ranges = pipeprop::partition_at(Net::layer_count, points);
+        ps::executor_options eo;
+        eo.micro_batches = m;
+        eo.max_batch = o.batch;
+        eo.sgd = {.momentum = o.momentum, .weight_decay = o.weight_decay, .nesterov = o.nesterov};
+        eo.seed = o.seed;
+        eo.executor = ps::parse_executor_kind(value_of(executor_opt_, executor_));
+        sync_engine<Net, K, Two> engine(ranges, eo, make_schedule(o, epoch_samples(o, data)), !trace_.empty());
+
+        auto& ex = engine.executor();
+        std::string cut, slots, caps;
+        for (std::size_t s = 0; s < ranges.size(); ++s) {
+            cut += (s ? " " : "") + std::string("[") + std::to_string(ranges[s].begin) + "," +
+                   std::to_string(ranges[s].end) + ")";
+            slots += (s ? "," : "") + std::to_string(ex.activation_slots()[s]);
+        }
+        for (std::size_t s = 0; s < ex.channel_sizes().size(); ++s)
+            caps += (s ? "," : "") + std::to_string(ex.channel_sizes()[s].forward) + "/" +
+                    std::to_string(ex.channel_sizes()[s].backward);
+        const std::string label = ex.current_schedule().label();
+        note(o, "sync: schedule " + label + ", " + std::to_string(ranges.size()) + " stages " + cut + ", m = " +
+                    std::to_string(m) + " micro-batches of <= " + std::to_string(b) + " samples, executor " +
+                    std::string(ps::name(eo.executor)) + "; activation slots per stage " + slots +
+                    " (peak micro-batches in flight), channel capacities fwd/bwd " + (caps.empty() ? "-" : caps));
+
+        run_summary r = run_training<Net>(engine, o, data, mode_name);
+        json_line j = r.to_json();
+        j.add("schedule", label)
+            .add("two_stage_bp", Two)
+            .add("micro_batches", m)
+            .add("stages", ranges.size())
+            .add("stage_cut", cut)
+            .add("activation_slots", slots)
+            .add("executor", ps::name(eo.executor));
+
+        if (!trace_.empty()) {
+            const auto& spans = engine.last_full_spans();
+            if (spans.empty()) {
+                note(o, "sync: no full step ran; no trace written");
+            } else {
+                const auto costs = ps::costs_from_spans(spans, ranges.size());
+                const auto sim = ps::simulate(ex.current_schedule(), costs);
+                double measured = 0;
+                for (const auto& sp : spans) measured = std::max(measured, sp.end);
+                ps::write_chrome_trace_file(trace_, {{label + " measured (last full step)", spans, 1},
+                                                     {label + " simulated from the same op durations", sim.spans, 1}});
+                std::string svg = trace_;
+                const auto dot = svg.rfind('.');
+                svg = (dot != std::string::npos && svg.find('/', dot) == std::string::npos ? svg.substr(0, dot) : svg) +
+                      ".svg";
+                ps::write_svg_gantt_file(svg, {label + " simulated step (times in s)", sim.spans, 1}, "s");
+                char buf[200];
+                std::snprintf(buf, sizeof buf, "sync: trace %s and %s written; last full step %.3f ms measured, "
+                              "%.3f ms simulated", trace_.c_str(), svg.c_str(), measured * 1e3, sim.makespan * 1e3);
+                note(o, buf);
+                j.add("step_seconds_measured", measured).add("step_seconds_simulated", sim.makespan);
+            }
+        }
+        return j;
+    }
+
+    std::string schedule_ = "1f1b";
+    std::string two_stage_bp_ = "on";
+    std::size_t micro_batches_ = 4;
+    std::string stages_ = "balanced";
+    std::string executor_ = "concurrent";
+    std::string trace_;
+    CLI::Option* stages_opt_ = nullptr;
+    CLI::Option* executor_opt_ = nullptr;
+};
+
+}  // namespace train

@@ -1,0 +1,134 @@
+// examples/train/options.hpp: the options every mode of the main program shares (issue 3, item 5), their CLI11
+// registration and their validation. Modes add their own options in their own option group (see mode.hpp).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "pipeprop/data/dataset.hpp"
+
+namespace train {
+
+/// Values of the shared options (defaults: the main job of issue 3, small CNN, SGD, B = 32, lr 0.05, momentum 0.9,
+/// 1 epoch on Fashion-MNIST).
+struct common_options {
+    std::string mode = "sgd";
+    std::string network = "cnn";
+    std::size_t batch = 32;             ///< samples per optimizer step (B), or per micro-batch in pipelined modes
+    double lr = 0.05;                   ///< learning rate per mean-loss gradient
+    double momentum = 0.9;
+    bool nesterov = false;
+    double weight_decay = 0.0;          ///< L2 coefficient lambda
+    std::size_t epochs = 1;             ///< train until this many epochs are complete (counting resumed ones)
+    std::size_t max_samples = 0;        ///< training samples per epoch (0: the whole training set)
+    std::size_t max_test_samples = 0;   ///< test samples per evaluation (0: the whole test set)
+    std::uint64_t seed = 1;             ///< initialization and shuffling seed
+    std::string data = pipeprop::data::default_data_directory;
+    std::string metrics;                ///< JSON-lines path for per-epoch metrics ("" = none)
+    std::string checkpoint_in;          ///< checkpoint to start from ("" = fresh start)
+    std::string checkpoint_out;         ///< checkpoint written after every epoch ("" = none)
+    std::string lr_schedule = "constant";
+    double lr_step_epochs = 1.0;        ///< step schedule: epochs between decays
+    double lr_gamma = 0.1;              ///< step schedule: decay factor
+    double lr_min = 0.0;                ///< cosine schedule: final learning rate
+    double warmup_epochs = 0.0;         ///< linear warm-up length in epochs
+    int blas_threads = 1;               ///< openblas_set_num_threads
+    std::string progress = "auto";      ///< auto (bar on a terminal, log lines otherwise), bar, log, none
+};
+
+/// Validator for a momentum in [0, 1) (CLI::Range cannot express the open end).
+inline CLI::Validator momentum_range() {
+    return CLI::Validator(
+        [](std::string& text) -> std::string {
+            double v = 0;
+            std::size_t used = 0;
+            try {
+                v = std::stod(text, &used);
+            } catch (const std::exception&) {
+                return "must be a number in [0, 1), got " + text;
+            }
+            if (used != text.size() || !(v >= 0.0 && v < 1.0)) return "must be a number in [0, 1), got " + text;
+            return {};
+        },
+        "in [0, 1)");
+}
+
+/// Registers the shared options on `app`, storing into `o`. `modes` and `networks` are the accepted names of
+/// --mode and --network.
+inline void add_common_options(CLI::App& app, common_options& o, const std::vector<std::string>& modes,
+                               const std::vector<std::string>& networks) {
+    app.add_option("--mode", o.mode, "Training mode")->check(CLI::IsMember(modes))->capture_default_str();
+    app.add_option("--network", o.network, "Network: cnn (small CNN with group norm) or mlp (784-256-256-10)")
+        ->check(CLI::IsMember(networks))
+        ->capture_default_str();
+    app.add_option("--batch", o.batch, "Batch size B (samples per update; micro-batch size b in pipelined modes)")
+        ->check(CLI::Range(std::size_t(1), std::size_t(1) << 20))
+        ->capture_default_str();
+    app.add_option("--lr", o.lr, "Learning rate (per mean-loss gradient)")
+        ->check(CLI::Range(0.0, 1e6))
+        ->capture_default_str();
+    app.add_option("--momentum", o.momentum, "Momentum m in [0, 1)")
+        ->check(momentum_range())
+        ->capture_default_str();
+    app.add_flag("--nesterov", o.nesterov, "Nesterov momentum instead of heavy-ball");
+    app.add_option("--weight-decay", o.weight_decay, "L2 weight decay lambda (added to the gradient)")
+        ->check(CLI::Range(0.0, 1e6))
+        ->capture_default_str();
+    app.add_option("--epochs", o.epochs, "Train until this many epochs are complete (a resumed run counts the "
+                                         "checkpoint's epochs); 0 only evaluates")
+        ->check(CLI::Range(std::size_t(0), std::size_t(1000000)))
+        ->capture_default_str();
+    app.add_option("--max-samples", o.max_samples,
+                   "Use at most this many training samples per epoch (the first ones of the epoch's shuffled order; "
+                   "0 = all), for quick runs")
+        ->capture_default_str();
+    app.add_option("--max-test-samples", o.max_test_samples,
+                   "Evaluate on at most this many test samples (0 = all)")
+        ->capture_default_str();
+    app.add_option("--seed", o.seed, "Seed of the parameter initialization and of the per-epoch shuffling")
+        ->capture_default_str();
+    app.add_option("--data", o.data, "Dataset directory (MNIST / Fashion-MNIST IDX files, gzip or plain, or CIFAR-10 "
+                                     "binary batches)")
+        ->capture_default_str();
+    app.add_option("--metrics", o.metrics, "Write per-epoch metrics as JSON lines to this file");
+    app.add_option("--checkpoint-in", o.checkpoint_in,
+                   "Start from this checkpoint directory (weights, optimizer state, data position)");
+    app.add_option("--checkpoint-out", o.checkpoint_out,
+                   "Save a checkpoint directory here after every epoch (atomically replaced)");
+    app.add_option("--lr-schedule", o.lr_schedule, "Learning-rate schedule over samples: constant, step, cosine")
+        ->check(CLI::IsMember({"constant", "step", "cosine"}))
+        ->capture_default_str();
+    app.add_option("--lr-step-epochs", o.lr_step_epochs, "Step schedule: epochs between two decays")
+        ->check(CLI::Range(1e-9, 1e9))
+        ->capture_default_str();
+    app.add_option("--lr-gamma", o.lr_gamma, "Step schedule: decay factor per step")
+        ->check(CLI::Range(1e-12, 1e6))
+        ->capture_default_str();
+    app.add_option("--lr-min", o.lr_min, "Cosine schedule: final learning rate")
+        ->check(CLI::Range(0.0, 1e6))
+        ->capture_default_str();
+    app.add_option("--warmup", o.warmup_epochs, "Linear learning-rate warm-up, in epochs (fractions allowed)")
+        ->check(CLI::Range(0.0, 1e6))
+        ->capture_default_str();
+    app.add_option("--blas-threads", o.blas_threads, "OpenBLAS threads (openblas_set_num_threads)")
+        ->check(CLI::Range(1, 1024))
+        ->capture_default_str();
+    app.add_option("--progress", o.progress,
+                   "Progress display: auto (bar on a terminal, log lines otherwise), bar, log, none")
+        ->check(CLI::IsMember({"auto", "bar", "log", "none"}))
+        ->capture_default_str();
+}
+
+/// Checks combinations the per-option validators cannot see. Throws CLI::ValidationError (-> usage, exit 2).
+inline void validate_common_options(const common_options& o) {
+    if (o.lr_schedule == "cosine" && o.lr_min > o.lr)
+        throw CLI::ValidationError("--lr-min", "must not exceed --lr for the cosine schedule");
+    if (o.nesterov && o.momentum == 0.0) throw CLI::ValidationError("--nesterov", "needs --momentum > 0");
+}
+
+}  // namespace train

@@ -1,0 +1,239 @@
+// examples/train/training_loop.hpp: the epoch loop shared by every mode of the main program: data loading, seeded
+// per-epoch order, batches, progress, evaluation after each epoch, per-epoch metrics (JSON lines), checkpoints
+// (resume from --checkpoint-in, save to --checkpoint-out after each epoch) and the result summary.
+//
+// An engine is what a mode trains with. Required members (pipeprop::sequential_trainer has all of them):
+//   float train_batch(const float* x, const std::int32_t* labels, std::size_t b);   // x [b, C, H, W]; mean loss
+//   pipeprop::evaluation evaluate(const float* x, const std::int32_t* labels, std::size_t n);
+//   void save_state(pipeprop::checkpoint&) const;  void load_state(const pipeprop::checkpoint&, const std::string&);
+//   std::uint64_t samples_seen() const;  double current_learning_rate() const;
+// Optional: void end_of_epoch();  called after the last batch of each epoch, before evaluation and checkpointing
+// (a pipelined engine can finish its in-flight micro-batches there).
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "pipeprop/checkpoint.hpp"
+#include "pipeprop/data/dataset.hpp"
+#include "pipeprop/data/epoch_permutation.hpp"
+#include "pipeprop/layer_stack.hpp"
+#include "pipeprop/optim/lr_schedule.hpp"
+#include "pipeprop/sequential_trainer.hpp"
+#include "train/json.hpp"
+#include "train/networks.hpp"
+#include "train/options.hpp"
+#include "train/progress.hpp"
+
+namespace train {
+
+/// What a run did; turned into the last stdout line by to_json.
+struct run_summary {
+    std::string mode, network;
+    std::size_t batch = 0;
+    std::size_t epochs = 0;             ///< epochs complete at the end (including resumed ones)
+    std::uint64_t samples = 0;          ///< training samples processed by this run
+    double seconds = 0.0;               ///< wall-clock seconds spent in training batches (no evaluation, no I/O)
+    std::optional<double> train_loss;   ///< mean per-sample training loss of this run's last epoch
+    double test_loss = 0.0;
+    double test_accuracy = 0.0;
+    std::size_t test_samples = 0;
+    std::size_t parameters = 0;
+    double total_seconds = 0.0;         ///< whole run including data loading and evaluation
+    const common_options* options = nullptr;
+
+    /// The result object: mode, network, batch, epochs, samples, seconds, samples_per_second, train_loss, test_loss,
+    /// test_accuracy, then the hyperparameters and sizes.
+    [[nodiscard]] json_line to_json() const {
+        json_line j;
+        j.add("mode", mode).add("network", network).add("batch", batch).add("epochs", epochs).add("samples", samples);
+        j.add("seconds", seconds).add("samples_per_second", seconds > 0 ? static_cast<double>(samples) / seconds : 0.0);
+        if (train_loss) j.add("train_loss", *train_loss);
+        else j.add_null("train_loss");
+        j.add("test_loss", test_loss).add("test_accuracy", test_accuracy).add("test_samples", test_samples);
+        if (options != nullptr)
+            j.add("lr", options->lr)
+                .add("lr_schedule", options->lr_schedule)
+                .add("momentum", options->momentum)
+                .add("nesterov", options->nesterov)
+                .add("weight_decay", options->weight_decay)
+                .add("seed", options->seed);
+        j.add("parameters", parameters).add("total_seconds", total_seconds);
+        return j;
+    }
+};
+
+/// Informational line on stderr (suppressed with --progress none).
+inline void note(const common_options& o, const std::string& text) {
+    if (o.progress == "none") return;
+    std::fprintf(stderr, "%s\n", text.c_str());
+    std::fflush(stderr);
+}
+
+/// Loads the dataset of --data for network Net (image size checked against Net's input). Throws data_error.
+template <class Net>
+pipeprop::data::dataset_pair load_data(const common_options& o) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto d = pipeprop::data::load_image_dataset(o.data, input_geometry<Net>());
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "data: %zu training and %zu test images %s (%s) from %s in %.1f s", d.train.count,
+                  d.test.count, d.train.geometry.to_string().c_str(), d.format.c_str(), o.data.c_str(), s);
+    note(o, buf);
+    return d;
+}
+
+/// Training samples per epoch: the training set, capped by --max-samples.
+inline std::size_t epoch_samples(const common_options& o, const pipeprop::data::dataset_pair& d) {
+    return o.max_samples > 0 ? std::min(o.max_samples, d.train.count) : d.train.count;
+}
+
+/// The learning-rate schedule of the options, in samples (epochs converted with `epoch_size`; a cosine schedule
+/// spans all --epochs). Throws std::invalid_argument for invalid values.
+inline pipeprop::optim::lr_schedule make_schedule(const common_options& o, std::size_t epoch_size) {
+    namespace po = pipeprop::optim;
+    po::lr_schedule s = po::lr_schedule::constant(o.lr);
+    if (o.lr_schedule == "step")
+        s = po::lr_schedule::step(o.lr, std::max<std::uint64_t>(1, po::samples_from_epochs(o.lr_step_epochs, epoch_size)),
+                                  o.lr_gamma);
+    else if (o.lr_schedule == "cosine")
+        s = po::lr_schedule::cosine(o.lr, std::max<std::uint64_t>(1, po::samples_from_epochs(double(o.epochs), epoch_size)),
+                                    o.lr_min);
+    return s.with_warmup(po::samples_from_epochs(o.warmup_epochs, epoch_size));
+}
+
+/// Runs the epoch loop of network Net with `engine` on `data` (see the file comment). Returns the summary.
+/// Throws pipeprop::data_error, pipeprop::checkpoint_error (bad --checkpoint-in, failed save),
+/// pipeprop::non_finite_loss_error (checkpoint of the last good epoch left as it was), std::runtime_error (metrics
+/// file).
+template <class Net, class Engine>
+run_summary run_training(Engine& engine, const common_options& o, const pipeprop::data::dataset_pair& data,
+                         const std::string& mode_name) {
+    namespace pd = pipeprop::data;
+    const auto run_start = std::chrono::steady_clock::now();
+    const std::size_t epoch_size = epoch_samples(o, data);
+    const std::size_t in = data.train.geometry.size();
+    const std::size_t test_n = o.max_test_samples > 0 ? std::min(o.max_test_samples, data.test.count) : data.test.count;
+
+    std::size_t start_epoch = 0, start_position = 0;
+    std::uint64_t data_seed = o.seed;
+    if (!o.checkpoint_in.empty()) {
+        const pipeprop::checkpoint c = pipeprop::load_checkpoint(o.checkpoint_in);
+        engine.load_state(c, o.checkpoint_in);
+        start_epoch = c.scalar_as<std::size_t>("epoch");
+        start_position = c.scalar_as<std::size_t>("position");
+        data_seed = c.scalar_as<std::uint64_t>("data_seed");
+        if (data_seed != o.seed)
+            note(o, "note: shuffling continues with the checkpoint's seed " + std::to_string(data_seed) +
+                        " (--seed " + std::to_string(o.seed) + " only seeds fresh runs)");
+        if (c.has_scalar("epoch_samples") && c.scalar_as<std::size_t>("epoch_samples") != epoch_size)
+            note(o, "note: the checkpoint was made with " + c.scalar("epoch_samples") +
+                        " training samples per epoch, this run uses " + std::to_string(epoch_size) +
+                        "; it is not a bit-identical continuation");
+        if (start_position >= epoch_size) {
+            ++start_epoch;
+            start_position = 0;
+        }
+        note(o, "checkpoint: resumed from " + o.checkpoint_in + " at epoch " + std::to_string(start_epoch + 1) +
+                    ", sample " + std::to_string(start_position) + " (" + std::to_string(engine.samples_seen()) +
+                    " samples trained before)");
+    }
+
+    std::ofstream metrics;
+    if (!o.metrics.empty()) {
+        metrics.open(o.metrics, std::ios::out | std::ios::trunc);
+        if (!metrics) throw std::runtime_error(o.metrics + ": cannot open the metrics file for writing");
+    }
+
+    // Buffers, allocated once: the epoch order and one batch.
+    std::vector<std::uint32_t> order(data.train.count);
+    std::vector<float> x(o.batch * in);
+    std::vector<std::int32_t> labels(o.batch);
+
+    run_summary r;
+    r.mode = mode_name;
+    r.network = o.network;
+    r.batch = o.batch;
+    r.options = &o;
+    r.parameters = pipeprop::layer_stack<Net, float>::parameter_count;
+    r.epochs = std::min(start_epoch, o.epochs);
+    const progress_style style = progress_style_from(o.progress);
+
+    for (std::size_t epoch = start_epoch; epoch < o.epochs; ++epoch) {
+        pd::fill_epoch_permutation(data_seed, epoch, order);
+        std::size_t pos = epoch == start_epoch ? start_position : 0;
+        epoch_progress progress(style, epoch, o.epochs, epoch_size, pos);
+        double loss_sum = 0.0;
+        std::size_t loss_n = 0;
+        const auto t0 = std::chrono::steady_clock::now();
+        while (pos < epoch_size) {
+            const std::size_t b = std::min(o.batch, epoch_size - pos);
+            pd::gather_batch(data.train, order, pos, b, x.data(), labels.data());
+            const float loss = engine.train_batch(x.data(), labels.data(), b);
+            loss_sum += static_cast<double>(loss) * static_cast<double>(b);
+            loss_n += b;
+            pos += b;
+            progress.update(pos, loss_sum / static_cast<double>(loss_n));
+        }
+        if constexpr (requires { engine.end_of_epoch(); }) engine.end_of_epoch();
+        const double epoch_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        r.seconds += epoch_seconds;
+        r.samples += loss_n;
+        r.train_loss = loss_n > 0 ? loss_sum / static_cast<double>(loss_n) : 0.0;
+        r.epochs = epoch + 1;
+
+        const pipeprop::evaluation e = engine.evaluate(data.test.images.data(), data.test.labels.data(), test_n);
+        r.test_loss = e.loss;
+        r.test_accuracy = e.accuracy;
+        r.test_samples = e.samples;
+        char buf[200];
+        std::snprintf(buf, sizeof buf, "epoch %zu/%zu: train loss %.4f, test loss %.4f, test accuracy %.4f", epoch + 1,
+                      o.epochs, *r.train_loss, e.loss, e.accuracy);
+        progress.message(buf);
+        if (metrics.is_open()) {
+            json_line m;
+            m.add("epoch", epoch + 1)
+                .add("samples", engine.samples_seen())
+                .add("train_loss", *r.train_loss)
+                .add("test_loss", e.loss)
+                .add("test_accuracy", e.accuracy)
+                .add("lr", engine.current_learning_rate())
+                .add("seconds", epoch_seconds)
+                .add("samples_per_second", epoch_seconds > 0 ? static_cast<double>(loss_n) / epoch_seconds : 0.0);
+            metrics << m.str() << '\n' << std::flush;
+            if (!metrics) throw std::runtime_error(o.metrics + ": writing the metrics file failed");
+        }
+        if (!o.checkpoint_out.empty()) {
+            pipeprop::checkpoint c;
+            engine.save_state(c);
+            c.set_scalar("epoch", epoch + 1);
+            c.set_scalar("position", std::size_t(0));
+            c.set_scalar("data_seed", data_seed);
+            c.set_scalar("epoch_samples", epoch_size);
+            c.set_scalar("mode", mode_name);
+            c.set_scalar("network", o.network);
+            c.set_scalar("batch", o.batch);
+            pipeprop::save_checkpoint(c, o.checkpoint_out);
+            progress.message("checkpoint: saved to " + o.checkpoint_out);
+        }
+    }
+
+    if (r.test_samples == 0) {  // nothing left to train: evaluate the starting point
+        const pipeprop::evaluation e = engine.evaluate(data.test.images.data(), data.test.labels.data(), test_n);
+        r.test_loss = e.loss;
+        r.test_accuracy = e.accuracy;
+        r.test_samples = e.samples;
+    }
+    r.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+    return r;
+}
+
+}  // namespace train
