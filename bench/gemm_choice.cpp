@@ -1,0 +1,154 @@
+// bench/gemm_choice.cpp: the measurement that decides, per GEMM shape, between CBLAS sgemm (OpenBLAS) and
+// pipeprop's xsimd kernel (kernels/simd_gemm.hpp). Recorded in bench/README.md, section "GEMM: BLAS or xsimd".
+//
+// Shapes are the exact calls the layers of the small CNN (issue 3) and of a 784-256 MLP make, with their
+// transposition flags, at micro-batch sizes b = 1 and b = 32:
+//   dense In->Out:  forward  C[b, Out]  = x[b, In] W[Out, In]^T        (N T)
+//                   p1       C[b, In]   = dy[b, Out] W[Out, In]         (N N)
+//                   p2       C[Out, In] += dy[b, Out]^T x[b, In]         (T N)
+//   conv2d (im2col, one sample; P = C K K patch rows, Q = OH OW pixels):
+//                   forward  C[OC, Q]   = W[OC, P] cols[P, Q]           (N N)
+//                   p1       C[P, Q]    = W[OC, P]^T dy[OC, Q]          (T N)
+//                   p2       C[OC, P]   += dy[OC, Q] cols[P, Q]^T        (N T)
+// plus a few larger shapes (a CIFAR-size 3x3 convolution with 64 channels, square 256 and 512) that show where the
+// BLAS library's cache blocking starts to pay. Every benchmark is named gemm/<shape>/<blas|xsimd> and reports GFLOP/s (2 M N K per call). Before timing, the
+// xsimd result is compared with sgemm on every shape; a mismatch aborts the program (exit code 1).
+//
+// Run: build-bench/bench/gemm_choice --benchmark_repetitions=10 --benchmark_enable_random_interleaving=true
+//      (bench/side_by_side.sh does this and prints the ratio table with bench/ratios.py).
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "pipeprop/kernels/gemm.hpp"
+#include "pipeprop/kernels/simd_gemm.hpp"
+#include "pipeprop/layer_stack.hpp"
+
+namespace {
+
+struct gemm_shape {
+    std::string name;
+    bool trans_a = false, trans_b = false;
+    std::size_t m = 0, n = 0, k = 0;
+    float beta = 0.0f;  // 1 for the accumulating p2 GEMMs
+};
+
+std::vector<gemm_shape> shapes() {
+    std::vector<gemm_shape> s;
+    const auto dense = [&](std::size_t in, std::size_t out, std::size_t b) {
+        const std::string base = "dense" + std::to_string(in) + "-" + std::to_string(out) + "_b" + std::to_string(b);
+        s.push_back({base + "_fwd", false, true, b, out, in, 0.0f});
+        s.push_back({base + "_p1", false, false, b, in, out, 0.0f});
+        s.push_back({base + "_p2", true, false, out, in, b, 1.0f});
+    };
+    const auto conv = [&](const std::string& name, std::size_t oc, std::size_t patch, std::size_t pixels) {
+        s.push_back({name + "_fwd", false, false, oc, pixels, patch, 0.0f});
+        s.push_back({name + "_p1", true, false, patch, pixels, oc, 0.0f});
+        s.push_back({name + "_p2", false, true, oc, patch, pixels, 1.0f});
+    };
+    for (std::size_t b : {1, 32}) {
+        dense(1568, 128, b);
+        dense(128, 10, b);
+        dense(784, 256, b);
+    }
+    conv("conv1_16x1x3x3_28x28", 16, 1 * 9, 28 * 28);
+    conv("conv2_32x16x3x3_14x14", 32, 16 * 9, 14 * 14);
+    // Larger shapes, to see where BLAS's cache blocking starts to pay: a CIFAR-size 3x3 conv with 64 channels at
+    // 32x32, and square matrices.
+    conv("conv_64x64x3x3_32x32", 64, 64 * 9, 32 * 32);
+    for (std::size_t n : {256, 512}) {
+        const std::string base = "square" + std::to_string(n);
+        s.push_back({base + "_NN", false, false, n, n, n, 0.0f});
+        s.push_back({base + "_NT", false, true, n, n, n, 0.0f});
+        s.push_back({base + "_TN", true, false, n, n, n, 0.0f});
+    }
+    return s;
+}
+
+/// Operands of one shape, stored as the layer stores them.
+struct operands {
+    pipeprop::aligned_vector<float> a, b, c;
+    std::size_t lda = 0, ldb = 0, ldc = 0;
+    explicit operands(const gemm_shape& s) {
+        const std::size_t a_rows = s.trans_a ? s.k : s.m, a_cols = s.trans_a ? s.m : s.k;
+        const std::size_t b_rows = s.trans_b ? s.n : s.k, b_cols = s.trans_b ? s.k : s.n;
+        lda = a_cols;
+        ldb = b_cols;
+        ldc = s.n;
+        std::mt19937 rng(7);
+        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+        a.resize(a_rows * a_cols);
+        b.resize(b_rows * b_cols);
+        c.resize(s.m * s.n);
+        for (auto& v : a) v = u(rng);
+        for (auto& v : b) v = u(rng);
+        for (auto& v : c) v = u(rng);
+    }
+};
+
+void run_blas(benchmark::State& state, const gemm_shape& s) {
+    operands o(s);
+    for (auto _ : state) {
+        pipeprop::kernels::blas_gemm(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, o.a.data(), o.lda, o.b.data(), o.ldb,
+                                s.beta, o.c.data(), o.ldc);
+        benchmark::ClobberMemory();
+    }
+    state.counters["GFLOP/s"] =
+        benchmark::Counter(2.0 * double(s.m * s.n * s.k) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void run_xsimd(benchmark::State& state, const gemm_shape& s) {
+    operands o(s);
+    for (auto _ : state) {
+        pipeprop::kernels::simd_gemm(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, o.a.data(), o.lda, o.b.data(), o.ldb,
+                                     s.beta, o.c.data(), o.ldc);
+        benchmark::ClobberMemory();
+    }
+    state.counters["GFLOP/s"] =
+        benchmark::Counter(2.0 * double(s.m * s.n * s.k) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+/// Max relative difference between sgemm and the xsimd kernel on shape s (beta as in s, C starting equal).
+double max_difference(const gemm_shape& s) {
+    operands o(s);
+    auto c_blas = o.c, c_simd = o.c;
+    pipeprop::kernels::blas_gemm(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, o.a.data(), o.lda, o.b.data(), o.ldb, s.beta,
+                            c_blas.data(), o.ldc);
+    pipeprop::kernels::simd_gemm(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, o.a.data(), o.lda, o.b.data(), o.ldb,
+                                 s.beta, c_simd.data(), o.ldc);
+    double worst = 0.0;
+    for (std::size_t i = 0; i < c_blas.size(); ++i)
+        worst = std::max(worst, std::abs(double(c_blas[i]) - double(c_simd[i])) / (1.0 + std::abs(double(c_blas[i]))));
+    return worst;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    openblas_set_num_threads(1);
+    const auto all = shapes();
+    for (const auto& s : all) {
+        const double d = max_difference(s);
+        if (!(d < 1e-4)) {
+            std::fprintf(stderr, "gemm_choice: xsimd kernel differs from sgemm on %s by %g (relative)\n",
+                         s.name.c_str(), d);
+            return 1;
+        }
+    }
+    for (const auto& s : all) {
+        const std::string shape = s.name + "_" + (s.trans_a ? "T" : "N") + (s.trans_b ? "T" : "N") + "_" +
+                                  std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+        benchmark::RegisterBenchmark(("gemm/" + shape + "/blas").c_str(), run_blas, s);
+        benchmark::RegisterBenchmark(("gemm/" + shape + "/xsimd").c_str(), run_xsimd, s);
+    }
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}

@@ -1,0 +1,155 @@
+// bench/side_by_side_train.cpp: pipeprop's half of the side-by-side comparison with PyTorch (issue 6).
+//
+// Trains the small CNN (bench/small_cnn.hpp) with pipeprop's sequential_trainer on the first N Fashion-MNIST training
+// samples, in file order, at micro-batch size b, single-threaded, and prints one result line:
+//   result impl=pipeprop batch=<b> samples=<N> seconds=<s> samples_per_s=<r> lr=<eta_b> momentum=<m_b>
+//          last_loss=<mean loss of the last batch, before its update> eval_loss=<mean loss on the first E samples>
+// (plus precision=<float|double>). --precision double trains in float64 (inputs converted exactly from float32,
+// parameters initialized in double): the check that both sides compute the same function, free of float32 rounding
+// (which, at lr 0.05, grows by about 10x per 20 steps and reaches ~1e-2 relative after 100 steps).
+// Hyperparameters: momentum SGD (heavy-ball, PyTorch convention) with lr 0.05 and momentum 0.9 at b = 32, scaled to
+// other b by optim::scale_hyperparameters (same momentum half-life and step per sample; pb-semantics.md §4).
+//
+// With --export DIR it first writes what bench/torch_side_by_side.py needs to train the identical run, as .npy
+// files (xtensor's npy I/O): the initial parameters, layer_XX.<tensor>.npy in pipeprop's layouts (dense weight
+// [out, in], conv weight [out, c, kh, kw], bias / gamma / beta [c]); x.npy [N, 1, 28, 28] float32 (the normalized
+// inputs) and labels.npy [N] int32; hyperparameters.txt (batch, lr, momentum). Parameters are written in the
+// training precision (float32 or float64).
+//
+// Usage: side_by_side_train --batch 32 --samples 3200 [--data DIR] [--export DIR] [--seed S] [--eval E]
+//                          [--precision float|double]
+// Exit code 2 for bad arguments or data (message on stderr).
+#include <cblas.h>
+
+#include <CLI/CLI.hpp>
+#include <xtensor/xadapt.hpp>
+#include <xtensor/xnpy.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "pipeprop/data/dataset.hpp"
+#include "pipeprop/optim/scaling_rules.hpp"
+#include "pipeprop/sequential_trainer.hpp"
+#include "small_cnn.hpp"
+
+namespace {
+
+using net = pipeprop::bench::small_cnn;
+
+/// Writes every parameter tensor of w as dir/layer_XX.<name>.npy with its shape (value type T).
+template <class T>
+void export_parameters(const std::filesystem::path& dir, std::span<const T> w) {
+    using stack_type = pipeprop::layer_stack<net, T>;
+    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<stack_type::layer_count>>([&](auto I) {
+        using layer = typename stack_type::template layer_type<I>;
+        if constexpr (layer::parameter_count > 0) {
+            std::size_t offset = stack_type::parameter_offset[I];
+            for (const auto& t : layer::parameter_tensors()) {
+                std::vector<std::size_t> shape(t.dims.begin(), t.dims.begin() + t.rank);
+                const auto view = xt::adapt(w.data() + offset, t.size(), xt::no_ownership(), shape);
+                char name[64];
+                std::snprintf(name, sizeof name, "layer_%02zu.%s.npy", std::size_t(I), std::string(t.name).c_str());
+                xt::dump_npy((dir / name).string(), view);
+                offset += t.size();
+            }
+        }
+    });
+}
+
+struct options {
+    std::size_t batch = 32, samples = 3200, eval = 1000;
+    std::uint64_t seed = 1;
+    std::string data_dir = pipeprop::data::default_data_directory, export_dir, precision = "float";
+};
+
+/// Trains with value type T (float: the speed comparison; double: the same-math check) and prints the result line.
+template <class T>
+void run(const options& opt, const pipeprop::data::dataset& train) {
+    const std::size_t sample_size = train.geometry.size();
+    const std::size_t eval = std::min(opt.eval, opt.samples);
+    const auto hp = pipeprop::optim::scale_hyperparameters({0.05, 0.9}, 32, opt.batch);
+    pipeprop::sequential_trainer_config cfg;
+    cfg.max_batch = opt.batch;
+    cfg.optimizer.momentum = hp.momentum;
+    cfg.schedule = pipeprop::optim::lr_schedule::constant(hp.learning_rate);
+    cfg.seed = opt.seed;
+    pipeprop::sequential_trainer<net, T> trainer(cfg);
+
+    if (!opt.export_dir.empty()) {
+        const std::filesystem::path dir(opt.export_dir);
+        std::filesystem::create_directories(dir);
+        export_parameters<T>(dir, trainer.parameters());
+        xt::dump_npy((dir / "x.npy").string(), xt::adapt(train.images.data(), opt.samples * sample_size,
+                                                         xt::no_ownership(),
+                                                         std::vector<std::size_t>{opt.samples, 1, 28, 28}));
+        xt::dump_npy((dir / "labels.npy").string(), xt::adapt(train.labels.data(), opt.samples, xt::no_ownership(),
+                                                              std::vector<std::size_t>{opt.samples}));
+        std::ofstream hpf(dir / "hyperparameters.txt");
+        hpf.precision(17);
+        hpf << "batch " << opt.batch << "\nlr " << hp.learning_rate << "\nmomentum " << hp.momentum << "\n";
+        if (!hpf) throw std::runtime_error("cannot write " + (dir / "hyperparameters.txt").string());
+    }
+
+    // The inputs in T (a copy for double; float trains straight from the dataset, as a user's loop would).
+    std::vector<T> converted;
+    const T* x = nullptr;
+    if constexpr (std::is_same_v<T, float>) {
+        x = train.images.data();
+    } else {
+        converted.assign(train.images.begin(), train.images.begin() + opt.samples * sample_size);
+        x = converted.data();
+    }
+    T last_loss = 0;
+    const auto start = std::chrono::steady_clock::now();
+    for (std::size_t first = 0; first < opt.samples; first += opt.batch)
+        last_loss = trainer.train_batch(x + first * sample_size, train.labels.data() + first, opt.batch);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const auto ev = trainer.evaluate(x, train.labels.data(), eval);
+    std::printf(
+        "result impl=pipeprop precision=%s batch=%zu samples=%zu seconds=%.6f samples_per_s=%.2f lr=%.9g "
+        "momentum=%.9g last_loss=%.12g eval_loss=%.12g\n",
+        opt.precision.c_str(), opt.batch, opt.samples, seconds, double(opt.samples) / seconds, hp.learning_rate,
+        hp.momentum, double(last_loss), ev.loss);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"pipeprop half of the PyTorch side-by-side benchmark (bench/side_by_side.sh runs both halves)"};
+    options opt;
+    app.add_option("--batch", opt.batch, "micro-batch size b")->check(CLI::PositiveNumber);
+    app.add_option("--samples", opt.samples, "training samples N (a multiple of b, at most the training set)")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--eval", opt.eval, "samples of the loss evaluated after training (first E of the N)")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--seed", opt.seed, "parameter initialization seed");
+    app.add_option("--data", opt.data_dir, "Fashion-MNIST directory");
+    app.add_option("--export", opt.export_dir, "write initial parameters, inputs, labels, hyperparameters here");
+    app.add_option("--precision", opt.precision, "float (speed) or double (same-math check)")
+        ->check(CLI::IsMember({"float", "double"}));
+    CLI11_PARSE(app, argc, argv);
+    openblas_set_num_threads(1);
+
+    try {
+        const auto data = pipeprop::data::load_image_dataset(opt.data_dir, {1, 28, 28});
+        if (opt.samples % opt.batch != 0 || opt.samples > data.train.count)
+            throw std::invalid_argument("--samples " + std::to_string(opt.samples) + " must be a multiple of --batch " +
+                                        std::to_string(opt.batch) + " and at most " +
+                                        std::to_string(data.train.count));
+        if (opt.precision == "double")
+            run<double>(opt, data.train);
+        else
+            run<float>(opt, data.train);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "side_by_side_train: %s\n", e.what());
+        return 2;
+    }
+    return 0;
+}
