@@ -219,3 +219,39 @@ TEST_CASE("small CNN: forward, p1, p2 and fused backward allocate nothing after 
         CHECK(std::any_of(dw.begin(), dw.end(), [](float v) { return v != 0.0f; }));
     }
 }
+
+TEST_CASE("small CNN: a full training step (sequential_trainer::train_batch) allocates nothing after setup",
+          "[allocation][trainer]") {
+    // The whole step of issue 6: input copy, forward, loss and its gradient, gradient zeroing, fused backward and the
+    // momentum-SGD update (optim::momentum_update), heavy-ball and Nesterov, at b = 1 and b = 32.
+#if defined(OPENBLAS_VERSION)
+    openblas_set_num_threads(1);  // see the file comment
+#endif
+    for (bool nesterov : {false, true})
+        for (std::size_t b : {1u, 32u}) {
+            pp::sequential_trainer_config cfg;
+            cfg.max_batch = b;
+            cfg.optimizer.momentum = 0.9;
+            cfg.optimizer.weight_decay = 1e-4;
+            cfg.optimizer.nesterov = nesterov;
+            cfg.schedule = pp::optim::lr_schedule::constant(0.01);
+            pp::sequential_trainer<issue3_cnn, float> trainer(cfg);
+            std::vector<float> x(b * 784);
+            std::vector<std::int32_t> labels(b);
+            std::mt19937_64 rng(b + 7);
+            for (auto& v : x) v = pp::uniform<float>(rng, 0.0f, 1.0f);
+            for (std::size_t n = 0; n < b; ++n) labels[n] = static_cast<std::int32_t>(n % 10);
+            const std::vector<float> w0(trainer.parameters().begin(), trainer.parameters().end());
+            float loss = trainer.train_batch(x.data(), labels.data(), b);  // warm-up: first BLAS call
+            const auto before = snapshot();
+            for (int i = 0; i < 3; ++i) loss = trainer.train_batch(x.data(), labels.data(), b);
+            const auto after = snapshot();
+            INFO("b = " << b << ", nesterov = " << nesterov);
+            CHECK(after.operator_new - before.operator_new == 0);
+            CHECK(after.c_level - before.c_level == 0);
+            // The steps did real work: finite loss, parameters moved.
+            CHECK(std::isfinite(loss));
+            CHECK(trainer.step_count() == 4);
+            CHECK_FALSE(std::equal(w0.begin(), w0.end(), trainer.parameters().begin()));
+        }
+}
