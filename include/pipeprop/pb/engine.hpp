@@ -134,20 +134,22 @@ public:
     /// naming the micro-batch and sample, before anything is changed.
     std::span<const completed_micro_batch<T>> push(std::span<const T> x, std::span<const std::int32_t> labels,
                                                    std::size_t b) {
-        const std::string where = "pipeprop::pb::engine::push (micro-batch " + std::to_string(next_id_) + "): ";
+        // Messages are built only on error: push allocates nothing on the good path.
+        auto fail = [&](const std::string& why) {
+            throw std::invalid_argument("pipeprop::pb::engine::push (micro-batch " + std::to_string(next_id_) +
+                                        "): " + why);
+        };
         if (b == 0 || b > options_.max_batch)
-            throw std::invalid_argument(where + "b = " + std::to_string(b) + " is outside [1, max_batch = " +
-                                        std::to_string(options_.max_batch) + "]");
+            fail("b = " + std::to_string(b) + " is outside [1, max_batch = " + std::to_string(options_.max_batch) + "]");
         if (x.size() != b * input_size)
-            throw std::invalid_argument(where + "x has " + std::to_string(x.size()) + " values, expected b * " +
-                                        std::to_string(input_size) + " = " + std::to_string(b * input_size));
+            fail("x has " + std::to_string(x.size()) + " values, expected b * " + std::to_string(input_size) + " = " +
+                 std::to_string(b * input_size));
         if (labels.size() != b)
-            throw std::invalid_argument(where + "labels has " + std::to_string(labels.size()) + " entries, expected b = " +
-                                        std::to_string(b));
+            fail("labels has " + std::to_string(labels.size()) + " entries, expected b = " + std::to_string(b));
         for (std::size_t i = 0; i < b; ++i)
             if (labels[i] < 0 || static_cast<std::size_t>(labels[i]) >= classes)
-                throw std::invalid_argument(where + "label " + std::to_string(labels[i]) + " of sample " +
-                                            std::to_string(i) + " is outside [0, " + std::to_string(classes) + ")");
+                fail("label " + std::to_string(labels[i]) + " of sample " + std::to_string(i) + " is outside [0, " +
+                     std::to_string(classes) + ")");
         micro_batch_info<T> mb;
         mb.id = next_id_;
         mb.batch = b;
