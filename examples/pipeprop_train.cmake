@@ -1,6 +1,7 @@
 # examples/pipeprop_train.cpp: the main program (CLI11 for options). Tests: a quick MLP run on Fashion-MNIST whose
 # last stdout line is the JSON result; bit-identical resume through --checkpoint-out / --checkpoint-in; exit code 2
-# (with the usage text) for bad options; exit code 1 for a missing data directory or a missing checkpoint.
+# (with the usage text) for bad options; exit code 1 for a missing data directory, a missing checkpoint or a
+# diverging run (NaN / inf loss).
 # The helpers live in examples/train/ (not globbed as example extras).
 find_package(CLI11 REQUIRED)
 target_link_libraries(pipeprop_train PRIVATE CLI11::CLI11)
@@ -69,4 +70,7 @@ if(PIPEPROP_BUILD_TESTS)
     ARGS ${pipeprop_train_quick} --data ${pipeprop_train_data}
          --checkpoint-in ${CMAKE_CURRENT_BINARY_DIR}/no-such-checkpoint
     REGEX "no-such-checkpoint: checkpoint directory not found")
+  pipeprop_train_test(diverged EXPECT 1
+    ARGS ${pipeprop_train_quick} --data ${pipeprop_train_data} --lr 500
+    REGEX "training diverged: .*the loss became (NaN|infinite)")
 endif()

@@ -22,14 +22,15 @@ inline progress_style progress_style_from(const std::string& name) {
     return ::isatty(STDERR_FILENO) ? progress_style::bar : progress_style::log;
 }
 
-/// "m:ss" or "h:mm:ss" for a duration in seconds.
-inline std::string format_duration(double seconds) {
-    if (!(seconds >= 0) || seconds > 1e7) return "?";
+/// Writes "m:ss" or "h:mm:ss" for a duration in seconds ("?" when unknown) into out[32].
+inline void format_duration(double seconds, char (&out)[32]) {
+    if (!(seconds >= 0) || seconds > 1e7) {
+        std::snprintf(out, sizeof out, "?");
+        return;
+    }
     const auto s = static_cast<long>(seconds + 0.5);
-    char buf[32];
-    if (s >= 3600) std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
-    else std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
-    return buf;
+    if (s >= 3600) std::snprintf(out, sizeof out, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
+    else std::snprintf(out, sizeof out, "%ld:%02ld", s / 60, s % 60);
 }
 
 /// Progress of one epoch. update() is cheap (a clock read) and is called after every batch; it draws at most
@@ -57,11 +58,11 @@ public:
         if (style_ == progress_style::bar) {
             if (position < total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
             last_draw_ = now;
-            std::fprintf(stderr, "\r%s", line(position, mean_loss, now, true).c_str());
+            std::fprintf(stderr, "\r%s", line(position, mean_loss, now, true));
             if (position >= total_) std::fputc('\n', stderr);
             std::fflush(stderr);
         } else if (position >= next_log_ || position >= total_) {
-            std::fprintf(stderr, "%s\n", line(position, mean_loss, now, false).c_str());
+            std::fprintf(stderr, "%s\n", line(position, mean_loss, now, false));
             std::fflush(stderr);
             while (next_log_ <= position && next_log_ < total_) advance_log_mark();
         }
@@ -79,34 +80,34 @@ private:
 
     void advance_log_mark() { next_log_ += total_ / 10 > 0 ? total_ / 10 : 1; }
 
-    std::string line(std::size_t position, double mean_loss, clock::time_point now, bool bar) const {
+    /// Formats the progress line into line_ (fixed buffer: drawing does not allocate) and returns it.
+    const char* line(std::size_t position, double mean_loss, clock::time_point now, bool bar) {
         const double elapsed = std::chrono::duration<double>(now - start_).count();
         const double done = static_cast<double>(position - start_pos_);
         const double rate = elapsed > 0 ? done / elapsed : 0.0;
         const double eta = rate > 0 ? static_cast<double>(total_ - position) / rate : -1.0;
-        char head[64];
-        std::snprintf(head, sizeof head, "epoch %zu/%zu ", epoch_ + 1, epochs_);
-        std::string s = head;
+        constexpr std::size_t width = 30;
+        char bar_text[width + 4] = "";
         if (bar) {
-            constexpr std::size_t width = 30;
             const std::size_t filled = total_ ? position * width / total_ : width;
-            s += '[';
-            s.append(filled, '#');
-            s.append(width - filled, '.');
-            s += "] ";
+            bar_text[0] = '[';
+            for (std::size_t i = 0; i < width; ++i) bar_text[1 + i] = i < filled ? '#' : '.';
+            bar_text[width + 1] = ']';
+            bar_text[width + 2] = ' ';
+            bar_text[width + 3] = '\0';
         }
-        char tail[160];
-        std::snprintf(tail, sizeof tail, "%zu/%zu samples, %.0f samples/s, loss %.4f, %s %s", position, total_, rate,
-                      mean_loss, position >= total_ ? "took" : "ETA",
-                      format_duration(position >= total_ ? elapsed : eta).c_str());
-        s += tail;
-        if (bar) s += "   ";  // clears the tail of a longer previous line
-        return s;
+        char duration[32];
+        format_duration(position >= total_ ? elapsed : eta, duration);
+        std::snprintf(line_, sizeof line_, "epoch %zu/%zu %s%zu/%zu samples, %.0f samples/s, loss %.4f, %s %s%s",
+                      epoch_ + 1, epochs_, bar_text, position, total_, rate, mean_loss,
+                      position >= total_ ? "took" : "ETA", duration, bar ? "   " : "");
+        return line_;
     }
 
     progress_style style_;
     std::size_t epoch_, epochs_, total_, start_pos_, next_log_;
     clock::time_point start_, last_draw_;
+    char line_[256] = "";
 };
 
 }  // namespace train

@@ -165,10 +165,16 @@ template <network_type Net, class T = float>
 [[nodiscard]] inline std::string network_tensor_name(std::size_t layer, std::size_t layer_count,
                                                      std::string_view tensor, std::string_view suffix = {}) {
     const std::size_t width = std::max<std::size_t>(2, std::to_string(layer_count > 0 ? layer_count - 1 : 0).size());
-    std::string idx = std::to_string(layer);
-    if (idx.size() < width) idx.insert(0, width - idx.size(), '0');
-    std::string name = "layer_" + idx + "." + std::string(tensor);
-    if (!suffix.empty()) name += "." + std::string(suffix);
+    const std::string idx = std::to_string(layer);
+    std::string name = "layer_";
+    if (idx.size() < width) name.append(width - idx.size(), '0');
+    name += idx;
+    name += '.';
+    name += tensor;
+    if (!suffix.empty()) {
+        name += '.';
+        name += suffix;
+    }
     return name;
 }
 

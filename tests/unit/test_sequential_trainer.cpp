@@ -1,22 +1,44 @@
 // Sequential reference trainer: evaluation before training, learning on a separable problem, the update is an SGD
 // step on the gradient of the MEAN batch loss (finite differences in double), bit-identical resume through a
 // checkpoint on disk (MLP and small CNN, with a schedule and a short final batch), NaN/inf loss detection that
-// leaves the state untouched, argument checks.
+// leaves the state untouched, argument checks, no operator new in train_batch / evaluate / gather_batch after setup
+// (this program replaces the global operator new with a counting one).
+// GCC 12 flags free() in the replaced operator delete as mismatched with operator new, not knowing that the
+// replaced operator new below uses malloc.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
 #include <catch2/catch.hpp>
 
 #include <pipeprop/checkpoint.hpp>
+#include <pipeprop/data/dataset.hpp>
 #include <pipeprop/pipeprop.hpp>
 #include <pipeprop/sequential_trainer.hpp>
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <new>
 #include <random>
 #include <vector>
+
+namespace {
+std::atomic<std::size_t> operator_new_calls{0};
+}  // namespace
+
+// Counting replacements of the global (unaligned) allocation functions; new[] and the nothrow forms forward here.
+void* operator new(std::size_t n) {
+    operator_new_calls.fetch_add(1, std::memory_order_relaxed);
+    if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+    throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace fs = std::filesystem;
 namespace pp = pipeprop;
@@ -279,4 +301,35 @@ TEST_CASE("sequential_trainer: NaN / inf loss throws and leaves the state untouc
     CHECK(t.samples_seen() == 8);
     CHECK_NOTHROW(t.train_batch(d.x.data(), d.y.data(), 8));
     CHECK(t.step_count() == 2);
+}
+
+TEST_CASE("sequential_trainer: no operator new per batch after setup", "[trainer][allocation]") {
+    // The counter moves when something allocates (so that zero below means something).
+    const std::size_t before_vector = operator_new_calls.load();
+    { std::vector<int> probe(100); (void)probe; }
+    REQUIRE(operator_new_calls.load() > before_vector);
+
+    synthetic<float> d(48, 64, 6);
+    pipeprop::data::dataset ds;
+    ds.geometry = {1, 8, 8};
+    ds.count = 48;
+    ds.classes = 3;
+    ds.images = d.x;
+    ds.labels = d.y;
+    const auto order = pipeprop::data::epoch_permutation(1, 0, 48);
+    std::vector<float> x(16 * 64);
+    std::vector<std::int32_t> y(16);
+    pp::sequential_trainer<cnn> t(config(16, 8, true));
+    (void)t.train_batch(d.x.data(), d.y.data(), 16);  // warm-up (BLAS sets up its buffers on first use)
+    (void)t.evaluate(d.x.data(), d.y.data(), 48);
+    const std::size_t start = operator_new_calls.load();
+    for (std::size_t pos = 0; pos < 48; pos += 16) {
+        pipeprop::data::gather_batch(ds, order, pos, 16, x.data(), y.data());
+        (void)t.train_batch(x.data(), y.data(), 16);
+    }
+    (void)t.train_batch(x.data(), y.data(), 5);  // a short batch
+    const auto e = t.evaluate(d.x.data(), d.y.data(), 48);
+    CHECK(operator_new_calls.load() == start);
+    CHECK(std::isfinite(e.loss));
+    CHECK(t.step_count() == 5);
 }
