@@ -184,6 +184,7 @@ struct checkpoint_tensor {
     std::vector<std::size_t> shape;
     std::variant<std::vector<float>, std::vector<double>> values;
 
+    /// "float32" or "float64" (the numpy dtype of its .npy file).
     [[nodiscard]] std::string_view dtype() const noexcept {
         return std::holds_alternative<std::vector<float>>(values) ? "float32" : "float64";
     }
