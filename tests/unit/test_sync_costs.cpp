@@ -111,3 +111,16 @@ TEST_CASE("costs_from_spans: medians per stage and kind", "[sync][costs]") {
     CHECK(c[1].optimizer == 0.25);
     CHECK(c[1].forward == 1);  // absent: the default
 }
+
+TEST_CASE("message_latency_from_spans recovers the latency of a simulated step", "[sync][costs]") {
+    for (auto k : {ps::schedule_kind::gpipe, ps::schedule_kind::one_f_one_b, ps::schedule_kind::zb_h1})
+        for (bool two : {false, true}) {
+            const auto sc = ps::make_schedule(k, 3, 5, two);
+            const auto sim = ps::simulate(sc, {{1, 2, 1, -1, 0.5}}, {.message_latency = 0.25});
+            CHECK(ps::message_latency_from_spans(sc, sim.spans) == Approx(0.25));
+            const auto none = ps::simulate(sc, {{1, 2, 1}});
+            CHECK(ps::message_latency_from_spans(sc, none.spans) == 0);
+        }
+    const auto sc = ps::gpipe(2, 2, false);
+    CHECK_THROWS_AS(ps::message_latency_from_spans(sc, {}), std::invalid_argument);
+}

@@ -8,6 +8,8 @@
 //                         layer work (boundary copies into and out of channel buffers, the loss on the last stage,
 //                         span recording) but no cross-thread effects.
 //   costs_from_spans:     the same medians from any executor's spans (e.g. a concurrent run).
+//   message_latency_from_spans: the delay the dependency model omits between a message's send and the start of
+//                         the op that waited for it (copy-out, queueing, thread wake-up), from one step's spans.
 // Times in seconds.
 #pragma once
 
@@ -24,6 +26,8 @@
 #include "pipeprop/seed.hpp"
 #include "pipeprop/sync/executor.hpp"
 #include "pipeprop/sync/op_span.hpp"
+#include "pipeprop/sync/schedule.hpp"
+#include "pipeprop/sync/schedule_analysis.hpp"
 #include "pipeprop/sync/simulator.hpp"
 
 namespace pipeprop::sync {
@@ -105,6 +109,43 @@ template <network_type Net, class T = float>
         if (!d[4].empty()) c[s].optimizer = detail::median(d[4]);
     }
     return c;
+}
+
+/// Median delay (seconds) between the end of an op and the start of the op on the neighbouring stage that was
+/// waiting for its message (F(j) on s waiting for F(j) of s - 1; B/BW(j) on s waiting for B/BW(j) of s + 1),
+/// over the ops of one step of schedule sc whose stage was idle when the message was sent (its previous op had
+/// ended). spans: that step's spans as pipeline_executor::spans() returns them (per stage in op-list order; the
+/// optimizer spans are ignored). Returns 0 when no op waited. Throws std::invalid_argument when the spans do not
+/// match the schedule's op lists.
+[[nodiscard]] inline double message_latency_from_spans(const schedule& sc, const std::vector<op_span>& spans) {
+    const std::size_t p = sc.stages, m = sc.micro_batches;
+    std::vector<std::vector<const op_span*>> per(p);
+    for (const auto& sp : spans)
+        if (sp.kind != span_kind::optimizer && sp.stage < p) per[sp.stage].push_back(&sp);
+    for (std::size_t s = 0; s < p; ++s)
+        if (per[s].size() != sc.ops[s].size())
+            throw std::invalid_argument("pipeprop::sync::message_latency_from_spans: stage " + std::to_string(s) +
+                                        " has " + std::to_string(per[s].size()) + " spans for " +
+                                        std::to_string(sc.ops[s].size()) + " ops");
+    // end of F(j) and of p1(j) per stage
+    std::vector<double> f_end(p * m, 0), p1_end(p * m, 0);
+    for (std::size_t s = 0; s < p; ++s)
+        for (std::size_t k = 0; k < sc.ops[s].size(); ++k) {
+            const op o = sc.ops[s][k];
+            if (o.kind == op_kind::forward) f_end[s * m + o.micro_batch] = per[s][k]->end;
+            if (is_backward_p1(o)) p1_end[s * m + o.micro_batch] = per[s][k]->end;
+        }
+    std::vector<double> gaps;
+    for (std::size_t s = 0; s < p; ++s)
+        for (std::size_t k = 0; k < sc.ops[s].size(); ++k) {
+            const op o = sc.ops[s][k];
+            double dep = -1;
+            if (o.kind == op_kind::forward && s > 0) dep = f_end[(s - 1) * m + o.micro_batch];
+            if (is_backward_p1(o) && s + 1 < p) dep = p1_end[(s + 1) * m + o.micro_batch];
+            const double prev_end = k > 0 ? per[s][k - 1]->end : 0.0;
+            if (dep >= 0 && dep >= prev_end) gaps.push_back(std::max(0.0, per[s][k]->start - dep));
+        }
+    return detail::median(std::move(gaps));
 }
 
 /// Per-stage costs of the cut `stages` of Net for micro-batches of b samples, measured as the sequential executor

@@ -1,0 +1,301 @@
+// bench/two_stage_bp.cpp: 2-stage backpropagation (2BP) on and off, measured side by side, next to the schedule
+// simulator's prediction (issue 5; shared/docs/2bp-schedules.md).
+//
+// What it does:
+//  1. Measures every layer's T_F, T_B, T_W at the middle micro-batch size and cuts the network into p = --stages
+//     balanced stages (sync::balanced_partition).
+//  2. For each m in --micro-batches: measures each stage's T_F, T_B, T_W, T_BW, T_opt as the single-threaded
+//     executor runs them (sync::measure_stage_costs) and simulates every schedule with and without 2BP: the
+//     predicted step time, samples/s and with/without ratio.
+//  3. Runs the concurrent executor (oneTBB flow graph, one node per stage) for every schedule with and without 2BP,
+//     interleaved: in each of --rounds rounds every schedule runs --steps steps without 2BP and --steps with, back
+//     to back (pair order alternating, schedule order rotated per round); reports medians over rounds of samples/s
+//     and of the per-round (paired) with/without ratio. It also predicts from the op durations recorded inside
+//     these concurrent runs (the same load and contention), next to the prediction from costs measured alone.
+//  4. Prints markdown tables: measured vs predicted, and the predictions for p = 4 and p = 8 with the same per-stage
+//     costs (a network p/2 times deeper with identical stages).
+// Options: --network mlp|cnn, --batch B, --micro-batches 2,4,8, --stages p, --rounds, --steps, --latency-model,
+// --trace-dir DIR (Chrome traces of one measured step and its prediction per variant at each m).
+#include <cblas.h>
+
+#include <CLI/CLI.hpp>
+#include <boost/mp11/algorithm.hpp>
+#include <boost/mp11/list.hpp>
+
+#include <pipeprop/pipeprop.hpp>
+#include <pipeprop/sync/balanced_partition.hpp>
+#include <pipeprop/sync/cost_measurement.hpp>
+#include <pipeprop/sync/executor.hpp>
+#include <pipeprop/sync/simulator.hpp>
+#include <pipeprop/sync/trace.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "train/networks.hpp"
+
+namespace pp = pipeprop;
+namespace ps = pipeprop::sync;
+namespace mp = boost::mp11;
+
+namespace {
+
+/// A wide MLP whose dense layers cost about the same in F, p1 and p2 (three GEMMs of equal size).
+using wide_mlp = pp::network<pp::shape<1024>, pp::dense<1024>, pp::relu, pp::dense<1024>, pp::relu, pp::dense<1024>,
+                             pp::relu, pp::dense<1024>, pp::relu, pp::dense<10>>;
+
+struct bench_options {
+    std::string network = "mlp";
+    std::size_t batch = 256;
+    std::vector<std::size_t> micro_batches{2, 4, 8};
+    std::size_t stages = 2;
+    std::size_t rounds = 15;
+    std::size_t steps = 1;
+    std::string trace_dir;
+};
+
+using variants = mp::mp_list<
+    mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::gpipe>, std::false_type>,
+    mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::gpipe>, std::true_type>,
+    mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::one_f_one_b>, std::false_type>,
+    mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::one_f_one_b>, std::true_type>,
+    mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::zb_h1>, std::false_type>,
+    mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::zb_h1>, std::true_type>,
+    mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::zb_h2>, std::false_type>,
+    mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::zb_h2>, std::true_type>>;
+constexpr std::size_t variant_count = mp::mp_size<variants>::value;
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// One variant under measurement: its step function, its schedule, its spans of the last step.
+struct runner {
+    std::string label;
+    ps::schedule_kind kind;
+    bool two_stage_bp;
+    std::function<void()> step;
+    std::function<const ps::schedule&()> schedule;
+    std::function<std::vector<ps::op_span>()> spans;
+    std::vector<double> step_seconds;  // per round
+    std::vector<ps::op_span> spans_seen;  // spans of the last step of every round
+    std::vector<double> latencies;        // message latency of the last step of every round
+};
+
+struct row {
+    std::size_t m;
+    ps::schedule_kind kind;
+    double predicted_off, predicted_on;  // step seconds, costs measured alone (sequential executor)
+    double in_run_off, in_run_on;        // step seconds, costs = median op durations of the concurrent runs
+    double measured_off, measured_on;    // median step seconds
+    double measured_ratio;               // median of paired off/on
+};
+
+template <class Net>
+int run(const bench_options& o) {
+    using stack_t = pp::layer_stack<Net, float>;
+    const std::size_t B = o.batch, p = o.stages;
+    std::printf("# 2BP benchmark: network %s (%zu layers, %zu parameters), batch B = %zu, p = %zu stages\n",
+                o.network.c_str(), stack_t::layer_count, stack_t::parameter_count, B, p);
+
+    // 1. balanced cut from per-layer costs at the middle micro-batch size
+    const std::size_t m_mid = o.micro_batches[o.micro_batches.size() / 2];
+    const auto layer_costs = ps::measure_layer_costs<Net>((B + m_mid - 1) / m_mid, 7);
+    std::vector<double> totals;
+    for (const auto& c : layer_costs) totals.push_back(c.total());
+    const auto points = ps::balanced_partition(totals, p);
+    const auto ranges = pp::partition_at(stack_t::layer_count, points);
+    std::printf("\nPer-layer costs at b = %zu (ms, F / p1 / p2):", (B + m_mid - 1) / m_mid);
+    for (std::size_t i = 0; i < layer_costs.size(); ++i)
+        std::printf("%s L%zu %.3f/%.3f/%.3f", i % 4 == 0 ? "\n " : "", i, layer_costs[i].forward * 1e3,
+                    layer_costs[i].backward_input * 1e3, layer_costs[i].backward_weight * 1e3);
+    std::printf("\nBalanced cut:");
+    for (const auto r : ranges) {
+        double c = 0;
+        for (std::size_t k = r.begin; k < r.end; ++k) c += totals[k];
+        std::printf(" [%zu,%zu) %.3f ms", r.begin, r.end, c * 1e3);
+    }
+    std::printf("\n");
+
+    std::vector<row> rows;
+    std::vector<std::pair<std::size_t, std::vector<ps::stage_costs>>> costs_per_m;
+    std::mt19937_64 rng(7);
+    std::vector<float> x(B * stack_t::input_shape::size);
+    for (auto& v : x) v = pp::uniform<float>(rng, -1.f, 1.f);
+    std::vector<std::int32_t> y(B);
+    for (auto& v : y) v = static_cast<std::int32_t>(rng() % stack_t::output_shape::size);
+
+    for (const std::size_t m : o.micro_batches) {
+        const std::size_t b = (B + m - 1) / m;
+        // 2. costs as the executor runs the ops, and the predictions
+        const auto costs = ps::measure_stage_costs<Net>(ranges, b, m, 3);
+        costs_per_m.push_back({m, costs});
+        std::printf("\nm = %zu (b = %zu): stage costs (ms) F / p1 / p2 / p1+p2 / opt:", m, b);
+        for (std::size_t s = 0; s < p; ++s)
+            std::printf(" | s%zu %.3f/%.3f/%.3f/%.3f/%.3f", s, costs[s].forward * 1e3, costs[s].backward_input * 1e3,
+                        costs[s].backward_weight * 1e3, costs[s].fused() * 1e3, costs[s].optimizer * 1e3);
+        std::printf("\n");
+
+        // 3. measured, interleaved
+        const ps::executor_options eo{.micro_batches = m, .max_batch = B, .seed = 1,
+                                      .executor = ps::executor_kind::concurrent};
+        std::vector<std::shared_ptr<void>> owners;
+        std::vector<runner> runners;
+        mp::mp_for_each<variants>([&](auto v) {
+            using V = decltype(v);
+            constexpr ps::schedule_kind k = mp::mp_first<V>::value;
+            constexpr bool two = mp::mp_second<V>::value;
+            auto ex = std::make_shared<ps::pipeline_executor<Net, float, k, two>>(ranges, eo);
+            owners.push_back(ex);
+            runner r;
+            r.kind = k;
+            r.two_stage_bp = two;
+            r.label = ps::make_schedule(k, p, m, two).label();
+            r.step = [ex, &x, &y] { ex->step(x, y, 0.0); };
+            r.schedule = [ex]() -> const ps::schedule& { return ex->current_schedule(); };
+            r.spans = [ex] { return ex->spans(); };
+            runners.push_back(std::move(r));
+        });
+        for (auto& r : runners) r.step();  // warm-up
+        // Each round runs every schedule's 2BP-off and 2BP-on executors back to back (so a pair shares the machine's
+        // momentary load; the order within the pair alternates), schedules in a rotated order.
+        const std::size_t schedules = runners.size() / 2;
+        for (std::size_t round = 0; round < o.rounds; ++round)
+            for (std::size_t i = 0; i < schedules; ++i)
+                for (std::size_t j = 0; j < 2; ++j) {
+                    auto& r = runners[2 * ((i + round) % schedules) + (j + round) % 2];
+                    const auto t0 = std::chrono::steady_clock::now();
+                    for (std::size_t k = 0; k < o.steps; ++k) r.step();
+                    r.step_seconds.push_back(
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+                        static_cast<double>(o.steps));
+                    const auto sp = r.spans();
+                    r.spans_seen.insert(r.spans_seen.end(), sp.begin(), sp.end());
+                    r.latencies.push_back(ps::message_latency_from_spans(r.schedule(), sp));
+                }
+        // Op costs as they were in the concurrent runs (both stages busy at once, same machine load): medians over
+        // all variants' spans of every round.
+        std::vector<ps::op_span> all_spans;
+        for (const auto& r : runners) all_spans.insert(all_spans.end(), r.spans_seen.begin(), r.spans_seen.end());
+        const auto in_run = ps::costs_from_spans(all_spans, p);
+        std::vector<double> lat;
+        for (const auto& r : runners) lat.insert(lat.end(), r.latencies.begin(), r.latencies.end());
+        const ps::simulation_options in_run_model{.message_latency = median(lat)};
+        std::printf("       costs inside the concurrent runs (ms), message latency %.1f us:", in_run_model.message_latency * 1e6);
+        for (std::size_t s = 0; s < p; ++s)
+            std::printf(" | s%zu %.3f/%.3f/%.3f/%.3f/%.3f", s, in_run[s].forward * 1e3, in_run[s].backward_input * 1e3,
+                        in_run[s].backward_weight * 1e3, in_run[s].fused() * 1e3, in_run[s].optimizer * 1e3);
+        std::printf("\n");
+        for (std::size_t i = 0; i + 1 < runners.size(); i += 2) {
+            const auto& off = runners[i];
+            const auto& on = runners[i + 1];
+            std::vector<double> paired;
+            for (std::size_t round = 0; round < o.rounds; ++round)
+                paired.push_back(off.step_seconds[round] / on.step_seconds[round]);
+            row rw;
+            rw.m = m;
+            rw.kind = off.kind;
+            rw.predicted_off = ps::simulate(off.schedule(), costs).makespan;
+            rw.predicted_on = ps::simulate(on.schedule(), costs).makespan;
+            rw.in_run_off = ps::simulate(off.schedule(), in_run, in_run_model).makespan;
+            rw.in_run_on = ps::simulate(on.schedule(), in_run, in_run_model).makespan;
+            rw.measured_off = median(off.step_seconds);
+            rw.measured_on = median(on.step_seconds);
+            rw.measured_ratio = median(paired);
+            rows.push_back(rw);
+        }
+        if (!o.trace_dir.empty())
+            for (auto& r : runners) {
+                r.step();
+                const auto spans = r.spans();
+                const auto sim = ps::simulate(r.schedule(), costs);
+                const std::string base = o.trace_dir + "/" + r.label + "_m" + std::to_string(m);
+                ps::write_chrome_trace_file(base + ".json",
+                                            {{r.label + " measured", spans, 1}, {r.label + " predicted", sim.spans, 1}});
+                ps::write_svg_gantt_file(base + ".svg", {r.label + " predicted, m = " + std::to_string(m), sim.spans, 1});
+            }
+    }
+
+    // 4. tables
+    std::printf("\nsamples/s: 2BP off / on; ratio = on / off throughput (= off / on step time). Predicted A: costs "
+                "measured alone (single thread); predicted B: costs = median op durations inside the concurrent "
+                "runs plus their median message latency.\n\n| m | schedule | measured samples/s | measured ratio | predicted A samples/s | predicted A ratio "
+                "| predicted B samples/s | predicted B ratio | measured / predicted B |\n"
+                "|---|---|---|---|---|---|---|---|---|\n");
+    for (const auto& r : rows) {
+        const double pa = r.predicted_off / r.predicted_on, pb = r.in_run_off / r.in_run_on;
+        const auto sps = [&](double t) { return static_cast<double>(B) / t; };
+        std::printf("| %zu | %s | %.0f / %.0f | %.3f | %.0f / %.0f | %.3f | %.0f / %.0f | %.3f | %.3f |\n", r.m,
+                    std::string(ps::name(r.kind)).c_str(), sps(r.measured_off), sps(r.measured_on), r.measured_ratio,
+                    sps(r.predicted_off), sps(r.predicted_on), pa, sps(r.in_run_off), sps(r.in_run_on), pb,
+                    r.measured_ratio / pb);
+    }
+    std::printf("\nPredictions for deeper pipelines (every stage costs the mean of the measured stages at that m):\n"
+                "\n| p | m | schedule | bubble ratio 2BP off / on | peak in-flight off / on | predicted ratio |\n"
+                "|---|---|---|---|---|---|\n");
+    for (const std::size_t pp_ : {std::size_t(4), std::size_t(8)})
+        for (const auto& [m, costs] : costs_per_m) {
+            ps::stage_costs mean{0, 0, 0, 0, 0};
+            for (const auto& c : costs) {
+                mean.forward += c.forward / static_cast<double>(costs.size());
+                mean.backward_input += c.backward_input / static_cast<double>(costs.size());
+                mean.backward_weight += c.backward_weight / static_cast<double>(costs.size());
+                mean.backward_fused += c.fused() / static_cast<double>(costs.size());
+                mean.optimizer += c.optimizer / static_cast<double>(costs.size());
+            }
+            for (auto k : {ps::schedule_kind::gpipe, ps::schedule_kind::one_f_one_b, ps::schedule_kind::zb_h1,
+                           ps::schedule_kind::zb_h2}) {
+                const auto off = ps::simulate(ps::make_schedule(k, pp_, m, false), {mean});
+                const auto on = ps::simulate(ps::make_schedule(k, pp_, m, true), {mean});
+                std::printf("| %zu | %zu | %s | %.3f / %.3f | %zu / %zu | %.3f |\n", pp_, m,
+                            std::string(ps::name(k)).c_str(), off.bubble_ratio, on.bubble_ratio,
+                            *std::max_element(off.peak_in_flight.begin(), off.peak_in_flight.end()),
+                            *std::max_element(on.peak_in_flight.begin(), on.peak_in_flight.end()),
+                            off.makespan / on.makespan);
+            }
+        }
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    bench_options o;
+    CLI::App app{"two_stage_bp: samples/s of synchronous pipeline schedules with and without 2-stage "
+                 "backpropagation, measured side by side, next to the schedule simulator's prediction"};
+    app.add_option("--network", o.network, "mlp (4 x dense 1024, relu) or cnn (the main program's small CNN)")
+        ->check(CLI::IsMember({"mlp", "cnn"}))
+        ->capture_default_str();
+    app.add_option("--batch", o.batch, "Optimizer batch B")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+    app.add_option("--micro-batches", o.micro_batches, "Micro-batch counts m")->delimiter(',')->capture_default_str();
+    app.add_option("--stages", o.stages, "Pipeline stages p (measured)")->check(CLI::Range(1, 64))->capture_default_str();
+    app.add_option("--rounds", o.rounds, "Interleaved rounds (medians over them)")->check(CLI::Range(1, 1000))
+        ->capture_default_str();
+    app.add_option("--steps", o.steps, "Steps per variant per round")->check(CLI::Range(1, 1000))->capture_default_str();
+    app.add_option("--trace-dir", o.trace_dir, "Write Chrome traces and SVG charts of every variant here");
+    CLI11_PARSE(app, argc, argv);
+    for (const std::size_t m : o.micro_batches)
+        if (m == 0 || m > o.batch) {
+            std::fprintf(stderr, "two_stage_bp: --micro-batches %zu must be in [1, --batch]\n", m);
+            return 2;
+        }
+    if (o.micro_batches.empty()) {
+        std::fprintf(stderr, "two_stage_bp: --micro-batches needs at least one value\n");
+        return 2;
+    }
+    openblas_set_num_threads(1);
+    try {
+        return o.network == "mlp" ? run<wide_mlp>(o) : run<train::small_cnn>(o);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "two_stage_bp: error: %s\n", e.what());
+        return 1;
+    }
+}
