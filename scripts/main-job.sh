@@ -7,7 +7,8 @@
 # weight prediction, hyperparameters scaled from the SGD job's B = 32, lr 0.05, momentum 0.9 (to lr 5.14e-5,
 # momentum 0.99671), 1 epoch, concurrent (TBB flow graph) executor; required: test_accuracy >= 0.86, i.e. within
 # one point of the SGD job (issue 3: --mode sgd --batch 32 --lr 0.05 --momentum 0.9 --epochs 1). The last stdout
-# line is the program's JSON result; per-epoch metrics and the final checkpoint go to build/main-job/. To change the job, edit the JOB and REQUIRED_ACCURACY lines below.
+# line is the program's JSON result; per-epoch metrics and the final checkpoint go to build/main-job/. To change
+# the job, edit the JOB and REQUIRED_ACCURACY lines below.
 #
 # Usage: scripts/main-job.sh [more pipeprop_train options, appended to JOB]
 # Environment: PIPEPROP_BUILD_DIR (default: build).
