@@ -41,3 +41,5 @@
 #include "pipeprop/sync/trace.hpp"
 #include "pipeprop/sync/balanced_partition.hpp"
 #include "pipeprop/sync/cost_measurement.hpp"
+#include "pipeprop/pb/pipeline.hpp"
+#include "pipeprop/pb/checkpoint.hpp"
