@@ -454,3 +454,48 @@ TEST_CASE("bad input is rejected with a precise message; a failing layer is repo
         CHECK(std::isfinite(r.loss));
     }
 }
+
+TEST_CASE("global reductions: the gradient norm and clipping are over all stages; results do not depend on the cut",
+          "[sync][executor][global]") {
+    openblas_set_num_threads(1);
+    const std::size_t batch = 11, m = 3;
+    const auto b1 = make_batch<mlp, double>(batch, 21), b2 = make_batch<mlp, double>(batch, 22);
+    const auto ref = run_reference<mlp, double>(batch, b1, b2);
+    double ref_norm = 0;
+    for (double g : ref.gradient) ref_norm += g * g;
+    ref_norm = std::sqrt(ref_norm);
+    // Cuts into 1, 2, 3 and 5 stages give the same bits (pitfalls.md item 5) and report the same global norm.
+    std::vector<double> first;
+    for (const std::vector<std::size_t>& split :
+         {std::vector<std::size_t>{}, std::vector<std::size_t>{2}, std::vector<std::size_t>{1, 3},
+          std::vector<std::size_t>{1, 2, 3, 4}}) {
+        ps::pipeline_executor<mlp, double, ps::schedule_kind::zb_h1, true> ex(
+            pp::partition_at(5, split), {.micro_batches = m, .max_batch = batch, .sgd = sgd_cfg, .seed = init_seed});
+        const auto r = ex.step(b1.x, b1.y, learning_rate);
+        CHECK(r.gradient_norm == Approx(ref_norm).epsilon(1e-12));
+        if (first.empty())
+            first = ex.parameters();
+        else
+            CHECK(bit_identical(ex.parameters(), first));
+    }
+    // Clipping to half the global norm: every stage's gradient is scaled by the same factor (a per-stage clip
+    // would scale each stage by its own norm). Plain SGD (momentum 0) so that w1 = w0 - lr * c * g.
+    const double max_norm = ref_norm / 2;
+    ps::pipeline_executor<mlp, double, ps::schedule_kind::one_f_one_b, true> ex(
+        pp::partition_at(5, {1, 3}),
+        {.micro_batches = m, .max_batch = batch, .sgd = {0.0, 0.0, false}, .seed = init_seed,
+         .max_gradient_norm = max_norm});
+    const auto w0 = ex.parameters();
+    const auto r = ex.step(b1.x, b1.y, learning_rate);
+    CHECK(r.gradient_norm == Approx(ref_norm).epsilon(1e-12));
+    const auto w1 = ex.parameters();
+    double max_err = 0;
+    for (std::size_t i = 0; i < w0.size(); ++i)
+        max_err = std::max(max_err, std::abs(w1[i] - (w0[i] - learning_rate * 0.5 * ref.gradient[i])));
+    CHECK(max_err <= 1e-14);
+    const auto spans = ex.spans();
+    CHECK(std::count_if(spans.begin(), spans.end(), [](const auto& sp) { return sp.kind == ps::span_kind::optimizer; }) == 3);
+    CHECK_THROWS_WITH((ps::pipeline_executor<mlp, double, ps::schedule_kind::gpipe, true>(
+                          pp::partition_at(5, {2}), {.micro_batches = 2, .max_batch = 4, .max_gradient_norm = -1})),
+                      Catch::Contains("max_gradient_norm"));
+}

@@ -28,6 +28,11 @@
 //               sends messages to its neighbours' nodes (output port 0: next stage, port 1: previous stage).
 //   sequential: a single thread runs all ops in global_order() (a valid interleaving).
 // Every op and the optimizer step are recorded as op_spans (seconds since the step started) for traces.
+//
+// Global reductions (pitfalls.md item 7): every step reports the L2 norm of the whole network's gradient (all
+// stages, fixed order); optional gradient clipping (executor_options::max_gradient_norm) clips that global norm,
+// never a per-stage one, so with clipping the updates wait until every stage's p2 is done (a barrier after the
+// graph; the schedules' overlap of one stage's update with another stage's backward is then lost).
 #pragma once
 
 #include <oneapi/tbb/flow_graph.h>
@@ -82,6 +87,9 @@ struct executor_options {
     optim::sgd_config sgd{};        ///< momentum, weight decay, Nesterov (validated by optim::sgd)
     std::uint64_t seed = 0;         ///< parameter initialization (layer_stack::init_parameters: cut-independent)
     executor_kind executor = executor_kind::concurrent;
+    /// > 0: clip the gradient to this global L2 norm (over ALL stages, pitfalls.md item 7) before the updates; the
+    /// stages then update after the whole graph has finished (a global barrier). 0: no clipping.
+    double max_gradient_norm = 0;
 };
 
 /// What one step returns.
@@ -91,6 +99,7 @@ struct step_result {
     std::size_t batch = 0;        ///< B
     std::size_t micro_batches = 0;///< m used (min(m, B))
     double seconds = 0;           ///< wall time of the step
+    double gradient_norm = 0;     ///< L2 norm of the mean-loss gradient over all stages (before any clipping)
 };
 
 /// A loss usable by the executor: softmax_cross_entropy's static interface.
@@ -133,6 +142,8 @@ public:
             throw std::invalid_argument("pipeprop::sync::pipeline_executor: micro_batches must be >= 1");
         if (opt_.max_batch == 0)
             throw std::invalid_argument("pipeprop::sync::pipeline_executor: max_batch must be >= 1");
+        if (!(opt_.max_gradient_norm >= 0) || !std::isfinite(opt_.max_gradient_norm))
+            throw std::invalid_argument("pipeprop::sync::pipeline_executor: max_gradient_norm must be finite and >= 0");
         const std::size_t p = ranges_.size();
         max_b_ = (opt_.max_batch + opt_.micro_batches - 1) / opt_.micro_batches;
         plans_.resize(opt_.micro_batches + 1);
@@ -180,6 +191,12 @@ public:
             } else {
                 run_sequential(pl);
             }
+            if (opt_.max_gradient_norm > 0) {  // global clipping: every stage's p2 is done, then all update
+                const double norm = global_gradient_norm();
+                const T scale = norm > opt_.max_gradient_norm ? static_cast<T>(opt_.max_gradient_norm / norm) : T(1);
+                for (std::size_t s = 0; s < ranges_.size(); ++s) update_stage(s, scale);
+                clipped_norm_ = norm;
+            }
         } catch (...) {
             graph_.reset();
             make_channels();
@@ -202,6 +219,7 @@ public:
             r.correct += last.correct[j];
         }
         r.loss /= static_cast<double>(batch);
+        r.gradient_norm = opt_.max_gradient_norm > 0 ? clipped_norm_ : global_gradient_norm();
         return r;
     }
 
@@ -228,7 +246,8 @@ public:
 
     /// The whole network's parameter block [stack_type::parameter_count], gathered from the stages.
     [[nodiscard]] std::vector<T> parameters() const { return gather([](const stage_type& s) { return s.parameters(); }); }
-    /// The last step's gradient of the mean loss, whole-network layout (what the update used).
+    /// The last step's gradient of the mean loss, whole-network layout (what the update used: with
+    /// max_gradient_norm > 0, the clipped gradient).
     [[nodiscard]] std::vector<T> gradient() const { return gather([](const stage_type& s) { return s.gradient(); }); }
     /// Momentum-SGD velocity, whole-network layout.
     [[nodiscard]] std::vector<T> velocity() const {
@@ -415,7 +434,7 @@ private:
 
     [[nodiscard]] bool ready(std::size_t s) const {
         const auto& rt = runtime_[s];
-        if (rt.next == rt.ops->size()) return !rt.updated;  // the optimizer step
+        if (rt.next == rt.ops->size()) return !rt.updated && !(opt_.max_gradient_norm > 0);  // the optimizer step
         const op o = (*rt.ops)[rt.next];
         if (o.kind == op_kind::forward) return s == 0 || rt.has_forward[o.micro_batch];
         if (is_backward_p1(o)) return s + 1 == ranges_.size() || rt.has_backward[o.micro_batch];
@@ -464,14 +483,7 @@ private:
         const std::size_t p = ranges_.size();
         const bool last = s + 1 == p;
         if (rt.next == rt.ops->size()) {  // all ops done: the optimizer step
-            if (rt.p2_done != rt.has_forward.size())
-                throw std::logic_error("pipeprop::sync::pipeline_executor: stage " + std::to_string(s) + " reached its "
-                                       "optimizer step with " + std::to_string(rt.p2_done) + " of " +
-                                       std::to_string(rt.has_forward.size()) + " micro-batches' backward-p2 done");
-            const double t = now();
-            st.update(lr_);
-            rt.spans.push_back({s, span_kind::optimizer, 0, t, now(), steps_});
-            rt.updated = true;
+            update_stage(s, T(1));
             return;
         }
         const op o = (*rt.ops)[rt.next];
@@ -518,6 +530,31 @@ private:
         }
         rt.spans.push_back({s, span_kind_of(o.kind), j, t, now(), steps_});
         ++rt.next;
+    }
+
+    // The optimizer step of stage s with its gradient scaled by `scale` (clipping; 1 otherwise). Asserts that all
+    // of the stage's backward-p2 work is done.
+    void update_stage(std::size_t s, T scale) {
+        auto& rt = runtime_[s];
+        auto& st = *stages_[s];
+        if (rt.next != rt.ops->size() || rt.p2_done != rt.has_forward.size())
+            throw std::logic_error("pipeprop::sync::pipeline_executor: stage " + std::to_string(s) + " reached its "
+                                   "optimizer step with " + std::to_string(rt.p2_done) + " of " +
+                                   std::to_string(rt.has_forward.size()) + " micro-batches' backward-p2 done");
+        const double t = now();
+        if (scale != T(1))
+            for (auto& g : st.gradient()) g *= scale;
+        st.update(lr_);
+        rt.spans.push_back({s, span_kind::optimizer, 0, t, now(), steps_});
+        rt.updated = true;
+    }
+
+    // L2 norm over all stages' gradient blocks, in double, stages and elements in order (deterministic).
+    [[nodiscard]] double global_gradient_norm() const {
+        double sum = 0;
+        for (const auto& st : stages_)
+            for (const T g : st->gradient()) sum += static_cast<double>(g) * static_cast<double>(g);
+        return std::sqrt(sum);
     }
 
     void run_sequential(const plan& pl) {
@@ -575,6 +612,7 @@ private:
     std::vector<std::size_t> sizes_, offsets_;
     clock::time_point t0_{};
     std::uint64_t steps_ = 0;
+    double clipped_norm_ = 0;
 };
 
 }  // namespace pipeprop::sync
