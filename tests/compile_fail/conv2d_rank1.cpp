@@ -1,6 +1,8 @@
 // Must not compile: conv2d on a rank-1 activation (the output of a dense layer).
 // Expected diagnostic: "the input of a conv2d layer must be rank 3 [channels, height, width]".
-#include <pipeprop/pipeprop.hpp>
+#include <pipeprop/layer_stack.hpp>
+#include <pipeprop/layers/conv2d.hpp>
+#include <pipeprop/layers/dense.hpp>
 
 namespace pp = pipeprop;
 

@@ -1,6 +1,9 @@
 // Must not compile: dense directly after a rank-3 [C, H, W] activation (flatten missing).
 // Expected diagnostic: "the input of a dense layer must be rank 1 [features]; put pipeprop::flatten before it".
-#include <pipeprop/pipeprop.hpp>
+#include <pipeprop/layer_stack.hpp>
+#include <pipeprop/layers/conv2d.hpp>
+#include <pipeprop/layers/dense.hpp>
+#include <pipeprop/layers/relu.hpp>
 
 namespace pp = pipeprop;
 

@@ -1,7 +1,10 @@
 // Must not compile: group_norm with 4 groups over 6 channels (6 is not divisible by 4).
 // Expected diagnostic: "the number of channels C (the first input dimension) must be divisible by the number of
 // groups".
-#include <pipeprop/pipeprop.hpp>
+#include <pipeprop/layer_stack.hpp>
+#include <pipeprop/layers/conv2d.hpp>
+#include <pipeprop/layers/group_norm.hpp>
+#include <pipeprop/layers/relu.hpp>
 
 namespace pp = pipeprop;
 

@@ -1,7 +1,9 @@
 // Must not compile: a concrete custom layer whose input_shape (5 features) differs from the output of the layer
 // before it (dense<4>: 4 features), at position 2. Expected diagnostic: "this layer's input_shape does not match the
 // output shape of the layer before it", with layer_at_position<2, ...> in the trace.
-#include <pipeprop/pipeprop.hpp>
+#include <pipeprop/layer_stack.hpp>
+#include <pipeprop/layers/dense.hpp>
+#include <pipeprop/layers/relu.hpp>
 
 namespace pp = pipeprop;
 

@@ -1,6 +1,7 @@
 // Must not compile: a custom layer without backward_input (backward-p1) at position 1 of a network.
 // Expected diagnostic: "this layer has no backward-p1 member ..." with layer_at_position<1, ...> in the trace.
-#include <pipeprop/pipeprop.hpp>
+#include <pipeprop/layer_stack.hpp>
+#include <pipeprop/layers/dense.hpp>
 
 namespace pp = pipeprop;
 

@@ -1,6 +1,8 @@
 // Must not compile: a custom layer with parameters (a per-feature scale) but no backward_weight (backward-p2).
 // Expected diagnostic: "this layer has parameters but no backward-p2 member ...".
-#include <pipeprop/pipeprop.hpp>
+#include <pipeprop/layer_stack.hpp>
+#include <pipeprop/layers/dense.hpp>
+#include <pipeprop/layers/relu.hpp>
 
 namespace pp = pipeprop;
 

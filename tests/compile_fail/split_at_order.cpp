@@ -1,6 +1,8 @@
 // Must not compile: stage split points that are not strictly increasing (split_at<3, 2>).
 // Expected diagnostic: "split points must be strictly increasing".
-#include <pipeprop/pipeprop.hpp>
+#include <pipeprop/pipeline_layout.hpp>
+#include <pipeprop/layers/dense.hpp>
+#include <pipeprop/layers/relu.hpp>
 
 namespace pp = pipeprop;
 
