@@ -218,7 +218,14 @@ public:
 
     /// Forward over the range of `act`: reads act.input() [b, input size], assigns every a(k) and the stashes.
     /// w is the range's parameter block [parameter_count_of(range)]. Requires 1 <= b <= act.max_batch().
+    /// Throws std::invalid_argument when b is outside [1, act.max_batch()] (checked here for every layer, built-in or
+    /// user-defined, so no layer writes past the buffers its stash and activations were made for).
     void forward(std::span<const T> w, activations& act, std::size_t b, workspaces& ws) const {
+        if (b == 0 || b > act.max_b_) [[unlikely]]
+            throw std::invalid_argument("pipeprop::layer_stack::forward: micro-batch size b = " + std::to_string(b) +
+                                        " is outside [1, " + std::to_string(act.max_b_) +
+                                        "], the max_b the activations of layers [" + std::to_string(act.range_.begin) +
+                                        ", " + std::to_string(act.range_.end) + ") were made for");
         const layer_range r = act.range_;
         for_each_in(r, [&](auto I) {
             std::get<I>(layers_).forward(layer_weights<I>(w, r), act.a(I), act.a(I + 1), b, act.template stash<I>(),

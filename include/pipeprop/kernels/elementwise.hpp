@@ -64,10 +64,10 @@ template <class T>
     using batch = xsimd::batch<T>;
     constexpr std::size_t w = batch::size;
     batch acc(T(0));
-    std::size_t i = 0;
-    for (; i + w <= n; i += w) acc += batch::load_unaligned(x + i);
+    const std::size_t vector_end = n - n % w;
+    for (std::size_t i = 0; i < vector_end; i += w) acc += batch::load_unaligned(x + i);
     T s = xsimd::hadd(acc);
-    for (; i < n; ++i) s += x[i];
+    for (std::size_t i = vector_end; i < n; ++i) s += x[i];
     return s;
 }
 
