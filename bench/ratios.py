@@ -3,7 +3,8 @@
 
   ratios.py side-by-side RESULTS   RESULTS: lines "result impl=... precision=... batch=... samples_per_s=... ..." from
                                    bench/side_by_side_train and bench/torch_side_by_side.py, several rounds; prints
-                                   per batch size the medians of samples/s, their ratio, and the losses after the run.
+                                   per batch size the medians of samples/s (CPU time; the wall-clock ratio too),
+                                   their ratio, and the losses after the run.
   ratios.py pairs JSON --base B --other O [--filter REGEX]
                                    JSON: Google Benchmark output (--benchmark_out_format=json, with repetitions);
                                    benchmarks named <key>/<variant>; prints per key the median GFLOP/s (or samples/s)
@@ -36,24 +37,28 @@ def side_by_side(path):
     for r in runs:
         groups[(r.get("precision", "float"), int(r["batch"]), r["impl"])].append(r)
     print("| precision | b | samples | pipeprop samples/s | PyTorch samples/s | pipeprop / PyTorch | "
-          "last-batch loss pipeprop / PyTorch (rel. diff) | eval loss pipeprop / PyTorch (rel. diff) |")
-    print("|---|---|---|---|---|---|---|---|")
+          "same, wall clock | last-batch loss pipeprop / PyTorch (rel. diff) | "
+          "eval loss pipeprop / PyTorch (rel. diff) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     keys = sorted({(p, b) for (p, b, _) in groups}, key=lambda k: (k[0] != "float", k[1]))
     for precision, batch in keys:
         ours, theirs = groups.get((precision, batch, "pipeprop")), groups.get((precision, batch, "torch"))
         if not ours or not theirs:
             continue
-        rate_ours = statistics.median(float(r["samples_per_s"]) for r in ours)
-        rate_theirs = statistics.median(float(r["samples_per_s"]) for r in theirs)
+        rate_ours = statistics.median(float(r["cpu_samples_per_s"]) for r in ours)
+        rate_theirs = statistics.median(float(r["cpu_samples_per_s"]) for r in theirs)
+        wall_ratio = (statistics.median(float(r["samples_per_s"]) for r in ours) /
+                      statistics.median(float(r["samples_per_s"]) for r in theirs))
         # Losses do not depend on the round (both sides are deterministic): take the first round's.
         cells = []
         for key in ("last_loss", "eval_loss"):
             a, b = float(ours[0][key]), float(theirs[0][key])
             cells.append(f"{a:.6g} / {b:.6g} ({abs(a - b) / abs(b):.1e})")
         print(f"| {precision} | {batch} | {ours[0]['samples']} | {rate_ours:.0f} | {rate_theirs:.0f} | "
-              f"**{rate_ours / rate_theirs:.2f}x** | {cells[0]} | {cells[1]} |")
+              f"**{rate_ours / rate_theirs:.2f}x** | {wall_ratio:.2f}x | {cells[0]} | {cells[1]} |")
     rounds = max(len(v) for v in groups.values())
-    print(f"\n(medians over up to {rounds} interleaved rounds; losses from round 1)")
+    print(f"\n(samples/s from CPU time of the training loop, medians over up to {rounds} interleaved rounds; "
+          "losses from round 1)")
     # Rounding check: each float32 run against the float64 run of the same side (same data, same math).
     for batch in sorted({b for (p, b, _) in groups if p == "double"}):
         notes = []

@@ -6,9 +6,11 @@ bench/side_by_side_train exported with --export DIR: the same initial parameters
 inputs and labels in the same order (x.npy [N, 1, 28, 28] float32, labels.npy [N] int32) and the same
 hyperparameters (hyperparameters.txt: batch, lr, momentum; heavy-ball momentum SGD, mean cross-entropy loss).
 Prints one line in the format of side_by_side_train:
-  result impl=torch batch=<b> samples=<N> seconds=<s> samples_per_s=<r> lr=<lr> momentum=<m>
+  result impl=torch batch=<b> samples=<N> seconds=<s> samples_per_s=<r> cpu_seconds=<s> cpu_samples_per_s=<r>
+         lr=<lr> momentum=<m>
          last_loss=<mean loss of the last batch, before its update> eval_loss=<mean loss on the first E samples>
-(plus precision=<float|double>: the precision of the exported parameters, which the run uses).
+(plus precision=<float|double>: the precision of the exported parameters, which the run uses). seconds is wall
+clock, cpu_seconds the process's CPU time (time.process_time) over the training loop.
 
 Run with Debian's interpreter (python3-torch, python3-numpy; scripts/install-deps.sh --with-torch):
   /usr/bin/python3 bench/torch_side_by_side.py --data DIR [--eval 1000]
@@ -102,12 +104,14 @@ def main() -> int:
 
     last_loss = 0.0
     start = time.perf_counter()
+    cpu_start = time.process_time()
     for first in range(0, samples, batch):
         optimizer.zero_grad(set_to_none=True)
         loss = loss_fn(model(x[first:first + batch]), labels[first:first + batch])
         loss.backward()
         optimizer.step()
         last_loss = loss.item()
+    cpu_seconds = time.process_time() - cpu_start
     seconds = time.perf_counter() - start
 
     count = min(args.eval, samples)
@@ -115,7 +119,8 @@ def main() -> int:
         eval_loss = nn.functional.cross_entropy(model(x[:count]), labels[:count]).item()
     precision = "double" if dtype == torch.float64 else "float"
     print(f"result impl=torch precision={precision} batch={batch} samples={samples} seconds={seconds:.6f} "
-          f"samples_per_s={samples / seconds:.2f} lr={hp['lr']:.9g} momentum={hp['momentum']:.9g} "
+          f"samples_per_s={samples / seconds:.2f} cpu_seconds={cpu_seconds:.6f} "
+          f"cpu_samples_per_s={samples / cpu_seconds:.2f} lr={hp['lr']:.9g} momentum={hp['momentum']:.9g} "
           f"last_loss={last_loss:.12g} eval_loss={eval_loss:.12g}")
     return 0
 
