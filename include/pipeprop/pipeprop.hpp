@@ -38,6 +38,7 @@
 #include "pipeprop/sync/simulator.hpp"
 #include "pipeprop/sync/stage.hpp"
 #include "pipeprop/sync/executor.hpp"
+#include "pipeprop/sync/any_executor.hpp"
 #include "pipeprop/sync/trace.hpp"
 #include "pipeprop/sync/balanced_partition.hpp"
 #include "pipeprop/sync/cost_measurement.hpp"
