@@ -1,0 +1,35 @@
+# --mode pb of the main program (examples/train/mode_pb.hpp): ctest runs. Included after pipeprop_train.cmake (the
+# globbed extras are sorted), whose pipeprop_train_test() helper and variables it uses. (No unbalanced '[' in the
+# regular expressions: CMake would not split the argument list there.)
+if(PIPEPROP_BUILD_TESTS)
+  set(num "-?[0-9][0-9.e+-]*")
+  # Quick PB run of the MLP: 3 fine-grained stages (delays 4,2,0), b = 1, SC+LWP, scaled hyperparameters printed.
+  pipeprop_train_test(pb_smoke_mlp EXPECT 0
+    ARGS --mode pb --network mlp --stages fine --mitigation sc_lwp --reference-batch 32 --max-samples 1500
+         --max-test-samples 1000 --progress log --data ${pipeprop_train_data}
+    REGEX "hyperparameters scaled from B = 32 .* to b = 1: lr 5.136.e-05, momentum 0.99671.*pb: stage  0 layers .0, 3.  D =  4.*pb: stage  2 busy"
+    LAST_LINE_REGEX "^\\{\"mode\":\"pb\",\"network\":\"mlp\",\"batch\":1,\"epochs\":1,\"samples\":1500,.*\"test_accuracy\":0\\.[5-9][0-9]*,.*\"mitigation\":\"sc_lwp\",\"executor\":\"concurrent\",\"reference_batch\":32,\"stages\":3,\"delays\":\"4,2,0\",\"utilization\":\"${num},${num},${num}\",\"pb_samples_per_second\":${num},.*\\}$")
+
+  # Bit-identical resume from PB checkpoints, both executors, policies with and without extra state.
+  foreach(case IN ITEMS concurrent:sc_lwp sequential:pipemare)
+    string(REPLACE ":" ";" parts ${case})
+    list(GET parts 0 executor)
+    list(GET parts 1 mitigation)
+    add_test(NAME pipeprop_train_pb_resume_${executor}_${mitigation}
+             COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:pipeprop_train> -DDATA=${pipeprop_train_data}
+                     -DWORK=${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_pb_resume_${executor}_${mitigation}
+                     -DEXECUTOR=${executor} -DMITIGATION=${mitigation}
+                     -P ${CMAKE_CURRENT_SOURCE_DIR}/train/check_resume_pb.cmake)
+    set_tests_properties(pipeprop_train_pb_resume_${executor}_${mitigation}
+                         PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300)
+  endforeach()
+
+  # Bad PB options: usage text and exit code 2.
+  pipeprop_train_test(pb_bad_stages EXPECT 2 ARGS --mode pb --stages 5,2 REGEX "--stages.*split point 1 \\(2\\).*Usage:")
+  pipeprop_train_test(pb_bad_stages_text EXPECT 2 ARGS --mode pb --stages fine,x REGEX "--stages.*'fine'.*Usage:")
+  pipeprop_train_test(pb_bad_mitigation EXPECT 2 ARGS --mode pb --mitigation magic REGEX "--mitigation.*Usage:")
+  pipeprop_train_test(pb_bad_executor EXPECT 2 ARGS --mode pb --executor gpu REGEX "--executor.*Usage:")
+  pipeprop_train_test(pb_option_in_sgd_mode EXPECT 2 ARGS --mode sgd --mitigation sc
+    REGEX "--mitigation: is an option of --mode pb.*Usage:")
+  pipeprop_train_test(pb_nesterov EXPECT 2 ARGS --mode pb --nesterov REGEX "--nesterov.*Usage:")
+endif()
