@@ -20,6 +20,7 @@
 #include <pipeprop/layers/group_norm.hpp>
 #include <pipeprop/layers/max_pool2d.hpp>
 #include <pipeprop/sequential_trainer.hpp>
+#include <pipeprop/sync/any_executor.hpp>
 #include <pipeprop/sync/executor.hpp>
 #include <pipeprop/sync/simulator.hpp>
 
@@ -498,4 +499,19 @@ TEST_CASE("global reductions: the gradient norm and clipping are over all stages
     CHECK_THROWS_WITH((ps::pipeline_executor<mlp, double, ps::schedule_kind::gpipe, true>(
                           pp::partition_at(5, {2}), {.micro_batches = 2, .max_batch = 4, .max_gradient_norm = -1})),
                       Catch::Contains("max_gradient_norm"));
+}
+
+TEST_CASE("any_executor: the run-time choice of schedule runs the same executor", "[sync][executor]") {
+    openblas_set_num_threads(1);
+    const auto b1 = make_batch<mlp, float>(10, 31), b2 = make_batch<mlp, float>(10, 32);
+    const ps::executor_options opt{.micro_batches = 4, .max_batch = 10, .sgd = sgd_cfg, .seed = init_seed};
+    auto any = ps::make_any_executor<mlp, float>(ps::schedule_kind::zb_h2, true, pp::partition_at(5, {2}), opt);
+    ps::pipeline_executor<mlp, float, ps::schedule_kind::zb_h2, true> fixed(pp::partition_at(5, {2}), opt);
+    for (const auto* d : {&b1, &b2}) {
+        any->step(d->x, d->y, learning_rate);
+        fixed.step(d->x, d->y, learning_rate);
+    }
+    CHECK(bit_identical(any->parameters(), fixed.parameters()));
+    CHECK(any->current_schedule().label() == "zb_h2+2bp");
+    CHECK(any->activation_slots() == fixed.activation_slots());
 }

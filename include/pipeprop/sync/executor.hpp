@@ -225,9 +225,13 @@ public:
 
     /// Number of stages p.
     [[nodiscard]] std::size_t stage_count() const noexcept { return ranges_.size(); }
+    /// The stage cut: stage s runs layers ranges()[s].
     [[nodiscard]] const std::vector<layer_range>& ranges() const noexcept { return ranges_; }
+    /// Stage s (its parameters, gradient, optimizer state, slots). Throws std::out_of_range for s >= p.
+    /// Modifying a stage while a step runs is undefined.
     [[nodiscard]] const stage_type& stage_at(std::size_t s) const { return *stages_.at(s); }
     [[nodiscard]] stage_type& stage_at(std::size_t s) { return *stages_.at(s); }
+    /// The options the executor was built with.
     [[nodiscard]] const executor_options& options() const noexcept { return opt_; }
     /// The schedule the executor runs for full batches (m micro-batches).
     [[nodiscard]] const schedule& current_schedule() const { return plans_[opt_.micro_batches]->sc; }
