@@ -62,13 +62,17 @@ std::array<gemm_call, 3> equivalent_gemms(std::size_t b) {
     }
 }
 
-/// Short name of the layer at position I: its class template name without namespace and arguments.
+/// Short name of the layer at position I, e.g. "04_conv2d": conv2d and dense by their members (the network wraps them
+/// in an initialization adapter), other layers by their class template name without namespace and "_layer".
 template <std::size_t I>
 std::string layer_name() {
-    std::string s = boost::core::demangle(typeid(typename stack_type::template layer_type<I>).name());
+    using L = typename stack_type::template layer_type<I>;
+    std::string s = boost::core::demangle(typeid(L).name());
     s = s.substr(0, s.find('<'));
     if (const auto colon = s.rfind("::"); colon != std::string::npos) s = s.substr(colon + 2);
     if (s.size() > 6 && s.compare(s.size() - 6, 6, "_layer") == 0) s.resize(s.size() - 6);
+    if constexpr (is_conv<L>) s = "conv2d";
+    if constexpr (is_dense<L>) s = "dense";
     char pos[8];
     std::snprintf(pos, sizeof pos, "%02zu_", I);
     return pos + s;
