@@ -18,6 +18,7 @@
 #include <pipeprop/optim/lr_schedule.hpp>
 #include <pipeprop/pipeline_layout.hpp>
 #include <pipeprop/sequential_trainer.hpp>
+#include <pipeprop/sync/any_executor.hpp>
 #include <pipeprop/sync/balanced_partition.hpp>
 #include <pipeprop/sync/cost_measurement.hpp>
 #include <pipeprop/sync/executor.hpp>
@@ -28,6 +29,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -45,16 +47,18 @@ namespace ps = pipeprop::sync;
 /// sequential trainer's names (parameters, velocity, step_count, samples_seen, init_seed), so a checkpoint moves
 /// freely between --mode sgd and --mode sync. A NaN/inf loss restores the weights and velocity of before the step
 /// (the pipeline applies its update before the loss is known) and throws non_finite_loss_error, like sgd.
-template <class Net, ps::schedule_kind Kind, bool TwoStageBP>
+/// The schedule kind and 2BP flag are run-time values (sync::any_executor), so the training loop is compiled once
+/// per network.
+template <class Net>
 class sync_engine {
 public:
-    using executor_type = ps::pipeline_executor<Net, float, Kind, TwoStageBP>;
+    using executor_type = ps::any_executor<Net, float>;
     using stack_type = pipeprop::layer_stack<Net, float>;
-    using loss_type = typename executor_type::loss_type;
+    using loss_type = pipeprop::softmax_cross_entropy<float, stack_type::output_shape::size>;
 
-    sync_engine(std::vector<pipeprop::layer_range> stages, const ps::executor_options& opt,
-                pipeprop::optim::lr_schedule schedule, bool keep_spans)
-        : ex_(std::move(stages), opt),
+    sync_engine(ps::schedule_kind kind, bool two_stage_bp, std::vector<pipeprop::layer_range> stages,
+                const ps::executor_options& opt, pipeprop::optim::lr_schedule schedule, bool keep_spans)
+        : ex_(ps::make_any_executor<Net, float>(kind, two_stage_bp, std::move(stages), opt)),
           schedule_(schedule),
           seed_(opt.seed),
           keep_spans_(keep_spans),
@@ -65,13 +69,13 @@ public:
 
     float train_batch(const float* x, const std::int32_t* labels, std::size_t b) {
         const double lr = current_learning_rate();
-        backup_w_ = ex_.parameters();
-        backup_v_ = ex_.velocity();
-        const auto r = ex_.step(std::span<const float>(x, b * stack_type::input_shape::size),
+        backup_w_ = ex_->parameters();
+        backup_v_ = ex_->velocity();
+        const auto r = ex_->step(std::span<const float>(x, b * stack_type::input_shape::size),
                                 std::span<const std::int32_t>(labels, b), lr);
         if (!std::isfinite(r.loss)) {
-            ex_.set_parameters(backup_w_);
-            ex_.set_velocity(backup_v_);
+            ex_->set_parameters(backup_w_);
+            ex_->set_velocity(backup_v_);
             throw pipeprop::non_finite_loss_error(
                 "pipeprop sync: the loss became " + std::string(std::isnan(r.loss) ? "NaN" : "infinite") +
                     " at update " + std::to_string(steps_) + " (after " + std::to_string(samples_seen_) +
@@ -81,14 +85,14 @@ public:
         }
         ++steps_;
         samples_seen_ += b;
-        if (keep_spans_ && r.micro_batches == ex_.options().micro_batches) last_full_spans_ = ex_.spans();
+        if (keep_spans_ && r.micro_batches == ex_->options().micro_batches) last_full_spans_ = ex_->spans();
         return static_cast<float>(r.loss);
     }
 
     pipeprop::evaluation evaluate(const float* x, const std::int32_t* labels, std::size_t n) {
         if (n == 0) throw std::invalid_argument("pipeprop sync: evaluate on no samples");
-        const std::vector<float> w = ex_.parameters();
-        const std::size_t chunk = ex_.options().max_batch, in = stack_type::input_shape::size;
+        const std::vector<float> w = ex_->parameters();
+        const std::size_t chunk = ex_->options().max_batch, in = stack_type::input_shape::size;
         double loss_sum = 0;
         std::size_t hits = 0;
         for (std::size_t first = 0; first < n; first += chunk) {
@@ -104,7 +108,7 @@ public:
 
     void save_state(pipeprop::checkpoint& c) const {
         c.signature = pipeprop::signature_of<Net, float>();
-        const auto w = ex_.parameters(), v = ex_.velocity();
+        const auto w = ex_->parameters(), v = ex_->velocity();
         pipeprop::add_network_tensors<Net, float>(c, std::span<const float>(w));
         pipeprop::add_network_tensors<Net, float>(c, std::span<const float>(v), "velocity");
         c.set_scalar("step_count", steps_);
@@ -118,20 +122,20 @@ public:
         pipeprop::read_network_tensors<Net, float>(c, std::span<float>(v), "velocity");
         const auto steps = c.scalar_as<std::uint64_t>("step_count");
         const auto seen = c.scalar_as<std::uint64_t>("samples_seen");
-        ex_.set_parameters(w);
-        ex_.set_velocity(v);
+        ex_->set_parameters(w);
+        ex_->set_velocity(v);
         steps_ = steps;
         samples_seen_ = seen;
     }
     [[nodiscard]] std::uint64_t samples_seen() const noexcept { return samples_seen_; }
     [[nodiscard]] double current_learning_rate() const noexcept { return schedule_(samples_seen_); }
 
-    [[nodiscard]] executor_type& executor() noexcept { return ex_; }
+    [[nodiscard]] executor_type& executor() noexcept { return *ex_; }
     /// Spans of the last step that ran all m micro-batches (empty unless keep_spans).
     [[nodiscard]] const std::vector<ps::op_span>& last_full_spans() const noexcept { return last_full_spans_; }
 
 private:
-    executor_type ex_;
+    std::unique_ptr<executor_type> ex_;
     pipeprop::optim::lr_schedule schedule_;
     std::uint64_t seed_;
     bool keep_spans_;
@@ -142,22 +146,6 @@ private:
     typename stack_type::activations eval_act_;
     typename stack_type::workspaces eval_ws_;
 };
-
-/// Calls f.template operator()<Kind, TwoStageBP>() for the runtime schedule kind and 2BP flag.
-template <class F>
-decltype(auto) with_schedule(ps::schedule_kind k, bool two, F&& f) {
-    using ps::schedule_kind;
-    auto pick = [&]<schedule_kind K>() -> decltype(auto) {
-        return two ? f.template operator()<K, true>() : f.template operator()<K, false>();
-    };
-    switch (k) {
-        case schedule_kind::gpipe: return pick.template operator()<schedule_kind::gpipe>();
-        case schedule_kind::one_f_one_b: return pick.template operator()<schedule_kind::one_f_one_b>();
-        case schedule_kind::zb_h1: return pick.template operator()<schedule_kind::zb_h1>();
-        case schedule_kind::zb_h2: return pick.template operator()<schedule_kind::zb_h2>();
-    }
-    throw std::logic_error("train::with_schedule: unknown schedule kind");
-}
 
 /// The parsed --stages value: explicit split points, or a balanced cut into `balanced_stages` stages.
 struct stage_spec {
@@ -252,11 +240,7 @@ public:
     }
 
     json_line run(const common_options& o) override {
-        return with_network(o.network, [&]<class Net>() {
-            const ps::schedule_kind kind = ps::parse_schedule_kind(schedule_);
-            return with_schedule(kind, two_stage_bp_ == "on",
-                                 [&]<ps::schedule_kind K, bool Two>() { return run_with<Net, K, Two>(o); });
-        });
+        return with_network(o.network, [&]<class Net>() { return run_with<Net>(o); });
     }
 
 private:
@@ -274,8 +258,10 @@ private:
         return own;
     }
 
-    template <class Net, ps::schedule_kind K, bool Two>
+    template <class Net>
     json_line run_with(const common_options& o) {
+        const ps::schedule_kind kind = ps::parse_schedule_kind(schedule_);
+        const bool two = two_stage_bp_ == "on";
         const pipeprop::data::dataset_pair data = load_data<Net>(o);
         const std::size_t m = micro_batches_;
         const std::size_t b = (o.batch + m - 1) / m;
@@ -293,7 +279,7 @@ private:
         eo.sgd = {.momentum = o.momentum, .weight_decay = o.weight_decay, .nesterov = o.nesterov};
         eo.seed = o.seed;
         eo.executor = ps::parse_executor_kind(value_of(executor_opt_, executor_));
-        sync_engine<Net, K, Two> engine(ranges, eo, make_schedule(o, epoch_samples(o, data)), !trace_.empty());
+        sync_engine<Net> engine(kind, two, ranges, eo, make_schedule(o, epoch_samples(o, data)), !trace_.empty());
 
         auto& ex = engine.executor();
         std::string cut, slots, caps;
@@ -314,7 +300,7 @@ private:
         run_summary r = run_training<Net>(engine, o, data, mode_name);
         json_line j = r.to_json();
         j.add("schedule", label)
-            .add("two_stage_bp", Two)
+            .add("two_stage_bp", two)
             .add("micro_batches", m)
             .add("stages", ranges.size())
             .add("stage_cut", cut)
