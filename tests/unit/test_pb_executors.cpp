@@ -236,3 +236,24 @@ TEST_CASE("bad input to push is rejected before anything changes", "[pb][errors]
     CHECK_THROWS_WITH(f.set_hyperparameters({0.1f, 0.8f, 0.0f}), Catch::Contains("compile-time momentum"));
     CHECK_NOTHROW(f.set_hyperparameters({0.1f, 0.9f, 0.0f}));
 }
+
+TEST_CASE("concurrent == sequential bitwise on the main job's small CNN (28x28, fine-grained)", "[pb][executors]") {
+    openblas_set_num_threads(1);
+    using main_cnn = pp::network<shape<1, 28, 28>,                                                         //
+                                 pp::conv2d<16, 3, 1, 1>, pp::group_norm<4>, pp::relu, pp::max_pool2d<2>,  //
+                                 pp::conv2d<32, 3, 1, 1>, pp::group_norm<4>, pp::relu, pp::max_pool2d<2>,  //
+                                 pp::flatten, pp::dense<128>, pp::relu, pp::dense<10>>;
+    using policy = pb::policy::sc_lwp<>;
+    using pipe = pb::pipeline<main_cnn, pp::fine_grained<>, policy>;
+    static_assert(pipe::stage_count == 6 && pipe::delays[0] == 10);
+    for (auto [b, last] : {std::pair<std::size_t, std::size_t>{1, 0}, {3, 2}}) {
+        pipe seq(opts<policy>(pb::executor_kind::sequential, b));
+        pipe con(opts<policy>(pb::executor_kind::concurrent, b, 8));
+        const run_record rs = drive(seq, 40, b, last, 17);
+        const run_record rc = drive(con, 40, b, last, 17);
+        CHECK(rc.ids == rs.ids);
+        CHECK(bitwise_equal(rc.losses, rs.losses));
+        CHECK(bitwise_equal(rc.weights, rs.weights));
+        CHECK(bitwise_equal(rc.velocities, rs.velocities));
+    }
+}
