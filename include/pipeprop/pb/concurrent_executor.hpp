@@ -145,6 +145,10 @@ public:
 
     std::span<const completed_micro_batch<T>> drain() override {
         check_usable();
+        if (in_flight() == 0) {  // nothing pushed since the last drain: no ticks to run
+            completed_.clear();
+            return {};
+        }
         return run(2 * (stages_.size() - 1));
     }
 
