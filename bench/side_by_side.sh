@@ -7,7 +7,7 @@
 #   2. layers_bench: conv2d and dense layers vs OpenBLAS sgemm at the GEMM-equivalent shapes, and the training step;
 #   3. gemm_choice: OpenBLAS sgemm vs pipeprop's xsimd GEMM at the layers' GEMM shapes.
 # Usage: bench/side_by_side.sh [--quick] [--rounds R] [--build-dir DIR] [--data DIR] [--no-gbench]
-#   --quick: fewer samples and repetitions (a smoke run, ~1 minute); default ~5 minutes on 2 cores.
+#   --quick: fewer samples and repetitions (a smoke run); the default takes 5-8 minutes on 2 cores.
 # Needs: scripts/install-deps.sh --with-torch. Run on a quiet machine: the ratios are medians, but other load on the
 # cores still moves them.
 set -euo pipefail
