@@ -8,8 +8,8 @@
 #   3. gemm_choice: OpenBLAS sgemm vs pipeprop's xsimd GEMM at the layers' GEMM shapes.
 # Usage: bench/side_by_side.sh [--quick] [--rounds R] [--build-dir DIR] [--data DIR] [--no-gbench]
 #   --quick: fewer samples and repetitions (a smoke run); the default takes 5-8 minutes on 2 cores.
-# Needs: scripts/install-deps.sh --with-torch. Run on a quiet machine: the ratios are medians, but other load on the
-# cores still moves them.
+# Installs what it needs first (scripts/install-deps.sh --with-torch). Run on a quiet machine: the ratios are medians
+# (samples/s from CPU time), but other load on the cores still moves them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,9 +31,10 @@ while (($#)); do
   esac
 done
 
+scripts/install-deps.sh --with-torch >&2   # idempotent: installs only what is missing (python3-torch, ...)
 python=/usr/bin/python3
 if ! "$python" -c "import torch, numpy" 2>/dev/null; then
-  echo "side_by_side.sh: $python cannot import torch and numpy; run scripts/install-deps.sh --with-torch" >&2
+  echo "side_by_side.sh: $python cannot import torch and numpy after scripts/install-deps.sh --with-torch" >&2
   exit 2
 fi
 
