@@ -4,6 +4,8 @@
 
 #include <pipeprop/pipeprop.hpp>
 
+#include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -150,4 +152,19 @@ TEST_CASE("pipeline_layout: boundaries and delays are compile-time", "[pipeline_
     CHECK(pp::partition_at(6, {2, 5}).size() == 3);
     CHECK_THROWS_AS(pp::partition_at(6, {5, 2}), std::invalid_argument);
     CHECK_THROWS_AS(pp::partition_at(6, {6}), std::invalid_argument);
+}
+
+TEST_CASE("relu passes NaN through instead of hiding it", "[layers][relu]") {
+    pp::relu_layer<float, shape<20>> r;
+    std::vector<float> x(20, -1.0f), y(20);
+    x[3] = std::numeric_limits<float>::quiet_NaN();
+    x[19] = std::numeric_limits<float>::quiet_NaN();  // scalar tail for any vector width that does not divide 20
+    x[5] = 2.0f;
+    pp::no_stash st;
+    pp::no_workspace ws;
+    r.forward({}, x.data(), y.data(), 1, st, ws);
+    CHECK(std::isnan(y[3]));
+    CHECK(std::isnan(y[19]));
+    CHECK(y[5] == 2.0f);
+    CHECK(y[0] == 0.0f);
 }

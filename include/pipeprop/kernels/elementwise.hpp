@@ -33,15 +33,18 @@ void add(std::size_t n, const T* x, T* y) noexcept {
     for (; i < n; ++i) y[i] += x[i];
 }
 
-/// y[i] = max(x[i], 0) for i < n.
+/// y[i] = max(x[i], 0) for i < n. A NaN input stays NaN (it is not hidden as 0), so divergence is seen at the loss.
 template <class T>
 void relu_forward(std::size_t n, const T* x, T* y) noexcept {
     using batch = xsimd::batch<T>;
     constexpr std::size_t w = batch::size;
     const batch zero(T(0));
     std::size_t i = 0;
-    for (; i + w <= n; i += w) xsimd::max(batch::load_unaligned(x + i), zero).store_unaligned(y + i);
-    for (; i < n; ++i) y[i] = x[i] > T(0) ? x[i] : T(0);
+    for (; i + w <= n; i += w) {
+        const batch v = batch::load_unaligned(x + i);
+        xsimd::select(v < zero, zero, v).store_unaligned(y + i);
+    }
+    for (; i < n; ++i) y[i] = x[i] < T(0) ? T(0) : x[i];
 }
 
 /// dx[i] = y[i] > 0 ? dy[i] : 0 for i < n (y is the relu output).
