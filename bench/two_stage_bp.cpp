@@ -61,15 +61,15 @@ struct bench_options {
     std::string trace_dir;
 };
 
-using variants = mp::mp_list<
-    mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::gpipe>, std::false_type>,
-    mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::gpipe>, std::true_type>,
-    mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::one_f_one_b>, std::false_type>,
-    mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::one_f_one_b>, std::true_type>,
-    mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::zb_h1>, std::false_type>,
-    mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::zb_h1>, std::true_type>,
-    mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::zb_h2>, std::false_type>,
-    mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::zb_h2>, std::true_type>>;
+using variants =
+    mp::mp_list<mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::gpipe>, std::false_type>,
+                mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::gpipe>, std::true_type>,
+                mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::one_f_one_b>, std::false_type>,
+                mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::one_f_one_b>, std::true_type>,
+                mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::zb_h1>, std::false_type>,
+                mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::zb_h1>, std::true_type>,
+                mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::zb_h2>, std::false_type>,
+                mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::zb_h2>, std::true_type>>;
 constexpr std::size_t variant_count = mp::mp_size<variants>::value;
 
 double median(std::vector<double> v) {
@@ -86,7 +86,7 @@ struct runner {
     std::function<void()> step;
     std::function<const ps::schedule&()> schedule;
     std::function<std::vector<ps::op_span>()> spans;
-    std::vector<double> step_seconds;  // per round
+    std::vector<double> step_seconds;     // per round
     std::vector<ps::op_span> spans_seen;  // spans of the last step of every round
     std::vector<double> latencies;        // message latency of the last step of every round
 };
@@ -146,8 +146,8 @@ int run(const bench_options& o) {
         std::printf("\n");
 
         // 3. measured, interleaved
-        const ps::executor_options eo{.micro_batches = m, .max_batch = B, .seed = 1,
-                                      .executor = ps::executor_kind::concurrent};
+        const ps::executor_options eo{
+            .micro_batches = m, .max_batch = B, .seed = 1, .executor = ps::executor_kind::concurrent};
         std::vector<std::shared_ptr<void>> owners;
         std::vector<runner> runners;
         mp::mp_for_each<variants>([&](auto v) {
@@ -190,7 +190,8 @@ int run(const bench_options& o) {
         std::vector<double> lat;
         for (const auto& r : runners) lat.insert(lat.end(), r.latencies.begin(), r.latencies.end());
         const ps::simulation_options in_run_model{.message_latency = median(lat)};
-        std::printf("       costs inside the concurrent runs (ms), message latency %.1f us:", in_run_model.message_latency * 1e6);
+        std::printf("       costs inside the concurrent runs (ms), message latency %.1f us:",
+                    in_run_model.message_latency * 1e6);
         for (std::size_t s = 0; s < p; ++s)
             std::printf(" | s%zu %.3f/%.3f/%.3f/%.3f/%.3f", s, in_run[s].forward * 1e3, in_run[s].backward_input * 1e3,
                         in_run[s].backward_weight * 1e3, in_run[s].fused() * 1e3, in_run[s].optimizer * 1e3);
@@ -219,18 +220,21 @@ int run(const bench_options& o) {
                 const auto spans = r.spans();
                 const auto sim = ps::simulate(r.schedule(), costs);
                 const std::string base = o.trace_dir + "/" + r.label + "_m" + std::to_string(m);
-                ps::write_chrome_trace_file(base + ".json",
-                                            {{r.label + " measured", spans, 1}, {r.label + " predicted", sim.spans, 1}});
-                ps::write_svg_gantt_file(base + ".svg", {r.label + " predicted, m = " + std::to_string(m), sim.spans, 1});
+                ps::write_chrome_trace_file(
+                    base + ".json", {{r.label + " measured", spans, 1}, {r.label + " predicted", sim.spans, 1}});
+                ps::write_svg_gantt_file(base + ".svg",
+                                         {r.label + " predicted, m = " + std::to_string(m), sim.spans, 1});
             }
     }
 
     // 4. tables
-    std::printf("\nsamples/s: 2BP off / on; ratio = on / off throughput (= off / on step time). Predicted A: costs "
-                "measured alone (single thread); predicted B: costs = median op durations inside the concurrent "
-                "runs plus their median message latency.\n\n| m | schedule | measured samples/s | measured ratio | predicted A samples/s | predicted A ratio "
-                "| predicted B samples/s | predicted B ratio | measured / predicted B |\n"
-                "|---|---|---|---|---|---|---|---|---|\n");
+    std::printf(
+        "\nsamples/s: 2BP off / on; ratio = on / off throughput (= off / on step time). Predicted A: costs "
+        "measured alone (single thread); predicted B: costs = median op durations inside the concurrent "
+        "runs plus their median message latency.\n\n| m | schedule | measured samples/s | measured ratio | predicted A "
+        "samples/s | predicted A ratio "
+        "| predicted B samples/s | predicted B ratio | measured / predicted B |\n"
+        "|---|---|---|---|---|---|---|---|---|\n");
     for (const auto& r : rows) {
         const double pa = r.predicted_off / r.predicted_on, pb = r.in_run_off / r.in_run_on;
         const auto sps = [&](double t) { return static_cast<double>(B) / t; };
@@ -248,13 +252,15 @@ int run(const bench_options& o) {
         within = within && std::abs(r.measured_ratio / (r.in_run_off / r.in_run_on) - 1.0) <= 0.10;
         within_a = within_a && std::abs(r.measured_ratio / (r.predicted_off / r.predicted_on) - 1.0) <= 0.10;
     }
-    std::printf("\n2BP faster than without for GPipe and 1F1B at m = 2 and 4 (where measured): %s\n"
-                "every measured ratio within 10%% of predicted B: %s; of predicted A: %s\n",
-                faster ? "yes" : "NO", within ? "yes" : "NO", within_a ? "yes" : "NO");
+    std::printf(
+        "\n2BP faster than without for GPipe and 1F1B at m = 2 and 4 (where measured): %s\n"
+        "every measured ratio within 10%% of predicted B: %s; of predicted A: %s\n",
+        faster ? "yes" : "NO", within ? "yes" : "NO", within_a ? "yes" : "NO");
 
-    std::printf("\nPredictions for deeper pipelines (every stage costs the mean of the measured stages at that m):\n"
-                "\n| p | m | schedule | bubble ratio 2BP off / on | peak in-flight off / on | predicted ratio |\n"
-                "|---|---|---|---|---|---|\n");
+    std::printf(
+        "\nPredictions for deeper pipelines (every stage costs the mean of the measured stages at that m):\n"
+        "\n| p | m | schedule | bubble ratio 2BP off / on | peak in-flight off / on | predicted ratio |\n"
+        "|---|---|---|---|---|---|\n");
     for (const std::size_t pp_ : {std::size_t(4), std::size_t(8)})
         for (const auto& [m, costs] : costs_per_m) {
             ps::stage_costs mean{0, 0, 0, 0, 0};
@@ -283,17 +289,23 @@ int run(const bench_options& o) {
 
 int main(int argc, char** argv) {
     bench_options o;
-    CLI::App app{"two_stage_bp: samples/s of synchronous pipeline schedules with and without 2-stage "
-                 "backpropagation, measured side by side, next to the schedule simulator's prediction"};
+    CLI::App app{
+        "two_stage_bp: samples/s of synchronous pipeline schedules with and without 2-stage "
+        "backpropagation, measured side by side, next to the schedule simulator's prediction"};
     app.add_option("--network", o.network, "mlp (4 x dense 1024, relu) or cnn (the main program's small CNN)")
         ->check(CLI::IsMember({"mlp", "cnn"}))
         ->capture_default_str();
     app.add_option("--batch", o.batch, "Optimizer batch B")->check(CLI::Range(1, 1 << 20))->capture_default_str();
     app.add_option("--micro-batches", o.micro_batches, "Micro-batch counts m")->delimiter(',')->capture_default_str();
-    app.add_option("--stages", o.stages, "Pipeline stages p (measured)")->check(CLI::Range(1, 64))->capture_default_str();
-    app.add_option("--rounds", o.rounds, "Interleaved rounds (medians over them)")->check(CLI::Range(1, 1000))
+    app.add_option("--stages", o.stages, "Pipeline stages p (measured)")
+        ->check(CLI::Range(1, 64))
         ->capture_default_str();
-    app.add_option("--steps", o.steps, "Steps per variant per round")->check(CLI::Range(1, 1000))->capture_default_str();
+    app.add_option("--rounds", o.rounds, "Interleaved rounds (medians over them)")
+        ->check(CLI::Range(1, 1000))
+        ->capture_default_str();
+    app.add_option("--steps", o.steps, "Steps per variant per round")
+        ->check(CLI::Range(1, 1000))
+        ->capture_default_str();
     app.add_option("--trace-dir", o.trace_dir, "Write Chrome traces and SVG charts of every variant here");
     CLI11_PARSE(app, argc, argv);
     for (const std::size_t m : o.micro_batches)

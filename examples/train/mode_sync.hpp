@@ -181,7 +181,8 @@ inline stage_spec parse_stages(const std::string& text, std::size_t layers) {
     std::size_t start = 0;
     while (start <= text.size()) {
         const std::size_t comma = text.find(',', start);
-        s.split_points.push_back(number(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
+        const std::size_t len = comma == std::string::npos ? std::string::npos : comma - start;
+        s.split_points.push_back(number(text.substr(start, len)));
         if (comma == std::string::npos) break;
         start = comma + 1;
     }

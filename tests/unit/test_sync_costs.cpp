@@ -98,10 +98,11 @@ TEST_CASE("measured costs: per layer and per stage as the executor runs them", "
 
 TEST_CASE("costs_from_spans: medians per stage and kind", "[sync][costs]") {
     using ps::span_kind;
-    const std::vector<ps::op_span> spans{{0, span_kind::forward, 0, 0, 1},         {0, span_kind::forward, 1, 1, 4},
-                                         {0, span_kind::forward, 2, 4, 6},         {0, span_kind::backward_fused, 0, 6, 9},
-                                         {1, span_kind::backward_input, 0, 0, 0.5}, {1, span_kind::backward_weight, 0, 1, 3},
-                                         {1, span_kind::optimizer, 0, 3, 3.25}};
+    const std::vector<ps::op_span> spans{
+        {0, span_kind::forward, 0, 0, 1},          {0, span_kind::forward, 1, 1, 4},
+        {0, span_kind::forward, 2, 4, 6},          {0, span_kind::backward_fused, 0, 6, 9},
+        {1, span_kind::backward_input, 0, 0, 0.5}, {1, span_kind::backward_weight, 0, 1, 3},
+        {1, span_kind::optimizer, 0, 3, 3.25}};
     const auto c = ps::costs_from_spans(spans, 2);
     CHECK(c[0].forward == 2);
     CHECK(c[0].backward_fused == 3);

@@ -108,8 +108,7 @@ batch_data<T> make_batch(std::size_t batch, std::uint64_t seed) {
     batch_data<T> d;
     d.x.resize(batch * stack::input_shape::size);
     for (auto& v : d.x) v = pp::uniform<T>(rng, T(-1), T(1));
-    for (std::size_t i = 0; i < batch; ++i)
-        d.y.push_back(static_cast<std::int32_t>(rng() % stack::output_shape::size));
+    for (std::size_t i = 0; i < batch; ++i) d.y.push_back(static_cast<std::int32_t>(rng() % stack::output_shape::size));
     return d;
 }
 
@@ -209,8 +208,8 @@ void check_against_reference(const std::vector<config>& configs, double tol, boo
             using V = decltype(v);
             constexpr ps::schedule_kind k = boost::mp11::mp_first<V>::value;
             constexpr bool two = boost::mp11::mp_second<V>::value;
-            INFO(ps::name(k) << (two ? "+2bp" : "") << " p=" << c.split.size() + 1 << " m=" << c.m
-                             << " B=" << c.batch << " T=" << (sizeof(T) == 4 ? "float" : "double"));
+            INFO(ps::name(k) << (two ? "+2bp" : "") << " p=" << c.split.size() + 1 << " m=" << c.m << " B=" << c.batch
+                             << " T=" << (sizeof(T) == 4 ? "float" : "double"));
             const auto con = run_pipeline<Net, T, k, two>(c.split, c.m, c.batch, ps::executor_kind::concurrent, b1, b2);
             CHECK(relative_difference(con.gradient, ref.gradient) <= tol);
             CHECK(relative_difference(con.w1, ref.w1) <= tol);
@@ -240,8 +239,9 @@ TEST_CASE("every schedule, with and without 2BP, equals the sequential trainer o
           "[sync][executor][reference]") {
     openblas_set_num_threads(1);
     // p = 1..5; m < p; B not divisible by m; m = 1 (bit-identical to the reference).
-    const std::vector<config> configs{{{}, 1, 8},         {{}, 3, 8},      {{2}, 4, 10},   {{1, 3}, 2, 7},
-                                      {{1, 2, 3, 4}, 3, 11}, {{1, 3}, 1, 5}, {{2}, 3, 13}, {{1, 2, 3, 4}, 6, 6}};
+    const std::vector<config> configs{
+        {{}, 1, 8},     {{}, 3, 8},   {{2}, 4, 10},        {{1, 3}, 2, 7}, {{1, 2, 3, 4}, 3, 11},
+        {{1, 3}, 1, 5}, {{2}, 3, 13}, {{1, 2, 3, 4}, 6, 6}};
     check_against_reference<mlp, float>(configs, 3e-6, true);
     check_against_reference<mlp, double>(configs, 1e-13, true);
 }
@@ -290,7 +290,7 @@ TEST_CASE("a weight used twice in a stage accumulates both contributions, with e
         constexpr bool two = boost::mp11::mp_second<V>::value;
         INFO(ps::name(k) << (two ? "+2bp" : ""));
         ps::pipeline_executor<tied_net, double, k, two> ex(pp::partition_at(5, {2, 3}),
-                                                          {.micro_batches = m, .max_batch = batch, .seed = init_seed});
+                                                           {.micro_batches = m, .max_batch = batch, .seed = init_seed});
         ex.step(b1.x, b1.y, 0.0);
         const auto g = ex.gradient();
         const std::vector<double> tied_grad(g.begin() + static_cast<std::ptrdiff_t>(first),
@@ -335,7 +335,8 @@ TEST_CASE("spans: each stage runs exactly its op list, respects the dependencies
         constexpr ps::schedule_kind k = boost::mp11::mp_first<V>::value;
         constexpr bool two = boost::mp11::mp_second<V>::value;
         INFO(ps::name(k) << (two ? "+2bp" : ""));
-        ps::pipeline_executor<mlp, float, k, two> ex(pp::partition_at(5, {1, 3}), {.micro_batches = m, .max_batch = batch});
+        ps::pipeline_executor<mlp, float, k, two> ex(pp::partition_at(5, {1, 3}),
+                                                     {.micro_batches = m, .max_batch = batch});
         ex.step(b1.x, b1.y, 0.01);
         const auto spans = ex.spans();
         const auto& sc = ex.current_schedule();
@@ -391,8 +392,8 @@ TEST_CASE("run to run bit-identical; static layout; a batch smaller than m is ha
     CHECK(a->steps() == 3);
     // B = 3 < m = 4 (e.g. the last batch of an epoch): runs with 3 micro-batches of one sample, equal to the reference.
     const auto small1 = make_batch<mlp, float>(3, 1), small2 = make_batch<mlp, float>(3, 2);
-    const auto got = run_pipeline<mlp, float, ps::schedule_kind::zb_h1, true>({1, 3}, 4, 3,
-                                                                            ps::executor_kind::concurrent, small1, small2);
+    const auto got = run_pipeline<mlp, float, ps::schedule_kind::zb_h1, true>(
+        {1, 3}, 4, 3, ps::executor_kind::concurrent, small1, small2);
     const auto ref = run_reference<mlp, float>(3, small1, small2);
     CHECK(relative_difference(got.w2, ref.w2) <= 3e-6);
 }
@@ -409,8 +410,8 @@ struct failing_layer {
         if (fail_forward) throw std::runtime_error("failing_layer: injected failure");
         std::copy(x, x + b * In::size, y);
     }
-    void backward_input(std::span<const T>, const T*, const T*, const T* dy, T* dx, std::size_t b,
-                        const pp::no_stash&, pp::no_workspace&) const {
+    void backward_input(std::span<const T>, const T*, const T*, const T* dy, T* dx, std::size_t b, const pp::no_stash&,
+                        pp::no_workspace&) const {
         std::copy(dy, dy + b * In::size, dx);
     }
 };
@@ -482,10 +483,12 @@ TEST_CASE("global reductions: the gradient norm and clipping are over all stages
     // Clipping to half the global norm: every stage's gradient is scaled by the same factor (a per-stage clip
     // would scale each stage by its own norm). Plain SGD (momentum 0) so that w1 = w0 - lr * c * g.
     const double max_norm = ref_norm / 2;
-    ps::pipeline_executor<mlp, double, ps::schedule_kind::one_f_one_b, true> ex(
-        pp::partition_at(5, {1, 3}),
-        {.micro_batches = m, .max_batch = batch, .sgd = {0.0, 0.0, false}, .seed = init_seed,
-         .max_gradient_norm = max_norm});
+    ps::pipeline_executor<mlp, double, ps::schedule_kind::one_f_one_b, true> ex(pp::partition_at(5, {1, 3}),
+                                                                                {.micro_batches = m,
+                                                                                 .max_batch = batch,
+                                                                                 .sgd = {0.0, 0.0, false},
+                                                                                 .seed = init_seed,
+                                                                                 .max_gradient_norm = max_norm});
     const auto w0 = ex.parameters();
     const auto r = ex.step(b1.x, b1.y, learning_rate);
     CHECK(r.gradient_norm == Approx(ref_norm).epsilon(1e-12));
@@ -495,7 +498,8 @@ TEST_CASE("global reductions: the gradient norm and clipping are over all stages
         max_err = std::max(max_err, std::abs(w1[i] - (w0[i] - learning_rate * 0.5 * ref.gradient[i])));
     CHECK(max_err <= 1e-14);
     const auto spans = ex.spans();
-    CHECK(std::count_if(spans.begin(), spans.end(), [](const auto& sp) { return sp.kind == ps::span_kind::optimizer; }) == 3);
+    CHECK(std::count_if(spans.begin(), spans.end(),
+                        [](const auto& sp) { return sp.kind == ps::span_kind::optimizer; }) == 3);
     CHECK_THROWS_WITH((ps::pipeline_executor<mlp, double, ps::schedule_kind::gpipe, true>(
                           pp::partition_at(5, {2}), {.micro_batches = 2, .max_batch = 4, .max_gradient_norm = -1})),
                       Catch::Contains("max_gradient_norm"));

@@ -151,8 +151,9 @@ TEST_CASE("channel capacities bound the messages in flight under random timings"
                                     if (!fwd && is_p1 && sp.stage == b) ev.push_back({sp.start, -1});
                                 }
                                 // at equal times the receive cannot precede its own send: sends first
-                                std::sort(ev.begin(), ev.end(),
-                                          [](auto x, auto y) { return x.first < y.first || (x.first == y.first && x.second > y.second); });
+                                std::sort(ev.begin(), ev.end(), [](auto x, auto y) {
+                                    return x.first < y.first || (x.first == y.first && x.second > y.second);
+                                });
                                 long cur = 0, best = 0;
                                 for (auto [t, d] : ev) best = std::max(best, cur += d);
                                 auto& seen = fwd ? seen_f[b] : seen_b[b];
@@ -190,8 +191,9 @@ TEST_CASE("validate rejects broken op lists with a message naming the stage and 
     CHECK_THROWS_WITH(ps::validate(broken), Catch::Contains("twice") || Catch::Contains("fused"));
     // Deadlock: stage 0 waits for B0 before sending F1, stage 1 waits for F1 before running B0.
     ps::schedule dl{ps::schedule_kind::gpipe, false, 2, 2, {}};
-    dl.ops = {{{op_kind::forward, 0}, {op_kind::backward_fused, 0}, {op_kind::forward, 1}, {op_kind::backward_fused, 1}},
-              {{op_kind::forward, 0}, {op_kind::forward, 1}, {op_kind::backward_fused, 0}, {op_kind::backward_fused, 1}}};
+    dl.ops = {
+        {{op_kind::forward, 0}, {op_kind::backward_fused, 0}, {op_kind::forward, 1}, {op_kind::backward_fused, 1}},
+        {{op_kind::forward, 0}, {op_kind::forward, 1}, {op_kind::backward_fused, 0}, {op_kind::backward_fused, 1}}};
     CHECK_THROWS_WITH(ps::validate(dl), Catch::Contains("deadlock") && Catch::Contains("stage 0"));
     CHECK_THROWS_AS(ps::gpipe(0, 3, true), std::invalid_argument);
     CHECK_THROWS_WITH(ps::zb_h1(2, 0, true), Catch::Contains("m = 0"));

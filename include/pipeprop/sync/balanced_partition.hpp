@@ -15,7 +15,8 @@ namespace pipeprop::sync {
 /// Split points (p - 1 of them, strictly increasing in (0, L); pass them to partition_at) of the contiguous cut of
 /// layers with costs[0..L) into p non-empty stages that minimizes the largest stage cost (sum of its layers'
 /// costs; any unit). Exact (dynamic programming, O(L^2 p)); ties between optimal cuts are broken the same way
-/// every time (each last stage starts as early as possible), so the result is deterministic. Every layer lands in exactly one stage (pitfalls.md item 9).
+/// every time (each last stage starts as early as possible), so the result is deterministic. Every layer lands in
+/// exactly one stage (pitfalls.md item 9).
 /// Throws std::invalid_argument when p == 0, p > L, or a cost is negative or not finite.
 [[nodiscard]] inline std::vector<std::size_t> balanced_partition(const std::vector<double>& costs, std::size_t p) {
     const std::size_t L = costs.size();

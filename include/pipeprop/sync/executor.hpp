@@ -249,7 +249,9 @@ public:
     [[nodiscard]] std::uint64_t steps() const noexcept { return steps_; }
 
     /// The whole network's parameter block [stack_type::parameter_count], gathered from the stages.
-    [[nodiscard]] std::vector<T> parameters() const { return gather([](const stage_type& s) { return s.parameters(); }); }
+    [[nodiscard]] std::vector<T> parameters() const {
+        return gather([](const stage_type& s) { return s.parameters(); });
+    }
     /// The last step's gradient of the mean loss, whole-network layout (what the update used: with
     /// max_gradient_norm > 0, the clipped gradient).
     [[nodiscard]] std::vector<T> gradient() const { return gather([](const stage_type& s) { return s.gradient(); }); }
@@ -366,7 +368,8 @@ private:
         const std::size_t p = ranges_.size();
         for (std::size_t s = 0; s < p; ++s)
             nodes_.push_back(std::make_unique<node_type>(
-                graph_, tbb::flow::serial, [this, s](const boundary_message& msg, typename node_type::output_ports_type& ports) {
+                graph_, tbb::flow::serial,
+                [this, s](const boundary_message& msg, typename node_type::output_ports_type& ports) {
                     if (!msg.empty()) deliver(s, msg);
                     run_ready(s, [&](std::size_t to, const boundary_message& out) {
                         if (to > s)
@@ -515,7 +518,8 @@ private:
             }
             case op_kind::backward_input:
             case op_kind::backward_fused: {
-                if (!last) receive(s, *backward_[s], rt.backward_in[j], j, act.output_gradient(), st.output_size(), nullptr);
+                if (!last)
+                    receive(s, *backward_[s], rt.backward_in[j], j, act.output_gradient(), st.output_size(), nullptr);
                 if (o.kind == op_kind::backward_fused) {
                     st.backward_fused(slot, b);
                     ++rt.p2_done;

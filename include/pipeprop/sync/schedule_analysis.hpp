@@ -24,7 +24,9 @@
 namespace pipeprop::sync {
 
 /// "F3", "BW0", ...
-[[nodiscard]] inline std::string to_string(op o) { return std::string(short_name(o.kind)) + std::to_string(o.micro_batch); }
+[[nodiscard]] inline std::string to_string(op o) {
+    return std::string(short_name(o.kind)) + std::to_string(o.micro_batch);
+}
 
 /// True when op o ends the micro-batch's life on its stage (W with 2BP, BW without).
 [[nodiscard]] constexpr bool releases_micro_batch(op o) noexcept {

@@ -203,7 +203,8 @@ namespace detail {
 template <class Write>
 void write_file(const std::string& path, const char* who, Write write) {
     std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    if (!f) throw std::runtime_error(std::string("pipeprop::sync::") + who + ": cannot open '" + path + "' for writing");
+    if (!f)
+        throw std::runtime_error(std::string("pipeprop::sync::") + who + ": cannot open '" + path + "' for writing");
     write(f);
     f.flush();
     if (!f) throw std::runtime_error(std::string("pipeprop::sync::") + who + ": writing '" + path + "' failed");
