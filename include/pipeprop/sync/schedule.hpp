@@ -21,8 +21,10 @@
 //   zb_h1 (ZB-paper §3.1, "ZB-H1"): the 1F1B F/B order; stage s lets its W's lag its B's by s positions
 //       (W(i - s) right after B(i)), so that the B's of the later stages, which lie on the critical path, run
 //       earlier, and the W's fill the tail bubbles. At most p micro-batches in flight on every stage (1F1B's peak).
-//   zb_h2 (ZB-paper §3.1, "ZB-H2"): 2(p - 1 - s) warm-up F's on stage s (capped by m) and W's lagging by
-//       p - 1 positions (stage 0: 2p - 1 micro-batches in flight), trading memory for fewer bubbles.
+//   zb_h2 (ZB-paper §3.1, "ZB-H2"): 2(p - 1 - s) warm-up F's on stage s (capped by m) and W's lagging their B's
+//       by 2s positions: every stage holds up to 2p - 1 micro-batches in flight (the ZB-paper's memory for H2), the
+//       first stage's extra F's and the last stage's trailing W's turn the step into a parallelogram, whose
+//       steady state (steps back to back) has no bubble when T_F = T_B = T_W (sync/simulator.hpp).
 // With 2BP off, zb_h1 and zb_h2 keep their B positions and run p2 inside them (BW): zb_h1 then IS one_f_one_b;
 // zero-bubble schedules need the split backward to gain anything.
 //
@@ -173,7 +175,7 @@ inline void check_sizes(std::size_t p, std::size_t m, const char* who) {
     return sc;
 }
 
-/// ZB-H2 (ZB-paper §3.1): 2(p-1-s) warm-up F's, W lags B by p-1 positions. 2BP off: 1F1B with the extra
+/// ZB-H2 (ZB-paper §3.1): 2(p-1-s) warm-up F's, W lags B by 2s positions. 2BP off: 1F1B with the extra
 /// warm-up.
 [[nodiscard]] inline schedule zb_h2(std::size_t p, std::size_t m, bool two_stage_bp) {
     detail::check_sizes(p, m, "zb_h2");
