@@ -5,14 +5,14 @@
 # concurrent / sequential, and each stage's busy time and utilization as the program reports them. Both runs
 # produce bit-identical weights (the tests check it); the script also compares their test accuracy and loss.
 #
-# Usage: bench/pb_executors.sh [build-dir (default build)] [repeats (default 3)] [extra pipeprop_train options]
+# Usage: bench/pb_executors.sh [build-dir (default build)] [repeats (default 5)] [extra pipeprop_train options]
 # Default run: the main job's PB configuration (small CNN, --stages fine, b = 1, --mitigation sc_lwp,
 # hyperparameters scaled from B = 32, lr 0.05, momentum 0.9) on --max-samples 6000 of Fashion-MNIST.
 # Each executor runs `repeats` times (alternating); the best run of each is reported (the machine may be shared).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
-repeats=${2:-3}
+repeats=${2:-5}
 shift $(( $# >= 2 ? 2 : $# ))
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" --target pipeprop_train -j"$(nproc)" >/dev/null
@@ -24,6 +24,7 @@ trap 'rm -rf "$work"' EXIT
 
 field() { sed -n "s/.*\"$2\":\"\{0,1\}\([^,\"}]*\).*/\1/p" "$1" | tail -n 1; }
 
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores (other processes take cores from the pipeline's threads)"
 declare -A best best_run
 for ((r = 1; r <= repeats; r++)); do
   for ex in sequential concurrent; do
@@ -45,6 +46,7 @@ for ex in sequential concurrent; do
     "$(field "$out.json" test_accuracy)" "$(field "$out.json" test_loss)"
   grep -E '^pb: stage .* busy' "$out.log" | sed 's/^/    /'
 done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 awk -v c="${best[concurrent]}" -v s="${best[sequential]}" \
   'BEGIN { printf "ratio concurrent / sequential: %.3f  (%s cores on this machine)\n", c / s, "'"$(nproc)"'" }'
 a=$(field "${best_run[sequential]}.json" test_accuracy)
