@@ -4,6 +4,8 @@
 
 #include <xsimd/xsimd.hpp>
 
+#include "pipeprop/kernels/fma.hpp"
+
 #include <algorithm>
 #include <cstddef>
 
@@ -17,7 +19,7 @@ void axpy(std::size_t n, T alpha, const T* x, T* y) noexcept {
     const batch va(alpha);
     std::size_t i = 0;
     for (; i + w <= n; i += w) {
-        const batch r = xsimd::fma(va, batch::load_unaligned(x + i), batch::load_unaligned(y + i));
+        const batch r = kernels::fma(va, batch::load_unaligned(x + i), batch::load_unaligned(y + i));
         r.store_unaligned(y + i);
     }
     for (; i < n; ++i) y[i] += alpha * x[i];

@@ -8,6 +8,8 @@
 
 #include <xsimd/xsimd.hpp>
 
+#include "pipeprop/kernels/fma.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -39,7 +41,7 @@ inline void simd_block_nn(std::size_t k, std::size_t last_cols, T alpha, const T
         for (std::size_t v = 0; v < NV; ++v) bv[v] = batch::load_unaligned(bp + v * w);
         for (std::size_t r = 0; r < MR; ++r) {
             const batch ar(TransA ? a[p * lda + r] : a[r * lda + p]);
-            for (std::size_t v = 0; v < NV; ++v) acc[r][v] = xsimd::fma(ar, bv[v], acc[r][v]);
+            for (std::size_t v = 0; v < NV; ++v) acc[r][v] = kernels::fma(ar, bv[v], acc[r][v]);
         }
     }
     const batch va(alpha), vb(beta);
@@ -48,13 +50,13 @@ inline void simd_block_nn(std::size_t k, std::size_t last_cols, T alpha, const T
         T* cr = c + r * ldc;
         for (std::size_t v = 0; v + 1 < NV; ++v) {
             const batch res =
-                read_c ? xsimd::fma(va, acc[r][v], vb * batch::load_unaligned(cr + v * w)) : va * acc[r][v];
+                read_c ? kernels::fma(va, acc[r][v], vb * batch::load_unaligned(cr + v * w)) : va * acc[r][v];
             res.store_unaligned(cr + v * w);
         }
         T* last = cr + (NV - 1) * w;
         if (last_cols == w) {
             const batch res =
-                read_c ? xsimd::fma(va, acc[r][NV - 1], vb * batch::load_unaligned(last)) : va * acc[r][NV - 1];
+                read_c ? kernels::fma(va, acc[r][NV - 1], vb * batch::load_unaligned(last)) : va * acc[r][NV - 1];
             res.store_unaligned(last);
         } else {
             alignas(64) std::array<T, w> part;
@@ -154,7 +156,7 @@ inline void simd_block_dot(std::size_t k, T alpha, const T* __restrict a, std::s
         for (std::size_t q = 0; q < NR; ++q) bv[q] = batch::load_unaligned(b + q * ldb + p);
         for (std::size_t r = 0; r < MR; ++r) {
             const batch av = batch::load_unaligned(a + r * lda + p);
-            for (std::size_t q = 0; q < NR; ++q) acc[r][q] = xsimd::fma(av, bv[q], acc[r][q]);
+            for (std::size_t q = 0; q < NR; ++q) acc[r][q] = kernels::fma(av, bv[q], acc[r][q]);
         }
     }
     for (std::size_t r = 0; r < MR; ++r)

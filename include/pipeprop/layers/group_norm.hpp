@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <span>
 
+#include "pipeprop/kernels/fma.hpp"
 #include "pipeprop/detail/image_dims.hpp"
 #include "pipeprop/kernels/elementwise.hpp"
 #include "pipeprop/layer_concept.hpp"
@@ -42,7 +43,7 @@ template <class T>
     batch acc(T(0));
     for (std::size_t i = 0; i < vector_end; i += w) {
         const batch d = batch::load_unaligned(x + i) - vm;
-        acc = xsimd::fma(d, d, acc);
+        acc = kernels::fma(d, d, acc);
     }
     T s = xsimd::hadd(acc);
     for (std::size_t i = vector_end; i < n; ++i) s += (x[i] - mean) * (x[i] - mean);
@@ -57,7 +58,7 @@ template <class T>
     const std::size_t vector_end = n - n % w;
     batch acc(T(0));
     for (std::size_t i = 0; i < vector_end; i += w)
-        acc = xsimd::fma(batch::load_unaligned(dy + i), batch::load_unaligned(x + i) - vm, acc);
+        acc = kernels::fma(batch::load_unaligned(dy + i), batch::load_unaligned(x + i) - vm, acc);
     T s = xsimd::hadd(acc);
     for (std::size_t i = vector_end; i < n; ++i) s += dy[i] * (x[i] - mean);
     return s;

@@ -13,6 +13,8 @@
 
 #include <xsimd/xsimd.hpp>
 
+#include "pipeprop/kernels/fma.hpp"
+
 #include <cmath>
 #include <cstddef>
 
@@ -62,10 +64,10 @@ void momentum_update(std::size_t n, T* w, T* v, const T* g_loss, const update_co
     for (; i + width <= n; i += width) {
         const batch wi = batch::load_unaligned(w + i);
         const batch gl = batch::load_unaligned(g_loss + i);
-        const batch vi = xsimd::fma(m, batch::load_unaligned(v + i), xsimd::fma(wd, wi, gl));
+        const batch vi = kernels::fma(m, batch::load_unaligned(v + i), kernels::fma(wd, wi, gl));
         vi.store_unaligned(v + i);
-        const batch step = xsimd::fma(a, vi, xsimd::fma(bl, gl, bd * wi));
-        xsimd::fnma(lr, step, wi).store_unaligned(w + i);
+        const batch step = kernels::fma(a, vi, kernels::fma(bl, gl, bd * wi));
+        kernels::fnma(lr, step, wi).store_unaligned(w + i);
     }
     for (; i < n; ++i) {
         const T wi = w[i];

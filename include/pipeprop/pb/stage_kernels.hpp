@@ -7,6 +7,8 @@
 
 #include <xsimd/xsimd.hpp>
 
+#include "pipeprop/kernels/fma.hpp"
+
 #include <cmath>
 #include <cstddef>
 
@@ -20,7 +22,7 @@ void subtract_scaled(std::size_t n, const T* w, const T* v, T c, T* out) noexcep
     const batch cb(c);
     std::size_t i = 0;
     for (; i + width <= n; i += width)
-        xsimd::fnma(cb, batch::load_unaligned(v + i), batch::load_unaligned(w + i)).store_unaligned(out + i);
+        pipeprop::kernels::fnma(cb, batch::load_unaligned(v + i), batch::load_unaligned(w + i)).store_unaligned(out + i);
     for (; i < n; ++i) out[i] = std::fma(-c, v[i], w[i]);
 }
 
@@ -32,7 +34,7 @@ void add_scaled(std::size_t n, const T* w, const T* d, T c, T* out) noexcept {
     const batch cb(c);
     std::size_t i = 0;
     for (; i + width <= n; i += width)
-        xsimd::fma(cb, batch::load_unaligned(d + i), batch::load_unaligned(w + i)).store_unaligned(out + i);
+        pipeprop::kernels::fma(cb, batch::load_unaligned(d + i), batch::load_unaligned(w + i)).store_unaligned(out + i);
     for (; i < n; ++i) out[i] = std::fma(c, d[i], w[i]);
 }
 
@@ -57,7 +59,7 @@ void ema_of_step(std::size_t n, const T* w_new, const T* w_old, T gamma, T one_m
     std::size_t i = 0;
     for (; i + width <= n; i += width) {
         const batch step = batch::load_unaligned(w_new + i) - batch::load_unaligned(w_old + i);
-        xsimd::fma(g, batch::load_unaligned(delta + i), og * step).store_unaligned(delta + i);
+        pipeprop::kernels::fma(g, batch::load_unaligned(delta + i), og * step).store_unaligned(delta + i);
     }
     for (; i < n; ++i) delta[i] = std::fma(gamma, delta[i], one_minus_gamma * (w_new[i] - w_old[i]));
 }
