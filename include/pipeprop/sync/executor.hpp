@@ -497,6 +497,8 @@ private:
         const std::size_t j = o.micro_batch, b = sizes_[j], slot = (*rt.slot_of)[rt.next];
         auto& act = st.slot(slot);
         const double t = now();
+        bool send_forward = false, send_backward = false;
+        const std::int32_t* sent_labels = nullptr;
         switch (o.kind) {
             case op_kind::forward: {
                 std::int32_t* lab = st.labels(slot);
@@ -512,7 +514,8 @@ private:
                                                            T(1) / static_cast<T>(batch_));
                     rt.correct[j] = Loss::correct(act.output(), lab, b);
                 } else {
-                    send_message(s + 1, *forward_[s], direction::forward, j, act.output(), st.output_size(), lab, send);
+                    send_forward = true;
+                    sent_labels = lab;
                 }
                 break;
             }
@@ -526,9 +529,7 @@ private:
                 } else {
                     st.backward_input(slot, b);
                 }
-                if (s > 0)
-                    send_message(s - 1, *backward_[s - 1], direction::backward, j, act.input_gradient(),
-                                 st.input_size(), nullptr, send);
+                send_backward = s > 0;
                 break;
             }
             case op_kind::backward_weight:
@@ -536,7 +537,13 @@ private:
                 ++rt.p2_done;
                 break;
         }
+        // The span ends before its message leaves, so a receiver's span never starts before the sender's ends.
         rt.spans.push_back({s, span_kind_of(o.kind), j, t, now(), steps_});
+        if (send_forward)
+            send_message(s + 1, *forward_[s], direction::forward, j, act.output(), st.output_size(), sent_labels, send);
+        if (send_backward)
+            send_message(s - 1, *backward_[s - 1], direction::backward, j, act.input_gradient(), st.input_size(),
+                         nullptr, send);
         ++rt.next;
     }
 
