@@ -65,13 +65,12 @@ int main(int argc, char** argv) {
     try {
         app.parse(argc, argv);
         train::validate_common_options(options);
+        for (auto& m : modes)
+            if (m->name() == options.mode) selected = m.get();
         for (std::size_t i = 0; i < modes.size(); ++i) {
-            if (modes[i]->name() == options.mode) {
-                selected = modes[i].get();
-                continue;
-            }
+            if (modes[i].get() == selected) continue;
             for (const CLI::Option* opt : groups[i]->get_options())
-                if (opt->count() > 0)
+                if (opt->count() > 0 && !(selected != nullptr && selected->shares_option(opt->get_name())))
                     throw CLI::ValidationError(opt->get_name(), "is an option of --mode " + modes[i]->name() +
                                                                     ", not of --mode " + options.mode);
         }

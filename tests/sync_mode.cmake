@@ -33,3 +33,11 @@ if(PIPEPROP_BUILD_EXAMPLES)
   pipeprop_sync_test(too_many_micro_batches EXPECT 2 ARGS --mode sync --batch 4 --micro-batches 8
     REGEX "--micro-batches: 8 micro-batches cannot split a batch of 4 samples.*Usage:")
 endif()
+
+# --stages and --executor are registered by --mode pb and shared by --mode sync (not rejected there).
+add_test(NAME pipeprop_train_sync_shared_options
+         COMMAND pipeprop_train --mode sync --network mlp --stages 2 --executor sequential --batch 32
+                 --micro-batches 4 --max-samples 640 --max-test-samples 500 --progress none)
+set_tests_properties(pipeprop_train_sync_shared_options PROPERTIES
+  ENVIRONMENT "OPENBLAS_NUM_THREADS=1"
+  PASS_REGULAR_EXPRESSION "\"stage_cut\":\"\\[0,2\\) \\[2,6\\)\".*\"executor\":\"sequential\"")

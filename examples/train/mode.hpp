@@ -29,6 +29,12 @@ public:
     virtual void add_options(CLI::Option_group& group) { (void)group; }
     /// Checks the parsed options for this mode; throws CLI::ValidationError (usage message, exit 2).
     virtual void validate(const common_options& options) const { (void)options; }
+    /// True for an option registered by another mode's group that this mode reads too (e.g. --stages and
+    /// --executor, registered by pb and shared by sync); such an option is not rejected as "an option of --mode X".
+    [[nodiscard]] virtual bool shares_option(const std::string& option_name) const {
+        (void)option_name;
+        return false;
+    }
     /// Trains and evaluates; returns the result object printed as the last stdout line. Throws pipeprop::data_error,
     /// pipeprop::checkpoint_error, pipeprop::non_finite_loss_error or std::runtime_error (message, exit 1).
     virtual json_line run(const common_options& options) = 0;

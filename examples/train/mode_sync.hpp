@@ -228,6 +228,10 @@ public:
                      "this path, and an SVG Gantt chart of the prediction to PATH with extension .svg");
     }
 
+    [[nodiscard]] bool shares_option(const std::string& option_name) const override {
+        return option_name == "--stages" || option_name == "--executor";
+    }
+
     void validate(const common_options& o) const override {
         const std::string ex = value_of(executor_opt_, executor_);
         if (ex != "concurrent" && ex != "sequential")
