@@ -33,3 +33,17 @@ if(PIPEPROP_BUILD_TESTS)
     REGEX "--mitigation: is an option of --mode pb.*Usage:")
   pipeprop_train_test(pb_nesterov EXPECT 2 ARGS --mode pb --nesterov REGEX "--nesterov.*Usage:")
 endif()
+
+# A diverging PB run stops with exit 1 and leaves the last good checkpoint untouched (PB cannot undo its updates).
+add_test(NAME pipeprop_train_pb_divergence
+         COMMAND pipeprop_train --mode pb --network mlp --lr 1000 --max-samples 500 --max-test-samples 100
+                 --progress none)
+set_tests_properties(pipeprop_train_pb_divergence PROPERTIES
+  ENVIRONMENT "OPENBLAS_NUM_THREADS=1"
+  WILL_FAIL TRUE)
+add_test(NAME pipeprop_train_pb_divergence_message
+         COMMAND ${CMAKE_COMMAND} -E env OPENBLAS_NUM_THREADS=1
+                 $<TARGET_FILE:pipeprop_train> --mode pb --network mlp --lr 1000 --max-samples 500
+                 --max-test-samples 100 --progress none)
+set_tests_properties(pipeprop_train_pb_divergence_message PROPERTIES
+  PASS_REGULAR_EXPRESSION "training diverged: pipeprop pb: the loss of micro-batch [0-9]+ became")

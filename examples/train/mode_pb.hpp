@@ -15,6 +15,7 @@
 // utilization (arrays as comma-separated strings: the result object is flat) and pb_samples_per_second.
 #pragma once
 
+#include <cmath>
 #include <pipeprop/optim/scaling_rules.hpp>
 #include <pipeprop/pb/checkpoint.hpp>
 #include <pipeprop/pb/pipeline.hpp>
@@ -117,6 +118,18 @@ private:
     double take(std::span<const pipeprop::pb::completed_micro_batch<float>> done) {
         double sum = 0.0;
         for (const auto& c : done) {
+            // PB applies every stage's update before the loss of a micro-batch is known at all stages, so a
+            // diverged run cannot be undone: stop at once (exit 1) before anything is saved over the last good
+            // checkpoint.
+            if (!std::isfinite(c.loss)) [[unlikely]]
+                throw pipeprop::non_finite_loss_error(
+                    "pipeprop pb: the loss of micro-batch " + std::to_string(c.id) + " became " +
+                        std::string(std::isnan(c.loss) ? "NaN" : "infinite") + " (after " +
+                        std::to_string(pipe_.samples_pushed()) + " samples pushed, learning rate " +
+                        std::to_string(current_learning_rate()) +
+                        "). Lower the learning rate (at micro-batch size b, scale it from a batch B with "
+                        "--reference-batch B) or check the data.",
+                    c.id, pipe_.samples_pushed());
             sum += static_cast<double>(c.loss) * static_cast<double>(c.batch);
             epoch_samples_ += c.batch;
         }
