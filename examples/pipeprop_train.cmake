@@ -74,3 +74,9 @@ if(PIPEPROP_BUILD_TESTS)
     ARGS ${pipeprop_train_quick} --data ${pipeprop_train_data} --lr 500
     REGEX "training diverged: .*the loss became (NaN|infinite)")
 endif()
+
+# NaN passes CLI11's range checks; the program rejects it as a bad option (exit 2).
+add_test(NAME pipeprop_train_bad_lr_nan COMMAND pipeprop_train --lr nan --max-samples 10)
+set_tests_properties(pipeprop_train_bad_lr_nan PROPERTIES WILL_FAIL TRUE)
+add_test(NAME pipeprop_train_bad_lr_nan_exit_code
+         COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:pipeprop_train> -P ${CMAKE_CURRENT_LIST_DIR}/train/expect_exit_2.cmake)

@@ -2,6 +2,8 @@
 // registration and their validation. Modes add their own options in their own option group (see mode.hpp).
 #pragma once
 
+#include <cmath>
+#include <utility>
 #include <CLI/CLI.hpp>
 
 #include <cstddef>
@@ -126,6 +128,16 @@ inline void add_common_options(CLI::App& app, common_options& o, const std::vect
 
 /// Checks combinations the per-option validators cannot see. Throws CLI::ValidationError (-> usage, exit 2).
 inline void validate_common_options(const common_options& o) {
+    // CLI11's range checks let NaN through (every comparison with NaN is false): reject it here, as a bad option.
+    const std::pair<const char*, double> reals[] = {{"--lr", o.lr},
+                                                    {"--momentum", o.momentum},
+                                                    {"--weight-decay", o.weight_decay},
+                                                    {"--lr-step-epochs", o.lr_step_epochs},
+                                                    {"--lr-gamma", o.lr_gamma},
+                                                    {"--lr-min", o.lr_min},
+                                                    {"--warmup", o.warmup_epochs}};
+    for (const auto& [name, value] : reals)
+        if (!std::isfinite(value)) throw CLI::ValidationError(name, "must be a finite number, got " + std::to_string(value));
     if (o.lr_schedule == "cosine" && o.lr_min > o.lr)
         throw CLI::ValidationError("--lr-min", "must not exceed --lr for the cosine schedule");
     if (o.nesterov && o.momentum == 0.0) throw CLI::ValidationError("--nesterov", "needs --momentum > 0");
