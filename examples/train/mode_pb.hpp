@@ -54,7 +54,8 @@ std::vector<pipeprop::layer_range> parse_stages(const std::string& text) {
             used = 0;
         }
         if (item.empty() || used != item.size())
-            throw std::invalid_argument("--stages: '" + item + "' is not a split point (expected fine, fine-own or "
+            throw std::invalid_argument("--stages: '" + item +
+                                        "' is not a split point (expected fine, fine-own or "
                                         "comma-separated layer indices such as 2,5,8)");
         points.push_back(static_cast<std::size_t>(v));
     }
@@ -76,8 +77,8 @@ public:
         : pipe_(std::move(stages), opt), schedule_(schedule), momentum_(momentum), weight_decay_(weight_decay) {}
 
     float train_batch(const float* x, const std::int32_t* labels, std::size_t b) {
-        pipe_.set_hyperparameters({static_cast<float>(schedule_(pipe_.samples_pushed())),
-                                   static_cast<float>(momentum_), static_cast<float>(weight_decay_)});
+        pipe_.set_hyperparameters({static_cast<float>(schedule_(pipe_.samples_pushed())), static_cast<float>(momentum_),
+                                   static_cast<float>(weight_decay_)});
         const auto done = pipe_.push({x, b * pipe_type::input_size}, {labels, b}, b);
         return static_cast<float>(take(done) / static_cast<double>(b));
     }
@@ -156,12 +157,14 @@ public:
     }
 
     void add_options(CLI::Option_group& g) override {
-        g.add_option("--mitigation", mitigation_, "PB mitigation: none, sc (spike compensation), lwp (linear weight "
-                                                  "prediction), sc_lwp, stash (weight stashing), pipemare")
+        g.add_option("--mitigation", mitigation_,
+                     "PB mitigation: none, sc (spike compensation), lwp (linear weight "
+                     "prediction), sc_lwp, stash (weight stashing), pipemare")
             ->check(CLI::IsMember({"none", "sc", "lwp", "sc_lwp", "stash", "pipemare"}))
             ->capture_default_str();
-        g.add_option("--stages", stages_, "Stages: fine (one per parametric layer), fine-own (one per layer) or "
-                                          "comma-separated split points, e.g. 2,5,8")
+        g.add_option("--stages", stages_,
+                     "Stages: fine (one per parametric layer), fine-own (one per layer) or "
+                     "comma-separated split points, e.g. 2,5,8")
             ->capture_default_str();
         g.add_option("--executor", executor_, "PB executor: concurrent (TBB flow graph) or sequential (reference)")
             ->check(CLI::IsMember({"concurrent", "sequential"}))
@@ -181,13 +184,15 @@ public:
         g.add_option("--pipemare-decay", pipemare_decay_, "PipeMare: decay of the EMA of weight steps, in [0, 1)")
             ->check(CLI::Range(0.0, 0.999999))
             ->capture_default_str();
-        if (CLI::App* parent = g.get_parent(); parent != nullptr) batch_option_ = parent->get_option_no_throw("--batch");
+        if (CLI::App* parent = g.get_parent(); parent != nullptr)
+            batch_option_ = parent->get_option_no_throw("--batch");
     }
 
     void validate(const common_options& o) const override {
         if (o.nesterov)
-            throw CLI::ValidationError("--nesterov", "is not available in --mode pb (stages use heavy-ball momentum; "
-                                                     "spike compensation with D = 1 is Nesterov's form)");
+            throw CLI::ValidationError("--nesterov",
+                                       "is not available in --mode pb (stages use heavy-ball momentum; "
+                                       "spike compensation with D = 1 is Nesterov's form)");
         with_network(o.network, [&]<class Net>() {
             try {
                 (void)parse_stages<Net>(stages_);
@@ -203,9 +208,10 @@ public:
         if (reference_batch_ > 0) {
             const auto s = pipeprop::optim::scale_hyperparameters({o.lr, o.momentum}, reference_batch_, o.batch);
             char buf[256];
-            std::snprintf(buf, sizeof buf, "pb: hyperparameters scaled from B = %zu (lr %.6g, momentum %.6g) to b = %zu: "
-                          "lr %.6g, momentum %.6g", reference_batch_, o.lr, o.momentum, o.batch, s.learning_rate,
-                          s.momentum);
+            std::snprintf(buf, sizeof buf,
+                          "pb: hyperparameters scaled from B = %zu (lr %.6g, momentum %.6g) to b = %zu: "
+                          "lr %.6g, momentum %.6g",
+                          reference_batch_, o.lr, o.momentum, o.batch, s.learning_rate, s.momentum);
             note(o, buf);
             reference_lr_ = o.lr;
             reference_momentum_ = o.momentum;

@@ -102,7 +102,8 @@ TEST_CASE("resuming from a PB checkpoint continues bit-identically", "[pb][check
     check_resume<pb::policy::none>(ek::concurrent, ek::concurrent);
 }
 
-TEST_CASE("PB checkpoints are rejected for another policy, partition or network, and need a drain", "[pb][checkpoint]") {
+TEST_CASE("PB checkpoints are rejected for another policy, partition or network, and need a drain",
+          "[pb][checkpoint]") {
     openblas_set_num_threads(1);
     temp_dir dir;
     using policy = pb::policy::sc_lwp<>;
@@ -114,7 +115,8 @@ TEST_CASE("PB checkpoints are rejected for another policy, partition or network,
     CHECK_THROWS_WITH(pb::load_checkpoint(other_policy, dir.path / "c"),
                       Catch::Contains("mitigation policy 'sc_lwp'") && Catch::Contains("uses 'sc'"));
     pb::pipeline<cnn, pp::split_at<5>, policy> other_cut;
-    CHECK_THROWS_WITH(pb::load_checkpoint(other_cut, dir.path / "c"), Catch::Contains("made for stages 0-1,1-4,4-7,7-9,9-10, this pipeline has 0-5,5-10"));
+    CHECK_THROWS_WITH(pb::load_checkpoint(other_cut, dir.path / "c"),
+                      Catch::Contains("made for stages 0-1,1-4,4-7,7-9,9-10, this pipeline has 0-5,5-10"));
     pb::pipeline<mlp, pp::fine_grained<>, policy> other_net;
     CHECK_THROWS_WITH(pb::load_checkpoint(other_net, dir.path / "c"), Catch::Contains("does not fit this network"));
 

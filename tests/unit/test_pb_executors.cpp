@@ -70,8 +70,8 @@ TEST_CASE("concurrent == sequential bitwise: none, sc, lwp", "[pb][executors]") 
         check_executors_agree<pb::policy::spike_compensation<std::ratio<9, 10>>>(b, last);
         check_executors_agree<pb::policy::linear_weight_prediction<>>(b, last);
         check_executors_agree<pb::policy::linear_weight_prediction<pb::lwp_form::weight_difference>>(b, last);
-        check_executors_agree<pb::policy::linear_weight_prediction<pb::lwp_form::velocity, pb::fixed_horizon<3>>>(
-            b, last);
+        check_executors_agree<pb::policy::linear_weight_prediction<pb::lwp_form::velocity, pb::fixed_horizon<3>>>(b,
+                                                                                                                  last);
     }
 }
 

@@ -42,10 +42,18 @@ void* counted_new_aligned(std::size_t n, std::align_val_t al) {
 }  // namespace
 
 // Replaceable global allocation functions ([new.delete]): every form counts; deletes only free.
-void* operator new(std::size_t n) { return counted_new(n); }
-void* operator new[](std::size_t n) { return counted_new(n); }
-void* operator new(std::size_t n, std::align_val_t al) { return counted_new_aligned(n, al); }
-void* operator new[](std::size_t n, std::align_val_t al) { return counted_new_aligned(n, al); }
+void* operator new(std::size_t n) {
+    return counted_new(n);
+}
+void* operator new[](std::size_t n) {
+    return counted_new(n);
+}
+void* operator new(std::size_t n, std::align_val_t al) {
+    return counted_new_aligned(n, al);
+}
+void* operator new[](std::size_t n, std::align_val_t al) {
+    return counted_new_aligned(n, al);
+}
 void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
     try {
         return counted_new(n);
@@ -74,18 +82,42 @@ void* operator new[](std::size_t n, std::align_val_t al, const std::nothrow_t&) 
         return nullptr;
     }
 }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, std::align_val_t) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p, std::align_val_t) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p, const std::nothrow_t&) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+    std::free(p);
+}
 
 #if defined(__GLIBC__)
 #define PIPEPROP_COUNTS_C_ALLOCATIONS 1

@@ -48,7 +48,8 @@ TEST_CASE("fine-grained attach: every stage holds exactly one parametric layer",
     using stack = pp::layer_stack<cnn, float>;
     for (std::size_t s = 0; s < pipe::stage_count; ++s) {
         std::size_t parametric = 0;
-        for (std::size_t i = pipe::boundaries[s]; i < pipe::boundaries[s + 1]; ++i) parametric += stack::has_parameters[i];
+        for (std::size_t i = pipe::boundaries[s]; i < pipe::boundaries[s + 1]; ++i)
+            parametric += stack::has_parameters[i];
         CHECK(parametric == 1);
     }
 }

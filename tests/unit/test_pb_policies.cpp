@@ -31,9 +31,9 @@ static_assert(pb::spike_coefficients_of<cnn_sc>[4] == pb::sc_coefficients<float>
 using cnn_fixed_t = pb::pipeline<cnn, pp::fine_grained<>,
                                  pb::policy::linear_weight_prediction<pb::lwp_form::velocity, pb::fixed_horizon<3>>>;
 static_assert(cnn_fixed_t::horizons == std::array<float, 5>{3, 3, 3, 3, 3}, "overridden horizon");
-using cnn_half_t = pb::pipeline<cnn, pp::fine_grained<>,
-                                pb::policy::linear_weight_prediction<pb::lwp_form::velocity,
-                                                                     pb::scaled_horizon<std::ratio<1, 2>>>>;
+using cnn_half_t =
+    pb::pipeline<cnn, pp::fine_grained<>,
+                 pb::policy::linear_weight_prediction<pb::lwp_form::velocity, pb::scaled_horizon<std::ratio<1, 2>>>>;
 static_assert(cnn_half_t::horizons == std::array<float, 5>{4, 3, 2, 1, 0});
 static_assert(pb::mitigation_policy<pb::policy::pipemare> && !pb::mitigation_policy<int>);
 
@@ -116,36 +116,42 @@ TEST_CASE("SC with a compile-time momentum equals SC with the same runtime momen
 }
 
 TEST_CASE("LWP: zero velocity gives the current weights; otherwise the closed-form prediction", "[pb][policies][lwp]") {
+    // A stage of 40 parameters (more than one SIMD vector: body and scalar tail of the kernels both run).
+    using wide = pp::network<shape<39>, pp::dense<1>>;
     using velocity_form = pb::policy::linear_weight_prediction<>;
     using difference_form = pb::policy::linear_weight_prediction<pb::lwp_form::weight_difference>;
-    auto st = make_stage<velocity_form, float>(0, 3);  // D = T = 4
+    std::vector<float> block(40);
+    for (std::size_t i = 0; i < block.size(); ++i) block[i] = 0.25f * static_cast<float>(i) - 3.0f;
+    pb::stage_state<wide, velocity_form, float> st(0, 3, {0, 1}, block, {});  // D = T = 4
     REQUIRE(st.horizon() == 4.0f);
     REQUIRE(st.predicted_forward());
-    std::vector<float> out(3);
+    std::vector<float> out(40);
     st.forward_weights(out.data());
-    for (int i = 0; i < 3; ++i) CHECK(out[i] == st.weights()[i]);  // v = 0: exactly w
+    for (std::size_t i = 0; i < 40; ++i) CHECK(out[i] == st.weights()[i]);  // v = 0: exactly w
     // Nonzero velocity: w_hat = w - eta T v with eta the learning rate of the most recent update.
-    st.velocity()[0] = 0.5f;
-    st.velocity()[1] = -1.0f;
+    for (std::size_t i = 0; i < 40; ++i) st.velocity()[i] = 0.5f - 0.03f * static_cast<float>(i);
     st.restore(7, 0.01f);
     st.forward_weights(out.data());
-    CHECK(out[0] == std::fma(-0.04f, 0.5f, 0.5f));
-    CHECK(out[1] == std::fma(-0.04f, -1.0f, -0.25f));
-    CHECK(out[2] == 0.125f);
-    // The prediction is transient: w itself is unchanged.
-    CHECK(st.weights()[0] == 0.5f);
+    for (std::size_t i = 0; i < 40; ++i) {
+        INFO("element " << i);
+        CHECK(out[i] == std::fma(-0.04f, st.velocity()[i], block[i]));
+        CHECK(st.weights()[i] == block[i]);  // the prediction is transient: w itself is unchanged
+    }
 
-    auto sd = make_stage<difference_form, float>(1, 3);  // D = T = 2
+    pb::stage_state<wide, difference_form, float> sd(1, 3, {0, 1}, block, {});  // D = T = 2
     sd.forward_weights(out.data());
-    for (int i = 0; i < 3; ++i) CHECK(out[i] == sd.weights()[i]);  // no step yet: exactly w
-    sd.gradient()[0] = 1.0f;
-    sd.update(mb_with(0.1f, 0.0f, 0.0f), out.data());  // step -0.1 on w0; forward_out = w + 2 (w(1) - w(0))
-    CHECK(sd.last_step()[0] == sd.weights()[0] - 0.5f);
-    CHECK(out[0] == std::fma(2.0f, sd.last_step()[0], sd.weights()[0]));
-    CHECK(out[1] == sd.weights()[1]);
+    for (std::size_t i = 0; i < 40; ++i) CHECK(out[i] == sd.weights()[i]);  // no step yet: exactly w
+    for (std::size_t i = 0; i < 40; i += 3) sd.gradient()[i] = 1.0f;
+    sd.update(mb_with(0.1f, 0.0f, 0.0f), out.data());  // forward_out = w + 2 (w(1) - w(0))
+    for (std::size_t i = 0; i < 40; ++i) {
+        INFO("element " << i);
+        CHECK(sd.last_step()[i] == sd.weights()[i] - block[i]);
+        CHECK(out[i] == std::fma(2.0f, sd.last_step()[i], sd.weights()[i]));
+        CHECK((sd.weights()[i] != block[i]) == (i % 3 == 0));
+    }
 
     // The last stage (D = 0) predicts nothing with the default horizon.
-    auto last = make_stage<velocity_form, float>(2, 3);
+    pb::stage_state<wide, velocity_form, float> last(2, 3, {0, 1}, block, {});
     CHECK_FALSE(last.predicted_forward());
 }
 
@@ -200,7 +206,8 @@ struct probe_layer {
     void forward(std::span<const T> w, const T* x, T* y, std::size_t b, stash_type& st, pp::no_workspace&) const {
         std::copy(w.begin(), w.end(), st.w.begin());
         for (std::size_t n = 0; n < b; ++n)
-            for (std::size_t i = 0; i < parameter_count; ++i) y[n * parameter_count + i] = x[n * parameter_count + i] * w[i];
+            for (std::size_t i = 0; i < parameter_count; ++i)
+                y[n * parameter_count + i] = x[n * parameter_count + i] * w[i];
     }
     void backward_input(std::span<const T> w, const T*, const T*, const T* dy, T* dx, std::size_t b,
                         const stash_type& st, pp::no_workspace&) const {
@@ -213,7 +220,8 @@ struct probe_layer {
     void backward_weight(std::span<T> dw, const T* x, const T*, const T* dy, std::size_t b, const stash_type&,
                          pp::no_workspace&) const {
         for (std::size_t n = 0; n < b; ++n)
-            for (std::size_t i = 0; i < parameter_count; ++i) dw[i] += dy[n * parameter_count + i] * x[n * parameter_count + i];
+            for (std::size_t i = 0; i < parameter_count; ++i)
+                dw[i] += dy[n * parameter_count + i] * x[n * parameter_count + i];
     }
 };
 struct probe {

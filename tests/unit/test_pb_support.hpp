@@ -36,7 +36,9 @@ struct data_stream {
         for (auto& v : x) v = pp::uniform<float>(rng, -1.0f, 1.0f);
         for (std::size_t i = 0; i < samples; ++i) labels[i] = static_cast<std::int32_t>(rng() % classes);
     }
-    std::span<const float> xs(std::size_t first, std::size_t b) const { return {x.data() + first * input_size, b * input_size}; }
+    std::span<const float> xs(std::size_t first, std::size_t b) const {
+        return {x.data() + first * input_size, b * input_size};
+    }
     std::span<const std::int32_t> ys(std::size_t first, std::size_t b) const { return {labels.data() + first, b}; }
 };
 

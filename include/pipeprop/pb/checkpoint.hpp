@@ -58,7 +58,8 @@ void save_state(const engine<Net, Policy, T>& e, checkpoint& c) {
     auto add = [&](auto field, const char* suffix) {
         for (const auto& st : e.stages()) {
             const auto src = field(st);
-            std::copy(src.begin(), src.end(), block.begin() + static_cast<std::ptrdiff_t>(stack::parameter_offset[st.range().begin]));
+            std::copy(src.begin(), src.end(),
+                      block.begin() + static_cast<std::ptrdiff_t>(stack::parameter_offset[st.range().begin]));
         }
         add_network_tensors<Net, T>(c, std::span<const T>(block), suffix);
     };
@@ -89,8 +90,7 @@ void load_state(engine<Net, Policy, T>& e, const checkpoint& c, const std::strin
         throw std::logic_error("pipeprop::pb::load_state: " + std::to_string(e.in_flight()) +
                                " micro-batches are in flight; drain() first");
     require_signature(c, signature_of<Net, T>(), where);
-    if (!c.has_scalar("pb_format"))
-        throw checkpoint_error(where + ": not a PB checkpoint (no pb_format scalar)");
+    if (!c.has_scalar("pb_format")) throw checkpoint_error(where + ": not a PB checkpoint (no pb_format scalar)");
     if (c.scalar_as<int>("pb_format") != 1)
         throw checkpoint_error(where + ": unsupported PB checkpoint format " + c.scalar("pb_format"));
     if (c.scalar("pb_policy") != Policy::name)
@@ -117,7 +117,8 @@ void load_state(engine<Net, Policy, T>& e, const checkpoint& c, const std::strin
         last_lr[s] = c.scalar_as<T>(detail::stage_scalar(s, "last_learning_rate"));
 
     auto scatter = [](const std::vector<T>& src, std::span<T> dst, layer_range r) {
-        std::copy_n(src.begin() + static_cast<std::ptrdiff_t>(stack::parameter_offset[r.begin]), dst.size(), dst.begin());
+        std::copy_n(src.begin() + static_cast<std::ptrdiff_t>(stack::parameter_offset[r.begin]), dst.size(),
+                    dst.begin());
     };
     for (auto& st : e.stages()) {
         scatter(w, st.weights(), st.range());

@@ -99,18 +99,17 @@ public:
                 p->stash.assign((st.delay() + 1) * st.parameter_count(), T(0));
             per_.push_back(std::move(p));
         }
-        input_ = std::make_unique<boundary_channel<T>>("input -> stage 0", push_buffer,
-                                                       stack_type::activation_size[stages.front().range().begin],
-                                                       max_b, true);
+        input_ = std::make_unique<boundary_channel<T>>(
+            "input -> stage 0", push_buffer, stack_type::activation_size[stages.front().range().begin], max_b, true);
         for (std::size_t s = 0; s + 1 < count; ++s) {
             const std::size_t boundary = stages[s].range().end;
             const std::size_t elems = stack_type::activation_size[boundary];
             const std::string where = "stage " + std::to_string(s) + " -> stage " + std::to_string(s + 1);
-            forward_.push_back(std::make_unique<boundary_channel<T>>("forward " + where, channel_capacity, elems,
-                                                                     max_b, true));
+            forward_.push_back(
+                std::make_unique<boundary_channel<T>>("forward " + where, channel_capacity, elems, max_b, true));
             backward_.push_back(std::make_unique<boundary_channel<T>>(
-                "backward stage " + std::to_string(s + 1) + " -> stage " + std::to_string(s), channel_capacity,
-                elems, max_b, false));
+                "backward stage " + std::to_string(s + 1) + " -> stage " + std::to_string(s), channel_capacity, elems,
+                max_b, false));
         }
         pending_.reserve(push_buffer);
         completed_.reserve(push_buffer + 2 * count + 1);
@@ -186,7 +185,7 @@ private:
 
     struct slot {
         typename stack_type::activations act;  // one micro-batch's buffers of the stage's range
-        std::vector<std::int32_t> labels;     // [max_b]
+        std::vector<std::int32_t> labels;      // [max_b]
         micro_batch_info<T> info{};
         std::size_t forward_version = 0;  // stage updates when its forward ran
     };
@@ -252,8 +251,9 @@ private:
 
     void check_usable() const {
         if (failed_)
-            throw std::logic_error("pipeprop::pb::concurrent_executor: a stage threw an exception in an earlier run; "
-                                   "the pipeline state is undefined and the executor cannot be used any more");
+            throw std::logic_error(
+                "pipeprop::pb::concurrent_executor: a stage threw an exception in an earlier run; "
+                "the pipeline state is undefined and the executor cannot be used any more");
     }
 
     std::span<const completed_micro_batch<T>> run(std::size_t empty_ticks) {
@@ -325,8 +325,8 @@ private:
                 sent_forward = true;
             } else {
                 sl.info.correct = loss_type::correct(sl.act.output(), sl.labels.data(), b);
-                sl.info.loss = loss_type::loss_and_gradient(sl.act.output(), sl.labels.data(), b,
-                                                            sl.act.output_gradient());
+                sl.info.loss =
+                    loss_type::loss_and_gradient(sl.act.output(), sl.labels.data(), b, sl.act.output_gradient());
                 backward_and_update(s, sl, next, out);
                 sent_backward = s > 0;
             }

@@ -94,8 +94,8 @@ public:
         if (opt.executor == executor_kind::sequential)
             executor_ = std::make_unique<sequential_executor<Net, Policy, T>>(stack_, stages_, opt.max_batch);
         else
-            executor_ = std::make_unique<concurrent_executor<Net, Policy, T>>(stack_, stages_, opt.max_batch,
-                                                                             opt.push_buffer);
+            executor_ =
+                std::make_unique<concurrent_executor<Net, Policy, T>>(stack_, stages_, opt.max_batch, opt.push_buffer);
     }
 
     engine(const engine&) = delete;
@@ -140,7 +140,8 @@ public:
                                         "): " + why);
         };
         if (b == 0 || b > options_.max_batch)
-            fail("b = " + std::to_string(b) + " is outside [1, max_batch = " + std::to_string(options_.max_batch) + "]");
+            fail("b = " + std::to_string(b) + " is outside [1, max_batch = " + std::to_string(options_.max_batch) +
+                 "]");
         if (x.size() != b * input_size)
             fail("x has " + std::to_string(x.size()) + " values, expected b * " + std::to_string(input_size) + " = " +
                  std::to_string(b * input_size));
@@ -208,7 +209,8 @@ public:
             for (std::size_t s = 0; s < stages_.size(); ++s) {
                 auto& e = eval_[s];
                 stack_.forward(stages_[s].weights(), e.act, b, e.ws);
-                if (s + 1 < stages_.size()) std::copy_n(e.act.output(), b * e.act.output_size(), eval_[s + 1].act.input());
+                if (s + 1 < stages_.size())
+                    std::copy_n(e.act.output(), b * e.act.output_size(), eval_[s + 1].act.input());
             }
             const T* logits = eval_.back().act.output();
             loss_sum += static_cast<double>(loss_type::loss(logits, labels.data() + first, b)) * static_cast<double>(b);
@@ -222,9 +224,13 @@ public:
 
     /// Copies the network's parameter block [stack_type::parameter_count] (all stages' current weights, layers in
     /// order) into out. Throws std::invalid_argument for a wrong size.
-    void copy_parameters(std::span<T> out) const { gather(out, [](const stage_type& st) { return st.weights(); }); }
+    void copy_parameters(std::span<T> out) const {
+        gather(out, [](const stage_type& st) { return st.weights(); });
+    }
     /// Same for the momentum velocities.
-    void copy_velocities(std::span<T> out) const { gather(out, [](const stage_type& st) { return st.velocity(); }); }
+    void copy_velocities(std::span<T> out) const {
+        gather(out, [](const stage_type& st) { return st.velocity(); });
+    }
     /// Replaces every stage's weights with slices of a network parameter block [parameter_count] (e.g. an SGD
     /// checkpoint); velocities and policy state are left as they are. Throws std::logic_error when micro-batches
     /// are in flight, std::invalid_argument for a wrong size.
@@ -287,8 +293,8 @@ public:
 private:
     void require_drained(const char* what) const {
         if (in_flight() != 0)
-            throw std::logic_error(std::string("pipeprop::pb::engine::") + what + ": " +
-                                   std::to_string(in_flight()) + " micro-batches are in flight; call drain() first");
+            throw std::logic_error(std::string("pipeprop::pb::engine::") + what + ": " + std::to_string(in_flight()) +
+                                   " micro-batches are in flight; call drain() first");
     }
     template <class F>
     void gather(std::span<T> out, F field) const {
@@ -297,8 +303,8 @@ private:
                                         " elements, expected " + std::to_string(stack_type::parameter_count));
         for (const stage_type& st : stages_) {
             const auto src = field(st);
-            std::copy(src.begin(), src.end(), out.begin() + static_cast<std::ptrdiff_t>(
-                                                               stack_type::parameter_offset[st.range().begin]));
+            std::copy(src.begin(), src.end(),
+                      out.begin() + static_cast<std::ptrdiff_t>(stack_type::parameter_offset[st.range().begin]));
         }
     }
     void account(std::span<const completed_micro_batch<T>> done) noexcept {

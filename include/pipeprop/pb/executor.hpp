@@ -43,13 +43,13 @@ enum class executor_kind : std::uint8_t {
 /// Options of a PB engine (all sizes in samples or micro-batches).
 template <mitigation_policy Policy>
 struct options {
-    std::size_t max_batch = 1;      ///< largest micro-batch size b the buffers are made for (>= 1)
+    std::size_t max_batch = 1;  ///< largest micro-batch size b the buffers are made for (>= 1)
     executor_kind executor = executor_kind::concurrent;
     /// Concurrent executor: micro-batches buffered by push() before the flow graph runs them (>= 1). Larger values
     /// amortize the pipeline's ramp at each run; the results do not depend on it.
     std::size_t push_buffer = 64;
-    std::size_t eval_batch = 64;    ///< samples per forward pass in evaluate() (>= 1)
-    std::uint64_t seed = 1;         ///< layer_stack::init_parameters seed (per layer; independent of the cut)
+    std::size_t eval_batch = 64;           ///< samples per forward pass in evaluate() (>= 1)
+    std::uint64_t seed = 1;                ///< layer_stack::init_parameters seed (per layer; independent of the cut)
     typename Policy::parameters policy{};  ///< the policy's runtime knobs (PipeMare: warm-up, EMA decay)
 };
 

@@ -29,7 +29,8 @@ void validate(const hyperparameters<T>& h) {
         throw std::invalid_argument(std::string("pipeprop::pb::hyperparameters: ") + what + " = " +
                                     std::to_string(static_cast<double>(v)) + " must be " + range);
     };
-    if (!std::isfinite(h.learning_rate) || h.learning_rate < T(0)) bad("learning_rate", h.learning_rate, "finite and >= 0");
+    if (!std::isfinite(h.learning_rate) || h.learning_rate < T(0))
+        bad("learning_rate", h.learning_rate, "finite and >= 0");
     if (!std::isfinite(h.momentum) || h.momentum < T(0) || h.momentum > T(1)) bad("momentum", h.momentum, "in [0, 1]");
     if (!std::isfinite(h.weight_decay) || h.weight_decay < T(0)) bad("weight_decay", h.weight_decay, "finite and >= 0");
 }

@@ -57,14 +57,13 @@ public:
 /// Spike-compensation coefficients a_s = m^D_s, b_s = (1 - m^D_s)/(1 - m) of every stage of a static pipeline
 /// whose policy has a compile-time momentum (constant expressions; PB-paper §4).
 template <class Pipeline>
-    requires(Pipeline::policy_type::spike_compensated && Pipeline::policy_type::fixed_momentum)
-inline constexpr std::array<sc_coefficients<typename Pipeline::value_type>, Pipeline::stage_count> spike_coefficients_of =
-    [] {
-        std::array<sc_coefficients<typename Pipeline::value_type>, Pipeline::stage_count> a{};
-        for (std::size_t s = 0; s < Pipeline::stage_count; ++s)
-            a[s] = Pipeline::policy_type::template coefficients<typename Pipeline::value_type>(Pipeline::delays[s]);
-        return a;
-    }();
+requires(Pipeline::policy_type::spike_compensated&& Pipeline::policy_type::fixed_momentum) inline constexpr std::array<
+    sc_coefficients<typename Pipeline::value_type>, Pipeline::stage_count> spike_coefficients_of = [] {
+    std::array<sc_coefficients<typename Pipeline::value_type>, Pipeline::stage_count> a{};
+    for (std::size_t s = 0; s < Pipeline::stage_count; ++s)
+        a[s] = Pipeline::policy_type::template coefficients<typename Pipeline::value_type>(Pipeline::delays[s]);
+    return a;
+}();
 
 /// PB pipeline whose stages are chosen at run time; same executors and state as the static pipeline.
 template <network_type Net, mitigation_policy Policy, class T>

@@ -93,13 +93,13 @@ concept momentum_spec = std::is_same_v<M, runtime_momentum> || momentum_of<M>::f
 
 /// Features every policy declares (defaults for policies that derive from it).
 struct policy_base {
-    static constexpr bool spike_compensated = false;       ///< update with SC coefficients (PB-paper §4)
-    static constexpr bool predicts_weights = false;        ///< forward uses LWP-predicted weights (PB-paper §4)
-    static constexpr lwp_form form = lwp_form::velocity;   ///< LWP form (when predicts_weights)
-    static constexpr bool stashes_weights = false;         ///< backward uses the forward's weights (PipeDream)
-    static constexpr bool corrects_discrepancy = false;    ///< PipeMare: backward uses w - D delta, LR warm-up
-    static constexpr bool fixed_momentum = false;          ///< momentum is a compile-time constant
-    static constexpr double momentum = 0.0;                ///< that constant (when fixed_momentum)
+    static constexpr bool spike_compensated = false;      ///< update with SC coefficients (PB-paper §4)
+    static constexpr bool predicts_weights = false;       ///< forward uses LWP-predicted weights (PB-paper §4)
+    static constexpr lwp_form form = lwp_form::velocity;  ///< LWP form (when predicts_weights)
+    static constexpr bool stashes_weights = false;        ///< backward uses the forward's weights (PipeDream)
+    static constexpr bool corrects_discrepancy = false;   ///< PipeMare: backward uses w - D delta, LR warm-up
+    static constexpr bool fixed_momentum = false;         ///< momentum is a compile-time constant
+    static constexpr double momentum = 0.0;               ///< that constant (when fixed_momentum)
     /// Runtime knobs of the policy (none by default).
     struct parameters {};
     /// LWP horizon T of a stage with delay D (unused unless predicts_weights).
@@ -129,8 +129,7 @@ struct spike_compensation : policy_base {
     /// SC coefficients for delay D (compile-time momentum only).
     template <class T>
     [[nodiscard]] static constexpr sc_coefficients<T> coefficients(std::size_t delay) noexcept
-        requires(fixed_momentum)
-    {
+        requires(fixed_momentum) {
         return spike_coefficients<T>(detail::momentum_of<Momentum>::template as<T>, delay);
     }
 };
@@ -161,8 +160,7 @@ struct sc_lwp : policy_base {
     static constexpr double momentum = detail::momentum_of<Momentum>::value;
     template <class T>
     [[nodiscard]] static constexpr sc_coefficients<T> coefficients(std::size_t delay) noexcept
-        requires(fixed_momentum)
-    {
+        requires(fixed_momentum) {
         return spike_coefficients<T>(detail::momentum_of<Momentum>::template as<T>, delay);
     }
     [[nodiscard]] static constexpr double horizon(std::size_t delay) noexcept { return Horizon::horizon(delay); }
@@ -183,7 +181,7 @@ struct pipemare : policy_base {
     static constexpr std::string_view name = "pipemare";
     static constexpr bool corrects_discrepancy = true;
     struct parameters {
-        double warmup_samples = 0.0;    ///< T_w in samples (0: no warm-up)
+        double warmup_samples = 0.0;     ///< T_w in samples (0: no warm-up)
         double discrepancy_decay = 0.9;  ///< gamma of the EMA of weight steps, in [0, 1)
     };
 };

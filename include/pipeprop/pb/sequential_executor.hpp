@@ -77,8 +77,8 @@ public:
             const auto t0 = clock::now();
             result_ = {n, b, T(0), 0};
             result_.correct = loss_type::correct(last.act.output(), labels_.data(), b);
-            result_.loss = loss_type::loss_and_gradient(last.act.output(), labels_.data(), b,
-                                                        last.act.output_gradient());
+            result_.loss =
+                loss_type::loss_and_gradient(last.act.output(), labels_.data(), b, last.act.output_gradient());
             last.busy += clock::now() - t0;
         }
         // 3. backward, loss side first.

@@ -1,11 +1,14 @@
 // pipeprop/pb/stage_kernels.hpp: the element-wise kernels of the PB mitigation policies (pb-semantics.md §3).
 //
-// Written once over xsimd batches with a scalar tail that performs the same fused operations (std::fma), so a
-// result does not depend on where an element falls. Every function: n elements, raw pointers, no allocation, no
-// exceptions; output arrays may alias no input unless stated.
+// Written once over xsimd batches with a scalar tail that performs the same single-rounding operations (the vector
+// body uses pipeprop::kernels::fma / fnma, fused on every architecture, the tail std::fma), so a result does not
+// depend on where an element falls. Every function: n elements, raw pointers, no allocation, no exceptions; output
+// arrays may alias no input unless stated.
 #pragma once
 
 #include <xsimd/xsimd.hpp>
+
+#include "pipeprop/kernels/fma.hpp"
 
 #include "pipeprop/kernels/fma.hpp"
 
@@ -22,7 +25,8 @@ void subtract_scaled(std::size_t n, const T* w, const T* v, T c, T* out) noexcep
     const batch cb(c);
     std::size_t i = 0;
     for (; i + width <= n; i += width)
-        pipeprop::kernels::fnma(cb, batch::load_unaligned(v + i), batch::load_unaligned(w + i)).store_unaligned(out + i);
+        pipeprop::kernels::fnma(cb, batch::load_unaligned(v + i), batch::load_unaligned(w + i))
+            .store_unaligned(out + i);
     for (; i < n; ++i) out[i] = std::fma(-c, v[i], w[i]);
 }
 

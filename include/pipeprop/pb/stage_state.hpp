@@ -68,15 +68,16 @@ public:
         if constexpr (Policy::corrects_discrepancy) {
             const double g = parameters.discrepancy_decay;
             if (!(g >= 0.0 && g < 1.0))
-                throw std::invalid_argument("pipeprop::pb::policy::pipemare: discrepancy_decay = " +
-                                            std::to_string(g) + " must be in [0, 1)");
+                throw std::invalid_argument("pipeprop::pb::policy::pipemare: discrepancy_decay = " + std::to_string(g) +
+                                            " must be in [0, 1)");
             if (!(parameters.warmup_samples >= 0.0) || !std::isfinite(parameters.warmup_samples))
                 throw std::invalid_argument("pipeprop::pb::policy::pipemare: warmup_samples = " +
                                             std::to_string(parameters.warmup_samples) + " must be finite and >= 0");
             gamma_ = static_cast<T>(g);
             one_minus_gamma_ = T(1) - gamma_;
         }
-        const auto first = network_block.begin() + static_cast<std::ptrdiff_t>(stack_type::parameter_offset[range.begin]);
+        const auto first =
+            network_block.begin() + static_cast<std::ptrdiff_t>(stack_type::parameter_offset[range.begin]);
         weights_.assign(first, first + static_cast<std::ptrdiff_t>(parameter_count_));
         velocity_.assign(parameter_count_, T(0));
         gradient_.assign(parameter_count_, T(0));
@@ -180,8 +181,8 @@ public:
     /// the chunking does not change any result. No allocation, no exceptions.
     void update(const micro_batch_info<T>& mb, T* forward_out) noexcept {
         const optim::update_coefficients<T> c = coefficients_for(mb);
-        constexpr bool keeps_old = (Policy::predicts_weights && Policy::form == lwp_form::weight_difference) ||
-                                   Policy::corrects_discrepancy;
+        constexpr bool keeps_old =
+            (Policy::predicts_weights && Policy::form == lwp_form::weight_difference) || Policy::corrects_discrepancy;
         alignas(64) T old[keeps_old ? update_chunk : 1];
         for (std::size_t i = 0; i < parameter_count_; i += update_chunk) {
             const std::size_t n = std::min(update_chunk, parameter_count_ - i);
@@ -243,8 +244,8 @@ private:
     void refresh_corrected() noexcept {
         if constexpr (Policy::corrects_discrepancy)
             if (delay_ > 0)
-                kernels::subtract_scaled(parameter_count_, weights_.data(), discrepancy_.data(),
-                                         static_cast<T>(delay_), corrected_.data());
+                kernels::subtract_scaled(parameter_count_, weights_.data(), discrepancy_.data(), static_cast<T>(delay_),
+                                         corrected_.data());
     }
 
     std::size_t index_ = 0;

@@ -12,15 +12,15 @@ namespace pipeprop::pb {
 /// What one stage did and holds.
 struct stage_stats {
     std::size_t stage = 0;
-    layer_range layers{};             ///< the stage's layers [begin, end)
-    std::size_t delay = 0;            ///< D_s = 2 (S - 1 - s), the compile-time / layout delay
-    std::size_t parameters = 0;       ///< elements of the stage's parameter block
-    std::size_t activation_slots = 0; ///< micro-batch buffers the executor allocated for this stage
-    std::size_t in_flight_max = 0;    ///< most micro-batches held at once (forwarded, backward not yet done)
-    std::size_t stash_bytes = 0;      ///< bytes of those buffers (activations, gradients, layer stashes)
-    std::size_t weight_bytes = 0;     ///< bytes of weights, velocity, gradient and policy copies (LWP, stashes, ...)
-    std::size_t weight_copies = 0;    ///< parameter-sized buffers among weight_bytes (3 = w, v, g only)
-    double busy_seconds = 0.0;        ///< time spent in this stage's work (forward, backward, update, copies)
+    layer_range layers{};              ///< the stage's layers [begin, end)
+    std::size_t delay = 0;             ///< D_s = 2 (S - 1 - s), the compile-time / layout delay
+    std::size_t parameters = 0;        ///< elements of the stage's parameter block
+    std::size_t activation_slots = 0;  ///< micro-batch buffers the executor allocated for this stage
+    std::size_t in_flight_max = 0;     ///< most micro-batches held at once (forwarded, backward not yet done)
+    std::size_t stash_bytes = 0;       ///< bytes of those buffers (activations, gradients, layer stashes)
+    std::size_t weight_bytes = 0;      ///< bytes of weights, velocity, gradient and policy copies (LWP, stashes, ...)
+    std::size_t weight_copies = 0;     ///< parameter-sized buffers among weight_bytes (3 = w, v, g only)
+    double busy_seconds = 0.0;         ///< time spent in this stage's work (forward, backward, update, copies)
     /// Delay actually observed: updates of this stage between a micro-batch's forward and its backward.
     std::size_t observed_delay_min = 0;
     std::size_t observed_delay_max = 0;
