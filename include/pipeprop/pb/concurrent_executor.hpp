@@ -13,12 +13,17 @@
 // sequential reference (pb/sequential_executor.hpp), which the tests check for every policy.
 //
 // Graph (one serial node per stage; every message carries the tick it is for as its tag):
-//   (forward message from s - 1 | pushed token) --+
-//                                                 +-> join_node<tag_matching> -> sequencer_node -> multifunction_node
-//   (backward message from s + 1) ----------------+      (serial; port 0: forward to s + 1, port 1: backward to s - 1)
-// The last stage (and the single stage of S = 1) has one input: a lightweight function_node pairs it with an empty
-// backward message. Every stage sends exactly one message on each of its outgoing edges per tick, empty (batch 0,
-// no buffer) in bubble ticks. Seeding: empty tick-0 messages on every edge that has a sender.
+//   forward message from s - 1 (stage 0: the pushed token) --+
+//   backward message from s + 1 (last stage: its own)     ----+-> join_node<tag_matching> -> multifunction_node
+//   token from stage s's own previous tick                ----+      (serial; ports: forward to s + 1, backward to
+//                                                                     s - 1, token to itself)
+// Every stage sends exactly one message on each outgoing edge per tick, empty (batch 0, no buffer) in bubble ticks;
+// seeding: empty tick-0 messages on every edge. The self token is sent last in a tick, so (a) tick t + 1 of a stage
+// cannot become ready before its tick t is done (tick order without a sequencer) and (b) when the neighbours' inputs
+// of tick t + 1 are already there, which is the rule for the heavy stages, tick t + 1 becomes ready on the thread
+// that ran tick t, as the newest task of its LIFO deque: stages tend to stay on one core and keep their weights,
+// velocities and activation slots in its cache (measured on 2 cores: about a third of all ticks changed threads
+// without the token, an L2-sized working set then costs 2.7-4x to reach).
 //
 // Payloads cross boundaries as explicit messages (boundary_channel: header + payload copied into a channel-owned
 // buffer, copied out and released by the receiver; labels travel with forward messages). A tick first copies both
@@ -176,11 +181,12 @@ public:
     }
 
 private:
-    using pair_type = std::tuple<message, message>;  // (forward input, backward input) of one tick
-    using join_type = tbb::flow::join_node<pair_type, tbb::flow::tag_matching>;
-    using wrap_type = tbb::flow::function_node<message, pair_type, tbb::flow::lightweight>;
-    using sequencer_type = tbb::flow::sequencer_node<pair_type>;
-    using node_type = tbb::flow::multifunction_node<pair_type, std::tuple<message, message>>;
+    /// Inputs of one tick: (forward input, backward input, the stage's own token from its previous tick).
+    using inputs_type = std::tuple<message, message, message>;
+    using join_type = tbb::flow::join_node<inputs_type, tbb::flow::tag_matching>;
+    /// Outputs: port 0 forward to s + 1, port 1 backward to s - 1 (the last stage: also to itself), port 2 the
+    /// stage's token for its own next tick.
+    using node_type = tbb::flow::multifunction_node<inputs_type, std::tuple<message, message, message>>;
     using ports_type = typename node_type::output_ports_type;
 
     struct slot {
@@ -209,45 +215,31 @@ private:
     void build_graph() {
         const std::size_t count = stages_.size();
         auto tag = [](const message& m) -> tbb::flow::tag_value { return m.header.sequence; };
-        joins_.resize(count);
-        wraps_.resize(count);
         for (std::size_t s = 0; s < count; ++s) {
             nodes_.push_back(std::make_unique<node_type>(
                 graph_, tbb::flow::serial,
-                [this, s](const pair_type& in, ports_type& out) { tick(s, std::get<0>(in), std::get<1>(in), out); }));
-            sequencers_.push_back(std::make_unique<sequencer_type>(
-                graph_, [](const pair_type& p) -> std::size_t { return std::get<0>(p).header.sequence; }));
-            tbb::flow::make_edge(*sequencers_[s], *nodes_[s]);
-            if (s + 1 < count) {
-                joins_[s] = std::make_unique<join_type>(graph_, tag, tag);
-                tbb::flow::make_edge(*joins_[s], *sequencers_[s]);
-            } else {
-                wraps_[s] = std::make_unique<wrap_type>(graph_, tbb::flow::unlimited, [](const message& m) {
-                    return pair_type{m, empty_message(m.header.sequence, direction::backward)};
-                });
-                tbb::flow::make_edge(*wraps_[s], *sequencers_[s]);
-            }
+                [this, s](const inputs_type& in, ports_type& out) { tick(s, std::get<0>(in), std::get<1>(in), out); }));
+            joins_.push_back(std::make_unique<join_type>(graph_, tag, tag, tag));
+            tbb::flow::make_edge(*joins_[s], *nodes_[s]);
+            tbb::flow::make_edge(tbb::flow::output_port<2>(*nodes_[s]), tbb::flow::input_port<2>(*joins_[s]));
         }
         for (std::size_t s = 0; s + 1 < count; ++s) {
-            if (s + 2 == count)
-                tbb::flow::make_edge(tbb::flow::output_port<0>(*nodes_[s]), *wraps_[s + 1]);
-            else
-                tbb::flow::make_edge(tbb::flow::output_port<0>(*nodes_[s]), tbb::flow::input_port<0>(*joins_[s + 1]));
+            tbb::flow::make_edge(tbb::flow::output_port<0>(*nodes_[s]), tbb::flow::input_port<0>(*joins_[s + 1]));
             tbb::flow::make_edge(tbb::flow::output_port<1>(*nodes_[s + 1]), tbb::flow::input_port<1>(*joins_[s]));
         }
+        // The last stage has no backward input: its own backward output (one message per tick) stands in for it.
+        tbb::flow::make_edge(tbb::flow::output_port<1>(*nodes_[count - 1]),
+                             tbb::flow::input_port<1>(*joins_[count - 1]));
         // Seeds: the (empty) tick-0 messages of every edge that has a sender.
-        for (std::size_t s = 1; s < count; ++s) put_forward(s, empty_message(0, direction::forward));
-        for (std::size_t s = 0; s + 1 < count; ++s)
+        for (std::size_t s = 0; s < count; ++s) {
+            if (s > 0) tbb::flow::input_port<0>(*joins_[s]).try_put(empty_message(0, direction::forward));
             tbb::flow::input_port<1>(*joins_[s]).try_put(empty_message(0, direction::backward));
+            tbb::flow::input_port<2>(*joins_[s]).try_put(empty_message(0, direction::forward));
+        }
         graph_.wait_for_all();
     }
 
-    void put_forward(std::size_t s, const message& m) {
-        if (s + 1 == stages_.size())
-            wraps_[s]->try_put(m);
-        else
-            tbb::flow::input_port<0>(*joins_[s]).try_put(m);
-    }
+    void put_token(const message& m) { tbb::flow::input_port<0>(*joins_[0]).try_put(m); }
 
     void check_usable() const {
         if (failed_)
@@ -259,10 +251,9 @@ private:
     std::span<const completed_micro_batch<T>> run(std::size_t empty_ticks) {
         completed_.clear();
         try {
-            for (const message& m : pending_) put_forward(0, m);
+            for (const message& m : pending_) put_token(m);
             pending_.clear();
-            for (std::size_t i = 0; i < empty_ticks; ++i)
-                put_forward(0, empty_message(next_tick_++, direction::forward));
+            for (std::size_t i = 0; i < empty_ticks; ++i) put_token(empty_message(next_tick_++, direction::forward));
             graph_.wait_for_all();
         } catch (...) {
             failed_ = true;
@@ -337,7 +328,10 @@ private:
             sent_backward = s > 0;
         }
         if (!last && !sent_forward) std::get<0>(out).try_put(empty_message(next, direction::forward));
-        if (s > 0 && !sent_backward) std::get<1>(out).try_put(empty_message(next, direction::backward));
+        if ((s > 0 || last) && !sent_backward) std::get<1>(out).try_put(empty_message(next, direction::backward));
+        // Last: the token for this stage's next tick. That tick's other inputs usually arrived during this one, so
+        // it becomes ready here, as the newest task of this thread: a stage tends to stay on its core.
+        std::get<2>(out).try_put(empty_message(next, direction::forward));
         p.busy += std::chrono::steady_clock::now() - t0;
     }
 
@@ -386,9 +380,7 @@ private:
     // Declared last: destroyed first (nodes before the graph they belong to).
     tbb::flow::graph graph_;
     std::vector<std::unique_ptr<node_type>> nodes_;
-    std::vector<std::unique_ptr<sequencer_type>> sequencers_;
     std::vector<std::unique_ptr<join_type>> joins_;
-    std::vector<std::unique_ptr<wrap_type>> wraps_;
 };
 
 }  // namespace pipeprop::pb
