@@ -9,6 +9,8 @@
 # Default run: the main job's PB configuration (small CNN, --stages fine, b = 1, --mitigation sc_lwp,
 # hyperparameters scaled from B = 32, lr 0.05, momentum 0.9) on --max-samples 6000 of Fashion-MNIST.
 # Each executor runs `repeats` times (alternating); the best run of each is reported (the machine may be shared).
+# Before and after the runs it prints the cores' cache-line round trip (bench/core_round_trip.cpp): the concurrent
+# executor moves stages and activations between cores, so its speed-up depends on that (see bench/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -22,9 +24,17 @@ args=(--mode pb --network cnn --stages fine --mitigation sc_lwp --reference-batc
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
+# The machine state the ratio depends on: how fast one core sees what the other wrote (bench/core_round_trip.cpp).
+machine_state() {
+  if [[ -x "$work/core_round_trip" ]] && (( $(nproc) >= 2 )); then "$work/core_round_trip" 0 1 || true; fi
+}
+c++ -O2 -std=c++20 -pthread bench/core_round_trip.cpp -o "$work/core_round_trip" 2>/dev/null ||
+  echo "pb_executors: could not build bench/core_round_trip.cpp; machine state not shown" >&2
+
 field() { sed -n "s/.*\"$2\":\"\{0,1\}\([^,\"}]*\).*/\1/p" "$1" | tail -n 1; }
 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores (other processes take cores from the pipeline's threads)"
+machine_state
 declare -A best best_run
 for ((r = 1; r <= repeats; r++)); do
   for ex in sequential concurrent; do
@@ -47,6 +57,7 @@ for ex in sequential concurrent; do
   grep -E '^pb: stage .* busy' "$out.log" | sed 's/^/    /'
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+machine_state
 awk -v c="${best[concurrent]}" -v s="${best[sequential]}" \
   'BEGIN { printf "ratio concurrent / sequential: %.3f  (%s cores on this machine)\n", c / s, "'"$(nproc)"'" }'
 a=$(field "${best_run[sequential]}.json" test_accuracy)

@@ -46,4 +46,4 @@ add_test(NAME pipeprop_train_pb_divergence_message
                  $<TARGET_FILE:pipeprop_train> --mode pb --network mlp --lr 1000 --max-samples 500
                  --max-test-samples 100 --progress none)
 set_tests_properties(pipeprop_train_pb_divergence_message PROPERTIES
-  PASS_REGULAR_EXPRESSION "training diverged: pipeprop pb: the loss of micro-batch [0-9]+ became")
+  PASS_REGULAR_EXPRESSION "training diverged: pipeprop::pb::engine: the loss of micro-batch [0-9]+ became")

@@ -5,10 +5,13 @@
 # Current job (issue 4): the small CNN on Fashion-MNIST with fine-grained Pipelined Backpropagation (--mode pb,
 # one stage per parametric layer: 6 stages, delays 10,8,...,0), micro-batch b = 1, spike compensation + linear
 # weight prediction, hyperparameters scaled from the SGD job's B = 32, lr 0.05, momentum 0.9 (to lr 5.14e-5,
-# momentum 0.99671), 1 epoch, concurrent (TBB flow graph) executor; required: test_accuracy >= 0.86, i.e. within
-# one point of the SGD job (issue 3: --mode sgd --batch 32 --lr 0.05 --momentum 0.9 --epochs 1). The last stdout
-# line is the program's JSON result; per-epoch metrics and the final checkpoint go to build/main-job/. To change
-# the job, edit the JOB and REQUIRED_ACCURACY lines below.
+# momentum 0.99671), cosine learning-rate decay over the 1 epoch, concurrent (TBB flow graph) executor. Required:
+# test_accuracy >= 0.88, i.e. within one point of the SGD reference with the same schedule (--mode sgd --batch 32
+# --lr 0.05 --momentum 0.9 --lr-schedule cosine --epochs 1: 0.8903 with seed 1; bench/pb_accuracy.sh compares the
+# two over seeds). Without the decay both runs end at a noisy point: the test accuracy of either moves by about one
+# point from one 2000-sample stretch to the next, so a single constant-rate run cannot resolve a 1-point gap. The
+# last stdout line is the program's JSON result; per-epoch metrics and the final checkpoint go to build/main-job/.
+# To change the job, edit the JOB and REQUIRED_ACCURACY lines below.
 #
 # Usage: scripts/main-job.sh [more pipeprop_train options, appended to JOB]
 # Environment: PIPEPROP_BUILD_DIR (default: build).
@@ -16,8 +19,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 JOB=(--mode pb --network cnn --stages fine --mitigation sc_lwp --batch 1 --reference-batch 32 --lr 0.05 --momentum 0.9
-     --epochs 1)
-REQUIRED_ACCURACY=0.86
+     --lr-schedule cosine --epochs 1)
+REQUIRED_ACCURACY=0.88
 
 scripts/install-deps.sh
 build=${PIPEPROP_BUILD_DIR:-build}

@@ -119,18 +119,8 @@ private:
     double take(std::span<const pipeprop::pb::completed_micro_batch<float>> done) {
         double sum = 0.0;
         for (const auto& c : done) {
-            // PB applies every stage's update before the loss of a micro-batch is known at all stages, so a
-            // diverged run cannot be undone: stop at once (exit 1) before anything is saved over the last good
-            // checkpoint.
-            if (!std::isfinite(c.loss)) [[unlikely]]
-                throw pipeprop::non_finite_loss_error(
-                    "pipeprop pb: the loss of micro-batch " + std::to_string(c.id) + " became " +
-                        std::string(std::isnan(c.loss) ? "NaN" : "infinite") + " (after " +
-                        std::to_string(pipe_.samples_pushed()) + " samples pushed, learning rate " +
-                        std::to_string(current_learning_rate()) +
-                        "). Lower the learning rate (at micro-batch size b, scale it from a batch B with "
-                        "--reference-batch B) or check the data.",
-                    c.id, pipe_.samples_pushed());
+            // A NaN or infinite loss never gets here: pb::engine throws pipeprop::non_finite_loss_error first
+            // (exit 1, the last good checkpoint left as it was).
             sum += static_cast<double>(c.loss) * static_cast<double>(c.batch);
             epoch_samples_ += c.batch;
         }

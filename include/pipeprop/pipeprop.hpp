@@ -31,6 +31,7 @@
 #include "pipeprop/optim/lr_schedule.hpp"
 #include "pipeprop/optim/scaling_rules.hpp"
 #include "pipeprop/checkpoint.hpp"
+#include "pipeprop/non_finite_loss_error.hpp"
 #include "pipeprop/sequential_trainer.hpp"
 #include "pipeprop/sync/schedule.hpp"
 #include "pipeprop/sync/schedule_analysis.hpp"

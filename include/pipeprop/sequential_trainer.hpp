@@ -22,26 +22,11 @@
 #include "pipeprop/layer_stack.hpp"
 #include "pipeprop/loss/softmax_cross_entropy.hpp"
 #include "pipeprop/network.hpp"
+#include "pipeprop/non_finite_loss_error.hpp"
 #include "pipeprop/optim/lr_schedule.hpp"
 #include "pipeprop/optim/sgd.hpp"
 
 namespace pipeprop {
-
-/// Thrown by train_batch when the loss of a batch is NaN or infinite. The update of that batch is NOT applied: the
-/// trainer's parameters and optimizer state are those after the last good batch.
-class non_finite_loss_error : public std::runtime_error {
-public:
-    non_finite_loss_error(const std::string& what, std::uint64_t step, std::uint64_t samples_seen)
-        : std::runtime_error(what), step_(step), samples_seen_(samples_seen) {}
-    /// Number of the update that failed (0-based: the updates applied before it).
-    [[nodiscard]] std::uint64_t step() const noexcept { return step_; }
-    /// Samples consumed before the failing batch.
-    [[nodiscard]] std::uint64_t samples_seen() const noexcept { return samples_seen_; }
-
-private:
-    std::uint64_t step_;
-    std::uint64_t samples_seen_;
-};
 
 /// Result of an evaluation: accuracy in [0, 1], mean loss per sample (nats), number of samples.
 struct evaluation {

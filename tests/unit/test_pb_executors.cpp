@@ -8,6 +8,8 @@
 
 #include "unit/test_pb_support.hpp"
 
+#include <limits>
+
 using namespace pb_test;
 
 namespace {
@@ -39,7 +41,7 @@ void check_executors_agree(std::size_t b, std::size_t partial_last) {
     const run_record rs = drive(seq, count, b, partial_last, drain_at, fixed);
     const run_record rc = drive(con, count, b, partial_last, drain_at, fixed);
     INFO("policy " << Policy::name << ", b = " << b);
-    REQUIRE(rs.ids.size() == count);
+    REQUIRE(rs.ids.size() == count);  // the engines throw on a non-finite loss: every loss here is finite
     CHECK(rc.ids == rs.ids);
     CHECK(bitwise_equal(rc.losses, rs.losses));
     CHECK(rc.correct == rs.correct);
@@ -235,6 +237,35 @@ TEST_CASE("bad input to push is rejected before anything changes", "[pb][errors]
     fixed f;
     CHECK_THROWS_WITH(f.set_hyperparameters({0.1f, 0.8f, 0.0f}), Catch::Contains("compile-time momentum"));
     CHECK_NOTHROW(f.set_hyperparameters({0.1f, 0.9f, 0.0f}));
+}
+
+TEST_CASE("a NaN or infinite loss stops the engine with non_finite_loss_error", "[pb][errors]") {
+    using policy = pb::policy::sc_lwp<>;
+    using pipe = pb::pipeline<mlp, pp::fine_grained<>, policy>;
+    for (const auto kind : {pb::executor_kind::sequential, pb::executor_kind::concurrent}) {
+        CAPTURE(pb::to_string(kind));
+        data_stream<mlp> data(200);
+        {  // the same data and learning rate without the bad sample train without a throw
+            pipe p(opts<policy>(kind, 1));
+            p.set_hyperparameters({0.01f, 0.9f, 0.0f});
+            for (std::size_t n = 0; n < 200; ++n) CHECK_NOTHROW(p.push(data.xs(n, 1), data.ys(n, 1), 1));
+            CHECK_NOTHROW(p.drain());
+        }
+        data.x[37 * data_stream<mlp>::input_size + 3] = std::numeric_limits<float>::quiet_NaN();  // sample 37
+        pipe p(opts<policy>(kind, 1));
+        p.set_hyperparameters({0.01f, 0.9f, 0.0f});
+        bool thrown = false;
+        try {
+            for (std::size_t n = 0; n < 200; ++n) p.push(data.xs(n, 1), data.ys(n, 1), 1);
+            p.drain();
+        } catch (const pp::non_finite_loss_error& e) {
+            thrown = true;
+            CHECK(e.step() == 37);  // micro-batches complete in order: 37 is the first non-finite one
+            CHECK_THAT(e.what(), Catch::Contains("the loss of micro-batch 37 became NaN"));
+            CHECK(e.samples_seen() == p.samples_pushed());
+        }
+        CHECK(thrown);
+    }
 }
 
 TEST_CASE("concurrent == sequential bitwise on the main job's small CNN (28x28, fine-grained)", "[pb][executors]") {

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -27,6 +28,7 @@
 
 #include "pipeprop/layer_stack.hpp"
 #include "pipeprop/loss/softmax_cross_entropy.hpp"
+#include "pipeprop/non_finite_loss_error.hpp"
 #include "pipeprop/pb/concurrent_executor.hpp"
 #include "pipeprop/pb/executor.hpp"
 #include "pipeprop/pb/hyperparameters.hpp"
@@ -131,7 +133,9 @@ public:
     /// before push returns. Returns the micro-batches whose backward completed at every stage during this call
     /// (sequential executor: exactly this one; concurrent: those that completed while the graph ran, which it does
     /// every push_buffer pushes), valid until the next call. Throws std::invalid_argument (sizes, label range, b)
-    /// naming the micro-batch and sample, before anything is changed.
+    /// naming the micro-batch and sample, before anything is changed; pipeprop::non_finite_loss_error (after the
+    /// call's work is done) when a completed micro-batch's loss is NaN or infinite: PB has then already applied that
+    /// micro-batch's update at every stage, so the weights are not usable any more (stop; do not save them).
     std::span<const completed_micro_batch<T>> push(std::span<const T> x, std::span<const std::int32_t> labels,
                                                    std::size_t b) {
         // Messages are built only on error: push allocates nothing on the good path.
@@ -166,7 +170,8 @@ public:
     }
 
     /// Completes every micro-batch in flight (end of an epoch, before evaluation or a checkpoint); returns those
-    /// completed during this call. The next micro-batch starts a new pipeline fill (n0 := its index).
+    /// completed during this call. The next micro-batch starts a new pipeline fill (n0 := its index). Throws
+    /// pipeprop::non_finite_loss_error like push().
     std::span<const completed_micro_batch<T>> drain() {
         const auto t0 = std::chrono::steady_clock::now();
         auto done = executor_->drain();
@@ -307,9 +312,21 @@ private:
                       out.begin() + static_cast<std::ptrdiff_t>(stack_type::parameter_offset[st.range().begin]));
         }
     }
-    void account(std::span<const completed_micro_batch<T>> done) noexcept {
+    /// Counts the completed micro-batches, then throws non_finite_loss_error for the first one whose loss is NaN or
+    /// infinite (every counter is up to date when it throws).
+    void account(std::span<const completed_micro_batch<T>> done) {
         completed_micro_batches_ += done.size();
         for (const auto& c : done) completed_samples_ += c.batch;
+        for (const auto& c : done)
+            if (!std::isfinite(c.loss)) [[unlikely]]
+                throw non_finite_loss_error(
+                    "pipeprop::pb::engine: the loss of micro-batch " + std::to_string(c.id) + " became " +
+                        (std::isnan(c.loss) ? "NaN" : "infinite") + " (" + std::to_string(samples_pushed_) +
+                        " samples pushed, learning rate " + std::to_string(hyper_.learning_rate) +
+                        "); its update and those of later micro-batches are applied, the weights are not usable. "
+                        "Lower the learning rate (scale it from a batch B to the micro-batch size b with "
+                        "optim::scale_hyperparameters) or check the data.",
+                    c.id, samples_pushed_);
     }
 
     struct eval_buffers {
