@@ -22,7 +22,9 @@ shift $(( $# >= 2 ? 2 : $# ))
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" --target pipeprop_train -j"$(nproc)" >/dev/null
 
-common=(--network cnn --epochs 1 --lr 0.05 --momentum 0.9 --lr-schedule cosine --progress none
+schedule=(--lr-schedule cosine)  # unless the extra options name one
+for option in "$@"; do [[ $option == --lr-schedule* ]] && schedule=(); done
+common=(--network cnn --epochs 1 --lr 0.05 --momentum 0.9 "${schedule[@]}" --progress none
         --data /usr/share/datasets/fashion-mnist)
 sgd=(--mode sgd --batch 32)
 pb=(--mode pb --stages fine --batch 1 --mitigation sc_lwp --reference-batch 32)

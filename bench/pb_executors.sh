@@ -8,7 +8,8 @@
 # Usage: bench/pb_executors.sh [build-dir (default build)] [repeats (default 5)] [extra pipeprop_train options]
 # Default run: the main job's PB configuration (small CNN, --stages fine, b = 1, --mitigation sc_lwp,
 # hyperparameters scaled from B = 32, lr 0.05, momentum 0.9) on --max-samples 6000 of Fashion-MNIST.
-# Each executor runs `repeats` times (alternating); the best run of each is reported (the machine may be shared).
+# Each executor runs `repeats` times (alternating); the best run of each and the median of the per-round ratios
+# (back-to-back runs, so slow drifts of a shared machine cancel) are reported.
 # Before and after the runs it prints the cores' cache-line round trip (bench/core_round_trip.cpp): the concurrent
 # executor moves stages and activations between cores, so its speed-up depends on that (see bench/README.md).
 set -euo pipefail
@@ -36,17 +37,21 @@ field() { sed -n "s/.*\"$2\":\"\{0,1\}\([^,\"}]*\).*/\1/p" "$1" | tail -n 1; }
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores (other processes take cores from the pipeline's threads)"
 machine_state
 declare -A best best_run
+ratios=()
 for ((r = 1; r <= repeats; r++)); do
+  declare -A this_round=()
   for ex in sequential concurrent; do
     out="$work/$ex.$r"
     OPENBLAS_NUM_THREADS=1 "$build/examples/pipeprop_train" "${args[@]}" --executor "$ex" >"$out.json" 2>"$out.log"
     sps=$(field "$out.json" pb_samples_per_second)
     printf 'run %d %-10s %10.1f samples/s\n' "$r" "$ex" "$sps"
+    this_round[$ex]=$sps
     if [[ -z "${best[$ex]:-}" ]] || awk -v a="$sps" -v b="${best[$ex]}" 'BEGIN { exit !(a > b) }'; then
       best[$ex]=$sps
       best_run[$ex]=$out
     fi
   done
+  ratios+=("$(awk -v c="${this_round[concurrent]}" -v s="${this_round[sequential]}" 'BEGIN { printf "%.3f", c / s }')")
 done
 
 echo
@@ -58,8 +63,12 @@ for ex in sequential concurrent; do
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 machine_state
+echo "per-round ratios (concurrent / sequential, back-to-back runs): ${ratios[*]}"
+printf '%s\n' "${ratios[@]}" | sort -n | awk '{ v[NR] = $1 } END {
+  m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+  printf "median per-round ratio: %.3f\n", m }'
 awk -v c="${best[concurrent]}" -v s="${best[sequential]}" \
-  'BEGIN { printf "ratio concurrent / sequential: %.3f  (%s cores on this machine)\n", c / s, "'"$(nproc)"'" }'
+  'BEGIN { printf "ratio concurrent / sequential (best of each): %.3f  (%s cores on this machine)\n", c / s, "'"$(nproc)"'" }'
 a=$(field "${best_run[sequential]}.json" test_accuracy)
 b=$(field "${best_run[concurrent]}.json" test_accuracy)
 if [[ "$a" != "$b" ]]; then

@@ -8,7 +8,8 @@
 // for: they are scaled to b by the rules of pb-semantics.md §4 (pipeprop::optim::scale_hyperparameters), and the
 // scaled values are printed and used (the learning-rate schedule, in samples, is applied to the scaled rate).
 // Options: --mitigation none|sc|lwp|sc_lwp|stash|pipemare, --stages fine|fine-own|<split points "2,5,8">,
-// --executor concurrent|sequential, --push-buffer K (concurrent: micro-batches buffered per graph run),
+// --executor concurrent|sequential, --push-buffer K (concurrent: micro-batches buffered per graph run), --lanes L
+// (concurrent: serial nodes the stages are grouped into; 0 = one per core),
 // --pipemare-warmup (epochs), --pipemare-decay.
 // Printed: per-stage layers, D_s, stash bytes and weight bytes at the start; samples/s and per-stage busy time and
 // utilization at the end. The JSON result gains mitigation, executor, reference_batch, stages, delays,
@@ -167,6 +168,11 @@ public:
         g.add_option("--push-buffer", push_buffer_, "Concurrent executor: micro-batches buffered per graph run")
             ->check(CLI::Range(std::size_t(1), std::size_t(1) << 16))
             ->capture_default_str();
+        g.add_option("--lanes", lanes_,
+                     "Concurrent executor: serial flow-graph nodes the stages are grouped into (consecutive stages, "
+                     "balanced by measured cost); 0 = one per core, at most one per stage")
+            ->check(CLI::Range(std::size_t{0}, std::size_t{4096}))
+            ->capture_default_str();
         g.add_option("--pipemare-warmup", pipemare_warmup_epochs_,
                      "PipeMare: per-stage learning-rate warm-up length in epochs")
             ->check(CLI::Range(0.0, 1e6))
@@ -231,6 +237,7 @@ private:
         opt.max_batch = o.batch;
         opt.executor = pipeprop::pb::parse_executor(executor_);
         opt.push_buffer = push_buffer_;
+        opt.lanes = lanes_;
         opt.eval_batch = 256;
         opt.seed = o.seed;
         if constexpr (Policy::corrects_discrepancy) {
@@ -259,15 +266,18 @@ private:
         run_summary r = run_training<Net>(engine, o, data, mode_name);
         if (r.samples > 0) r.train_loss = engine.epoch_train_loss();
         const auto st = pipe.stats();
-        std::string delays, utilization;
+        std::string delays, utilization, lanes;
         for (std::size_t s = 0; s < S; ++s) {
             char u[32];
             std::snprintf(u, sizeof u, "%.3f", st.utilization(s));
             delays += (s > 0 ? "," : "") + std::to_string(st.stages[s].delay);
             utilization += (s > 0 ? "," : "") + std::string(u);
+            lanes += (s > 0 ? "," : "") + std::to_string(st.stages[s].lane);
             char buf[200];
-            std::snprintf(buf, sizeof buf, "pb: stage %2zu busy %8.3f s  utilization %.3f  in flight (max) %zu", s,
-                          st.stages[s].busy_seconds, st.utilization(s), st.stages[s].in_flight_max);
+            std::snprintf(buf, sizeof buf,
+                          "pb: stage %2zu busy %8.3f s  utilization %.3f  in flight (max) %zu  lane %zu", s,
+                          st.stages[s].busy_seconds, st.utilization(s), st.stages[s].in_flight_max,
+                          st.stages[s].lane);
             note(o, buf);
         }
         char buf[160];
@@ -281,6 +291,7 @@ private:
             .add("stages", S)
             .add("delays", delays)
             .add("utilization", utilization)
+            .add("lanes", executor_ == "concurrent" ? lanes : std::string())
             .add("pb_samples_per_second", st.samples_per_second);
         if (reference_batch_ > 0) j.add("reference_lr", reference_lr_).add("reference_momentum", reference_momentum_);
         return j;
@@ -291,6 +302,7 @@ private:
     std::string executor_ = "concurrent";
     std::size_t reference_batch_ = 0;
     std::size_t push_buffer_ = 64;
+    std::size_t lanes_ = 0;
     double pipemare_warmup_epochs_ = 0.25;
     double pipemare_decay_ = 0.9;
     const CLI::Option* batch_option_ = nullptr;

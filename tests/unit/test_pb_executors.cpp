@@ -86,6 +86,34 @@ TEST_CASE("concurrent == sequential bitwise: sc_lwp, stash, pipemare", "[pb][exe
     }
 }
 
+TEST_CASE("the lane count does not change the results", "[pb][executors][lanes]") {
+    openblas_set_num_threads(1);
+    using policy = pb::policy::sc_lwp<>;
+    using pipe = fine_cnn<policy>;
+    pipe seq(opts<policy>(pb::executor_kind::sequential, 2));
+    const run_record rs = drive(seq, 150, 2, 1, 61);
+    for (const std::size_t lanes : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{10}, std::size_t{0}}) {
+        CAPTURE(lanes);
+        auto o = opts<policy>(pb::executor_kind::concurrent, 2, 8);
+        o.lanes = lanes;
+        pipe con(o);
+        const run_record rc = drive(con, 150, 2, 1, 61);
+        CHECK(rc.ids == rs.ids);
+        CHECK(bitwise_equal(rc.losses, rs.losses));
+        CHECK(bitwise_equal(rc.weights, rs.weights));
+        CHECK(bitwise_equal(rc.velocities, rs.velocities));
+        const auto st = con.stats();
+        const std::size_t expected = lanes == 0 ? st.stages.back().lane + 1 : std::min<std::size_t>(lanes, 10);
+        CHECK(st.stages.front().lane == 0);
+        CHECK(st.stages.back().lane + 1 == expected);
+        for (std::size_t s = 1; s < st.stages.size(); ++s) {  // consecutive stages, lanes in order, none empty
+            CHECK(st.stages[s].lane >= st.stages[s - 1].lane);
+            CHECK(st.stages[s].lane <= st.stages[s - 1].lane + 1);
+        }
+        for (std::size_t s = 0; s < pipe::stage_count; ++s) CHECK(st.stages[s].in_flight_max == pipe::delays[s] + 1);
+    }
+}
+
 TEST_CASE("the push buffer size does not change the results", "[pb][executors]") {
     openblas_set_num_threads(1);
     using pipe = pb::pipeline<mlp, pp::fine_grained<pp::parameter_free::own_stage>, pb::policy::sc_lwp<>>;

@@ -12,18 +12,28 @@
 // forward of micro-batch n at stage s sees max(n0, n - D_s) updates, its backward n updates: identical bits to the
 // sequential reference (pb/sequential_executor.hpp), which the tests check for every policy.
 //
-// Graph (one serial node per stage; every message carries the tick it is for as its tag):
-//   forward message from s - 1 (stage 0: the pushed token) --+
-//   backward message from s + 1 (last stage: its own)     ----+-> join_node<tag_matching> -> multifunction_node
-//   token from stage s's own previous tick                ----+      (serial; ports: forward to s + 1, backward to
-//                                                                     s - 1, token to itself)
+// Lanes. The stages are grouped into L lanes of consecutive stages (options::lanes; by default one per core of the
+// task arena, at most S, cut by sync::balanced_partition so that the lanes' measured per-tick costs are as even as
+// possible; L = S gives one node per stage). One serial flow-graph node per lane runs, per tick, the ticks of its
+// stages in turn. Inside a lane, stages still exchange explicit boundary messages (channel copies; a message sent
+// at tick t is kept for the neighbour's tick t + 1); only messages between lanes travel through the graph. Why:
+// with one node per stage, TBB's work stealing runs each stage on whichever thread is free, so activations, stage
+// messages and stage state keep crossing between cores. On this project's 2-core machine, at times when a cache
+// line takes 440-510 ns to cross between the two cores (bench/core_round_trip.cpp), the stages' busy times then
+// summed to 1.47x those of the sequential reference (concurrent / sequential samples/s 1.20-1.34); with two lanes
+// the sum is 1.17x and the ratio 1.46-1.59 (bench/pb_executors.sh). The results do not depend on the lanes (the
+// clocked model fixes every input of every tick); the tests run L = 1, 2, 3, S and the default.
+//
+// Graph (one serial node per lane; every message carries the tick it is for as its tag):
+//   forward message from lane l - 1 (lane 0: the pushed token) --+
+//   backward message from lane l + 1 (last lane: its own token) --+-> join_node<tag_matching> -> multifunction_node
+//   token from lane l's own previous tick                      ---+      (serial; ports: forward to l + 1, backward
+//                                                                          to l - 1, token to itself)
 // Every stage sends exactly one message on each outgoing edge per tick, empty (batch 0, no buffer) in bubble ticks;
-// seeding: empty tick-0 messages on every edge. The self token is sent last in a tick, so (a) tick t + 1 of a stage
+// seeding: empty tick-0 messages on every edge. The self token is sent last in a tick, so (a) tick t + 1 of a lane
 // cannot become ready before its tick t is done (tick order without a sequencer) and (b) when the neighbours' inputs
-// of tick t + 1 are already there, which is the rule for the heavy stages, tick t + 1 becomes ready on the thread
-// that ran tick t, as the newest task of its LIFO deque: stages tend to stay on one core and keep their weights,
-// velocities and activation slots in its cache (measured on 2 cores: about a third of all ticks changed threads
-// without the token, an L2-sized working set then costs 2.7-4x to reach).
+// of tick t + 1 are already there, tick t + 1 becomes ready on the thread that ran tick t, as the newest task of its
+// LIFO deque.
 //
 // Payloads cross boundaries as explicit messages (boundary_channel: header + payload copied into a channel-owned
 // buffer, copied out and released by the receiver; labels travel with forward messages). A tick first copies both
@@ -31,7 +41,8 @@
 // outgoing message as soon as its payload is final. Bounded in-flight work: a sender is at tick t only after the
 // receiver sent its tick-t input, i.e. after the receiver started tick t - 1 and released everything it received
 // up to tick t - 1; so at most the messages sent at ticks t - 1 and t are unreleased: every channel has capacity 2
-// (exceeding it throws std::logic_error naming the channel). Stage s holds at most D_s + 1 micro-batches (its
+// (exceeding it throws std::logic_error naming the channel). Inside a lane, stage s - 1 sends its tick-t message
+// before stage s has taken its tick-t input (sent at tick t - 1): again two unreleased messages at most. Stage s holds at most D_s + 1 micro-batches (its
 // activation slots, indexed by id mod (D_s + 1)). Nothing grows with the number of micro-batches.
 //
 // Driving: push() copies the micro-batch into the input channel (capacity push_buffer = K) and returns; every K
@@ -44,6 +55,7 @@
 #pragma once
 
 #include <oneapi/tbb/flow_graph.h>
+#include <oneapi/tbb/task_arena.h>
 
 #include <algorithm>
 #include <chrono>
@@ -59,8 +71,10 @@
 #include "pipeprop/boundary_channel.hpp"
 #include "pipeprop/layer_stack.hpp"
 #include "pipeprop/loss/softmax_cross_entropy.hpp"
+#include "pipeprop/optim/momentum_update.hpp"
 #include "pipeprop/pb/executor.hpp"
 #include "pipeprop/pb/stage_state.hpp"
+#include "pipeprop/sync/balanced_partition.hpp"
 
 namespace pipeprop::pb {
 
@@ -84,10 +98,12 @@ public:
     /// Messages in flight per boundary and direction (see the file comment for the proof).
     static constexpr std::size_t channel_capacity = 2;
 
-    /// Builds the graph, the channels and D_s + 1 activation slots per stage for up to max_b samples; push_buffer
-    /// (>= 1) tokens are buffered before the graph runs.
+    /// Builds the channels, D_s + 1 activation slots per stage for up to max_b samples, the lanes (`lanes` serial
+    /// nodes, see the file comment; 0 = one per core) and the graph; push_buffer (>= 1) tokens are buffered before
+    /// the graph runs. With more than one stage per lane and lanes = 0, each stage's tick is timed a few times on
+    /// scratch buffers first (no state changes) to balance the lanes.
     concurrent_executor(const stack_type& stack, std::vector<stage_type>& stages, std::size_t max_b,
-                        std::size_t push_buffer)
+                        std::size_t push_buffer, std::size_t lanes = 0)
         : stack_(stack), stages_(stages), push_buffer_(push_buffer) {
         const std::size_t count = stages.size();
         per_.reserve(count);
@@ -118,6 +134,7 @@ public:
         }
         pending_.reserve(push_buffer);
         completed_.reserve(push_buffer + 2 * count + 1);
+        plan_lanes(lanes, max_b);
         build_graph();
         resynchronize();
     }
@@ -177,15 +194,20 @@ public:
             out[s].weight_bytes += (p.forward_weights.size() + p.stash.size()) * sizeof(T);
             out[s].weight_copies += pc == 0 ? 0 : (p.forward_weights.size() + p.stash.size()) / pc;
             out[s].busy_seconds = std::chrono::duration<double>(p.busy).count();
+            out[s].lane = lane_of_[s];
         }
     }
+
+    /// Number of lanes (serial flow-graph nodes) and the first stage of each (ascending).
+    [[nodiscard]] std::size_t lane_count() const noexcept { return lanes_.size(); }
+    [[nodiscard]] std::size_t lane_of(std::size_t stage) const { return lane_of_.at(stage); }
 
 private:
     /// Inputs of one tick: (forward input, backward input, the stage's own token from its previous tick).
     using inputs_type = std::tuple<message, message, message>;
     using join_type = tbb::flow::join_node<inputs_type, tbb::flow::tag_matching>;
-    /// Outputs: port 0 forward to s + 1, port 1 backward to s - 1 (the last stage: also to itself), port 2 the
-    /// stage's token for its own next tick.
+    /// Outputs: port 0 forward to lane l + 1, port 1 backward to lane l - 1, port 2 the lane's token for its own
+    /// next tick (the last lane: also its backward input).
     using node_type = tbb::flow::multifunction_node<inputs_type, std::tuple<message, message, message>>;
     using ports_type = typename node_type::output_ports_type;
 
@@ -195,6 +217,13 @@ private:
         micro_batch_info<T> info{};
         std::size_t forward_version = 0;  // stage updates when its forward ran
     };
+    /// A run of consecutive stages [first, end) that one serial node runs; inputs of its stages' next tick.
+    struct lane {
+        std::size_t first = 0;
+        std::size_t end = 0;
+        std::vector<message> forward_in;   // [end - first] forward input of each stage's current tick
+        std::vector<message> backward_in;  // [end - first] backward input of each stage's current tick
+    };
     struct per_stage {
         std::vector<slot> slots;  // D_s + 1, micro-batch n in slot n mod (D_s + 1)
         typename stack_type::workspaces ws;
@@ -203,6 +232,8 @@ private:
         std::size_t in_flight = 0;
         std::size_t in_flight_max = 0;
         std::chrono::steady_clock::duration busy{};
+        message forward_next{};   // from stage s - 1 in the same lane: forward input of the next tick
+        message backward_next{};  // from stage s + 1 in the same lane: backward input of the next tick
     };
 
     static message empty_message(std::size_t tick, direction dir) {
@@ -212,29 +243,91 @@ private:
         return m;
     }
 
-    void build_graph() {
+    /// Per-tick cost of stage s (seconds, median of a few runs): forward and backward on scratch gradients, then
+    /// a momentum update on scratch copies. Changes no state of the run (activation slot 0 and the workspaces are
+    /// overwritten before any micro-batch uses them).
+    double measure_stage(std::size_t s, std::size_t b) {
+        stage_type& st = stages_[s];
+        per_stage& p = *per_[s];
+        const std::size_t pc = st.parameter_count();
+        aligned_vector<T> w(st.weights().begin(), st.weights().end()), v(pc, T(0)), g(pc, T(0));
+        aligned_vector<T> fw(p.forward_weights.empty() ? 0 : pc);
+        slot& sl = p.slots[0];
+        std::fill_n(sl.act.input(), b * sl.act.input_size(), T(0));
+        const optim::update_coefficients<T> c = optim::heavy_ball(T(0), T(0), T(0));
+        auto once = [&] {
+            stack_.forward({w.data(), pc}, sl.act, b, p.ws);
+            std::fill_n(sl.act.output_gradient(), b * sl.act.output_size(), T(0));
+            stack_.backward({w.data(), pc}, {g.data(), pc}, sl.act, b, p.ws, s > 0);
+            optim::momentum_update(pc, w.data(), v.data(), g.data(), c);
+            std::copy_n(w.data(), fw.size(), fw.data());  // the LWP prediction pass of a predicting stage
+        };
+        once();
+        std::vector<double> t;
+        for (int r = 0; r < 7; ++r) {
+            const auto t0 = std::chrono::steady_clock::now();
+            once();
+            t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+        std::sort(t.begin(), t.end());
+        return t[t.size() / 2];
+    }
+
+    /// Cuts the stages into lanes: `requested` lanes (0: the task arena's concurrency), at most S; balanced by
+    /// measured stage costs when a lane gets more than one stage.
+    void plan_lanes(std::size_t requested, std::size_t max_b) {
         const std::size_t count = stages_.size();
-        auto tag = [](const message& m) -> tbb::flow::tag_value { return m.header.sequence; };
+        std::size_t n = requested != 0 ? requested
+                                       : static_cast<std::size_t>(std::max(1, tbb::this_task_arena::max_concurrency()));
+        n = std::min(n, count);
+        std::vector<std::size_t> firsts{0};
+        if (n == count) {
+            for (std::size_t s = 1; s < count; ++s) firsts.push_back(s);
+        } else if (n > 1) {
+            std::vector<double> costs(count);
+            for (std::size_t s = 0; s < count; ++s) costs[s] = measure_stage(s, max_b);
+            for (std::size_t point : sync::balanced_partition(costs, n)) firsts.push_back(point);
+        }
+        lane_of_.assign(count, 0);
+        for (std::size_t l = 0; l < firsts.size(); ++l) {
+            lane ln;
+            ln.first = firsts[l];
+            ln.end = l + 1 < firsts.size() ? firsts[l + 1] : count;
+            ln.forward_in.resize(ln.end - ln.first);
+            ln.backward_in.resize(ln.end - ln.first);
+            for (std::size_t s = ln.first; s < ln.end; ++s) lane_of_[s] = l;
+            lanes_.push_back(std::move(ln));
+        }
+        // Tick 0's inputs inside a lane: empty messages (the graph seeds the edges between lanes).
         for (std::size_t s = 0; s < count; ++s) {
+            per_[s]->forward_next = empty_message(0, direction::forward);
+            per_[s]->backward_next = empty_message(0, direction::backward);
+        }
+    }
+
+    void build_graph() {
+        const std::size_t count = lanes_.size();
+        auto tag = [](const message& m) -> tbb::flow::tag_value { return m.header.sequence; };
+        for (std::size_t l = 0; l < count; ++l) {
             nodes_.push_back(std::make_unique<node_type>(
                 graph_, tbb::flow::serial,
-                [this, s](const inputs_type& in, ports_type& out) { tick(s, std::get<0>(in), std::get<1>(in), out); }));
+                [this, l](const inputs_type& in, ports_type& out) { lane_tick(l, std::get<0>(in), std::get<1>(in), out); }));
             joins_.push_back(std::make_unique<join_type>(graph_, tag, tag, tag));
-            tbb::flow::make_edge(*joins_[s], *nodes_[s]);
-            tbb::flow::make_edge(tbb::flow::output_port<2>(*nodes_[s]), tbb::flow::input_port<2>(*joins_[s]));
+            tbb::flow::make_edge(*joins_[l], *nodes_[l]);
+            tbb::flow::make_edge(tbb::flow::output_port<2>(*nodes_[l]), tbb::flow::input_port<2>(*joins_[l]));
         }
-        for (std::size_t s = 0; s + 1 < count; ++s) {
-            tbb::flow::make_edge(tbb::flow::output_port<0>(*nodes_[s]), tbb::flow::input_port<0>(*joins_[s + 1]));
-            tbb::flow::make_edge(tbb::flow::output_port<1>(*nodes_[s + 1]), tbb::flow::input_port<1>(*joins_[s]));
+        for (std::size_t l = 0; l + 1 < count; ++l) {
+            tbb::flow::make_edge(tbb::flow::output_port<0>(*nodes_[l]), tbb::flow::input_port<0>(*joins_[l + 1]));
+            tbb::flow::make_edge(tbb::flow::output_port<1>(*nodes_[l + 1]), tbb::flow::input_port<1>(*joins_[l]));
         }
-        // The last stage has no backward input: its own backward output (one message per tick) stands in for it.
-        tbb::flow::make_edge(tbb::flow::output_port<1>(*nodes_[count - 1]),
+        // The last lane has no backward input from a neighbour: its own token (one per tick) stands in for it.
+        tbb::flow::make_edge(tbb::flow::output_port<2>(*nodes_[count - 1]),
                              tbb::flow::input_port<1>(*joins_[count - 1]));
         // Seeds: the (empty) tick-0 messages of every edge that has a sender.
-        for (std::size_t s = 0; s < count; ++s) {
-            if (s > 0) tbb::flow::input_port<0>(*joins_[s]).try_put(empty_message(0, direction::forward));
-            tbb::flow::input_port<1>(*joins_[s]).try_put(empty_message(0, direction::backward));
-            tbb::flow::input_port<2>(*joins_[s]).try_put(empty_message(0, direction::forward));
+        for (std::size_t l = 0; l < count; ++l) {
+            if (l > 0) tbb::flow::input_port<0>(*joins_[l]).try_put(empty_message(0, direction::forward));
+            tbb::flow::input_port<1>(*joins_[l]).try_put(empty_message(0, direction::backward));
+            tbb::flow::input_port<2>(*joins_[l]).try_put(empty_message(0, direction::forward));
         }
         graph_.wait_for_all();
     }
@@ -261,6 +354,36 @@ private:
         }
         completed_total_ += completed_.size();
         return completed_;
+    }
+
+    /// One tick of lane l: the inputs of all its stages are taken first (messages of tick t - 1), then each stage
+    /// runs its tick; the lane's token goes last.
+    void lane_tick(std::size_t l, const message& f, const message& g, ports_type& out) {
+        lane& ln = lanes_[l];
+        const std::size_t next = f.header.sequence + 1;
+        for (std::size_t s = ln.first; s < ln.end; ++s) {
+            const per_stage& p = *per_[s];
+            ln.forward_in[s - ln.first] = s == ln.first ? f : p.forward_next;
+            ln.backward_in[s - ln.first] = s + 1 == ln.end ? g : p.backward_next;
+        }
+        for (std::size_t s = ln.first; s < ln.end; ++s)
+            tick(s, ln.forward_in[s - ln.first], ln.backward_in[s - ln.first], out);
+        std::get<2>(out).try_put(empty_message(next, direction::forward));
+    }
+
+    /// Stage s's forward message for s + 1: kept for s + 1's next tick in the same lane, or sent to the next lane.
+    void send_forward(std::size_t s, const message& m, ports_type& out) {
+        if (lane_of_[s + 1] == lane_of_[s])
+            per_[s + 1]->forward_next = m;
+        else
+            std::get<0>(out).try_put(m);
+    }
+    /// Stage s's backward message for s - 1 (s > 0): kept in the lane, or sent to the previous lane.
+    void send_backward(std::size_t s, const message& m, ports_type& out) {
+        if (lane_of_[s - 1] == lane_of_[s])
+            per_[s - 1]->backward_next = m;
+        else
+            std::get<1>(out).try_put(m);
     }
 
     /// One tick of stage s: forward of f (if any), backward of g (if any), update; one message per outgoing edge.
@@ -312,7 +435,7 @@ private:
                 message m;
                 m.header = {sl.info.id, next, b, direction::forward, buffer};
                 m.info = sl.info;
-                std::get<0>(out).try_put(m);
+                send_forward(s, m, out);
                 sent_forward = true;
             } else {
                 sl.info.correct = loss_type::correct(sl.act.output(), sl.labels.data(), b);
@@ -327,11 +450,8 @@ private:
             backward_and_update(s, *gs, next, out);
             sent_backward = s > 0;
         }
-        if (!last && !sent_forward) std::get<0>(out).try_put(empty_message(next, direction::forward));
-        if ((s > 0 || last) && !sent_backward) std::get<1>(out).try_put(empty_message(next, direction::backward));
-        // Last: the token for this stage's next tick. That tick's other inputs usually arrived during this one, so
-        // it becomes ready here, as the newest task of this thread: a stage tends to stay on its core.
-        std::get<2>(out).try_put(empty_message(next, direction::forward));
+        if (!last && !sent_forward) send_forward(s, empty_message(next, direction::forward), out);
+        if (s > 0 && !sent_backward) send_backward(s, empty_message(next, direction::backward), out);
         p.busy += std::chrono::steady_clock::now() - t0;
     }
 
@@ -355,7 +475,7 @@ private:
             message m;
             m.header = {sl.info.id, next, b, direction::backward, buffer};
             m.info = sl.info;
-            std::get<1>(out).try_put(m);
+            send_backward(s, m, out);
         } else {
             completed_.push_back({sl.info.id, b, sl.info.loss, sl.info.correct});
         }
@@ -367,6 +487,8 @@ private:
     std::vector<stage_type>& stages_;
     std::size_t push_buffer_;
     std::vector<std::unique_ptr<per_stage>> per_;
+    std::vector<lane> lanes_;
+    std::vector<std::size_t> lane_of_;  // [S] lane of each stage
     std::unique_ptr<boundary_channel<T>> input_;
     std::vector<std::unique_ptr<boundary_channel<T>>> forward_;   // [S - 1]: s -> s + 1
     std::vector<std::unique_ptr<boundary_channel<T>>> backward_;  // [S - 1]: s + 1 -> s

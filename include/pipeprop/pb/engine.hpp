@@ -97,7 +97,8 @@ public:
             executor_ = std::make_unique<sequential_executor<Net, Policy, T>>(stack_, stages_, opt.max_batch);
         else
             executor_ =
-                std::make_unique<concurrent_executor<Net, Policy, T>>(stack_, stages_, opt.max_batch, opt.push_buffer);
+                std::make_unique<concurrent_executor<Net, Policy, T>>(stack_, stages_, opt.max_batch, opt.push_buffer,
+                                                                  opt.lanes);
     }
 
     engine(const engine&) = delete;

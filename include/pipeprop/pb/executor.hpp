@@ -4,8 +4,9 @@
 // clocked model exactly and produce identical bits:
 //   - sequential (pb/sequential_executor.hpp): the reference; one micro-batch at a time through every stage, with a
 //     per-stage history of forward weights.
-//   - concurrent (pb/concurrent_executor.hpp): one serial oneTBB flow-graph node per stage, one forward and one
-//     backward per stage per tick.
+//   - concurrent (pb/concurrent_executor.hpp): oneTBB flow graph, one forward and one backward per stage per tick;
+//     consecutive stages grouped into serial nodes ("lanes", options::lanes; one per core by default, or one per
+//     stage).
 #pragma once
 
 #include <cstddef>
@@ -25,7 +26,7 @@ namespace pipeprop::pb {
 /// Which executor runs the pipeline.
 enum class executor_kind : std::uint8_t {
     sequential,  ///< reference: one micro-batch at a time, per-stage weight history
-    concurrent,  ///< oneTBB flow graph: one serial node per stage, all stages concurrently
+    concurrent,  ///< oneTBB flow graph: stages grouped into serial nodes (lanes), all lanes concurrently
 };
 
 [[nodiscard]] constexpr std::string_view to_string(executor_kind k) noexcept {
@@ -48,6 +49,11 @@ struct options {
     /// Concurrent executor: micro-batches buffered by push() before the flow graph runs them (>= 1). Larger values
     /// amortize the pipeline's ramp at each run; the results do not depend on it.
     std::size_t push_buffer = 64;
+    /// Concurrent executor: the serial flow-graph nodes ("lanes") the stages are grouped into, each lane a run of
+    /// consecutive stages whose ticks one node runs in turn, so that a stage's weights and activations stay on the
+    /// core that runs its lane. 0 (default): one lane per core of the task arena, at most S, the cut balanced by
+    /// the stages' measured costs; S (or more): one node per stage. The results do not depend on it.
+    std::size_t lanes = 0;
     std::size_t eval_batch = 64;           ///< samples per forward pass in evaluate() (>= 1)
     std::uint64_t seed = 1;                ///< layer_stack::init_parameters seed (per layer; independent of the cut)
     typename Policy::parameters policy{};  ///< the policy's runtime knobs (PipeMare: warm-up, EMA decay)

@@ -21,6 +21,7 @@ struct stage_stats {
     std::size_t weight_bytes = 0;      ///< bytes of weights, velocity, gradient and policy copies (LWP, stashes, ...)
     std::size_t weight_copies = 0;     ///< parameter-sized buffers among weight_bytes (3 = w, v, g only)
     double busy_seconds = 0.0;         ///< time spent in this stage's work (forward, backward, update, copies)
+    std::size_t lane = 0;              ///< concurrent executor: the serial node (lane) that runs this stage
     /// Delay actually observed: updates of this stage between a micro-batch's forward and its backward.
     std::size_t observed_delay_min = 0;
     std::size_t observed_delay_max = 0;
