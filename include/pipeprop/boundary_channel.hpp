@@ -41,21 +41,23 @@ struct boundary_message {
 /// Pool of payload buffers of one boundary and one direction. capacity: how many messages can be in flight at
 /// once (a bound the schedule proves; exceeding it is a logic error and throws std::logic_error naming the
 /// channel). sample_elements: per-sample tensor size; max_b: largest micro-batch; labels: forward channels carry
-/// int32 labels [b]. Thread-safe: the producer and the consumer may run on different threads.
+/// int32 labels [b]. Thread-safe: the producer and the consumer may run on different threads. The object and each
+/// of its buffers occupy whole cache lines, so that two channels used on different cores never share a line.
 template <class T>
-class boundary_channel {
+class alignas(64) boundary_channel {
 public:
     boundary_channel(std::string name, std::size_t capacity, std::size_t sample_elements, std::size_t max_b,
                      bool labels)
         : name_(std::move(name)),
           stride_(sample_elements * max_b),
           label_stride_(labels ? max_b : 0),
-          values_(capacity * stride_),
-          labels_(capacity * label_stride_) {
+          values_(capacity * stride_) {
         if (capacity == 0 || sample_elements == 0 || max_b == 0)
             throw std::invalid_argument("pipeprop::boundary_channel " + name_ + ": capacity, sample size and max_b "
                                                                                 "must be >= 1");
-        free_.reserve(capacity);
+        labels_.reserve(whole_lines<std::int32_t>(capacity * label_stride_));
+        labels_.resize(capacity * label_stride_);
+        free_.reserve(whole_lines<std::size_t>(capacity));
         for (std::size_t i = capacity; i-- > 0;) free_.push_back(i);
     }
 
@@ -94,12 +96,21 @@ public:
     }
 
 private:
+    template <class U>
+    using line_vector = std::vector<U, xsimd::aligned_allocator<U, 64>>;
+    /// Elements of U that fill whole 64-byte lines and hold at least n.
+    template <class U>
+    static constexpr std::size_t whole_lines(std::size_t n) noexcept {
+        constexpr std::size_t per_line = 64 / sizeof(U);
+        return (n + per_line - 1) / per_line * per_line + (n == 0 ? per_line : 0);
+    }
+
     std::string name_;
     std::size_t stride_;
     std::size_t label_stride_;
-    aligned_vector<T> values_;
-    std::vector<std::int32_t> labels_;
-    std::vector<std::size_t> free_;
+    line_vector<T> values_;
+    line_vector<std::int32_t> labels_;
+    line_vector<std::size_t> free_;
     std::mutex mutex_;
 };
 

@@ -21,7 +21,8 @@
 // messages and stage state keep crossing between cores. On this project's 2-core machine, at times when a cache
 // line takes 440-510 ns to cross between the two cores (bench/core_round_trip.cpp), the stages' busy times then
 // summed to 1.47x those of the sequential reference (concurrent / sequential samples/s 1.20-1.34); with two lanes
-// the sum is 1.17x and the ratio 1.46-1.59 (bench/pb_executors.sh). The results do not depend on the lanes (the
+// and cache-line-aligned per-stage state (no line written by two cores except the boundary channels between lanes)
+// the sum is 1.17-1.19x and the median per-round ratio 1.49-1.66 (bench/pb_executors.sh, three runs). The results do not depend on the lanes (the
 // clocked model fixes every input of every tick); the tests run L = 1, 2, 3, S and the default.
 //
 // Graph (one serial node per lane; every message carries the tick it is for as its tag):
@@ -217,14 +218,14 @@ private:
         micro_batch_info<T> info{};
         std::size_t forward_version = 0;  // stage updates when its forward ran
     };
-    /// A run of consecutive stages [first, end) that one serial node runs; inputs of its stages' next tick.
+    /// A run of consecutive stages [first, end) that one serial node runs (read-only after construction).
     struct lane {
         std::size_t first = 0;
         std::size_t end = 0;
-        std::vector<message> forward_in;   // [end - first] forward input of each stage's current tick
-        std::vector<message> backward_in;  // [end - first] backward input of each stage's current tick
     };
-    struct per_stage {
+    /// Everything the executor keeps per stage; cache-line aligned, so that stages of different lanes (cores) never
+    /// write to one line.
+    struct alignas(64) per_stage {
         std::vector<slot> slots;  // D_s + 1, micro-batch n in slot n mod (D_s + 1)
         typename stack_type::workspaces ws;
         aligned_vector<T> forward_weights;  // [P] LWP prediction of the current state (predicting stages only)
@@ -234,6 +235,8 @@ private:
         std::chrono::steady_clock::duration busy{};
         message forward_next{};   // from stage s - 1 in the same lane: forward input of the next tick
         message backward_next{};  // from stage s + 1 in the same lane: backward input of the next tick
+        message forward_in{};     // inputs of the current tick (taken from the above or the graph)
+        message backward_in{};
     };
 
     static message empty_message(std::size_t tick, direction dir) {
@@ -293,8 +296,6 @@ private:
             lane ln;
             ln.first = firsts[l];
             ln.end = l + 1 < firsts.size() ? firsts[l + 1] : count;
-            ln.forward_in.resize(ln.end - ln.first);
-            ln.backward_in.resize(ln.end - ln.first);
             for (std::size_t s = ln.first; s < ln.end; ++s) lane_of_[s] = l;
             lanes_.push_back(std::move(ln));
         }
@@ -359,15 +360,14 @@ private:
     /// One tick of lane l: the inputs of all its stages are taken first (messages of tick t - 1), then each stage
     /// runs its tick; the lane's token goes last.
     void lane_tick(std::size_t l, const message& f, const message& g, ports_type& out) {
-        lane& ln = lanes_[l];
+        const lane& ln = lanes_[l];
         const std::size_t next = f.header.sequence + 1;
         for (std::size_t s = ln.first; s < ln.end; ++s) {
-            const per_stage& p = *per_[s];
-            ln.forward_in[s - ln.first] = s == ln.first ? f : p.forward_next;
-            ln.backward_in[s - ln.first] = s + 1 == ln.end ? g : p.backward_next;
+            per_stage& p = *per_[s];
+            p.forward_in = s == ln.first ? f : p.forward_next;
+            p.backward_in = s + 1 == ln.end ? g : p.backward_next;
         }
-        for (std::size_t s = ln.first; s < ln.end; ++s)
-            tick(s, ln.forward_in[s - ln.first], ln.backward_in[s - ln.first], out);
+        for (std::size_t s = ln.first; s < ln.end; ++s) tick(s, per_[s]->forward_in, per_[s]->backward_in, out);
         std::get<2>(out).try_put(empty_message(next, direction::forward));
     }
 

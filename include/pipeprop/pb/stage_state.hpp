@@ -34,9 +34,10 @@ namespace pipeprop::pb {
 
 /// Per-stage parameters, optimizer state and policy state of network Net (value type T) under policy Policy.
 /// Not copyable (large buffers); movable. All buffers are allocated by the constructor; no member function
-/// allocates afterwards.
+/// allocates afterwards. Cache-line aligned: neighbouring stages in a std::vector, run on different cores by the
+/// concurrent executor, never write to one line.
 template <network_type Net, mitigation_policy Policy, class T>
-class stage_state {
+class alignas(64) stage_state {
 public:
     using stack_type = layer_stack<Net, T>;
     using policy_type = Policy;
