@@ -32,124 +32,13 @@
 #include <random>
 #include <vector>
 
-namespace {
-std::atomic<std::size_t> operator_new_calls{0};
-std::atomic<std::size_t> c_allocation_calls{0};
-
-void* counted_new(std::size_t n) {
-    operator_new_calls.fetch_add(1, std::memory_order_relaxed);
-    if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-    throw std::bad_alloc();
-}
-void* counted_new_aligned(std::size_t n, std::align_val_t al) {
-    operator_new_calls.fetch_add(1, std::memory_order_relaxed);
-    void* p = nullptr;
-    const std::size_t a = std::max(static_cast<std::size_t>(al), sizeof(void*));
-    if (posix_memalign(&p, a, n == 0 ? 1 : n) != 0) throw std::bad_alloc();
-    return p;
-}
-}  // namespace
-
-// Replaceable global allocation functions ([new.delete]): every form counts; deletes only free.
-void* operator new(std::size_t n) { return counted_new(n); }
-void* operator new[](std::size_t n) { return counted_new(n); }
-void* operator new(std::size_t n, std::align_val_t al) { return counted_new_aligned(n, al); }
-void* operator new[](std::size_t n, std::align_val_t al) { return counted_new_aligned(n, al); }
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-    try {
-        return counted_new(n);
-    } catch (...) {
-        return nullptr;
-    }
-}
-void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
-    try {
-        return counted_new(n);
-    } catch (...) {
-        return nullptr;
-    }
-}
-void* operator new(std::size_t n, std::align_val_t al, const std::nothrow_t&) noexcept {
-    try {
-        return counted_new_aligned(n, al);
-    } catch (...) {
-        return nullptr;
-    }
-}
-void* operator new[](std::size_t n, std::align_val_t al, const std::nothrow_t&) noexcept {
-    try {
-        return counted_new_aligned(n, al);
-    } catch (...) {
-        return nullptr;
-    }
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
-
-#if defined(__GLIBC__)
-#define PIPEPROP_COUNTS_C_ALLOCATIONS 1
-// glibc supports replacing its allocation functions in the program (glibc manual, "Replacing malloc"); these
-// forward to glibc's own allocator, so memory from either side may be freed by the other. free is not replaced.
-extern "C" {
-void* __libc_malloc(std::size_t);
-void* __libc_calloc(std::size_t, std::size_t);
-void* __libc_realloc(void*, std::size_t);
-void* __libc_memalign(std::size_t, std::size_t);
-
-void* malloc(std::size_t n) {
-    c_allocation_calls.fetch_add(1, std::memory_order_relaxed);
-    return __libc_malloc(n);
-}
-void* calloc(std::size_t count, std::size_t n) {
-    c_allocation_calls.fetch_add(1, std::memory_order_relaxed);
-    return __libc_calloc(count, n);
-}
-void* realloc(void* p, std::size_t n) {
-    c_allocation_calls.fetch_add(1, std::memory_order_relaxed);
-    return __libc_realloc(p, n);
-}
-void* memalign(std::size_t alignment, std::size_t n) {
-    c_allocation_calls.fetch_add(1, std::memory_order_relaxed);
-    return __libc_memalign(alignment, n);
-}
-void* aligned_alloc(std::size_t alignment, std::size_t n) {
-    c_allocation_calls.fetch_add(1, std::memory_order_relaxed);
-    return __libc_memalign(alignment, n);
-}
-int posix_memalign(void** out, std::size_t alignment, std::size_t n) {
-    c_allocation_calls.fetch_add(1, std::memory_order_relaxed);
-    if (alignment < sizeof(void*) || (alignment & (alignment - 1)) != 0) return EINVAL;
-    void* p = __libc_memalign(alignment, n);
-    if (p == nullptr) return ENOMEM;
-    *out = p;
-    return 0;
-}
-}
-#else
-#define PIPEPROP_COUNTS_C_ALLOCATIONS 0
-#endif
+#include "unit/allocation_counter.hpp"
 
 namespace pp = pipeprop;
 using pp::shape;
 
 namespace {
-struct allocation_counts {
-    std::size_t operator_new = 0;
-    std::size_t c_level = 0;
-};
-allocation_counts snapshot() {
-    return {operator_new_calls.load(std::memory_order_relaxed), c_allocation_calls.load(std::memory_order_relaxed)};
-}
+using allocation_counter::snapshot;
 // Keeps test allocations observable so that the compiler cannot elide a new/delete pair.
 void* volatile sink = nullptr;
 }  // namespace

@@ -12,18 +12,18 @@
 // forward of micro-batch n at stage s sees max(n0, n - D_s) updates, its backward n updates: identical bits to the
 // sequential reference (pb/sequential_executor.hpp), which the tests check for every policy.
 //
-// Lanes. The stages are grouped into L lanes of consecutive stages (options::lanes; by default one per core of the
-// task arena, at most S, cut by sync::balanced_partition so that the lanes' measured per-tick costs are as even as
-// possible; L = S gives one node per stage). One serial flow-graph node per lane runs, per tick, the ticks of its
-// stages in turn. Inside a lane, stages still exchange explicit boundary messages (channel copies; a message sent
-// at tick t is kept for the neighbour's tick t + 1); only messages between lanes travel through the graph. Why:
-// with one node per stage, TBB's work stealing runs each stage on whichever thread is free, so activations, stage
-// messages and stage state keep crossing between cores. On this project's 2-core machine, at times when a cache
-// line takes 440-510 ns to cross between the two cores (bench/core_round_trip.cpp), the stages' busy times then
-// summed to 1.47x those of the sequential reference (concurrent / sequential samples/s 1.20-1.34); with two lanes
-// and cache-line-aligned per-stage state (no line written by two cores except the boundary channels between lanes)
-// the sum is 1.17-1.19x and the median per-round ratio 1.49-1.66 (bench/pb_executors.sh, three runs). The results do not depend on the lanes (the
-// clocked model fixes every input of every tick); the tests run L = 1, 2, 3, S and the default.
+// Lanes. The stages are grouped into L lanes of consecutive stages (options::lanes; by default one per core of the task
+// arena, at most S, cut by sync::balanced_partition so that the lanes' measured per-tick costs are as even as possible;
+// L = S gives one node per stage). One serial flow-graph node per lane runs, per tick, the ticks of its stages in turn.
+// Inside a lane, stages still exchange explicit boundary messages (channel copies; a message sent at tick t is kept for
+// the neighbour's tick t + 1); only messages between lanes travel through the graph. Why: with one node per stage,
+// TBB's work stealing runs each stage on whichever thread is free, so activations, stage messages and stage state keep
+// crossing between cores. On this project's 2-core machine, at times when a cache line takes 440-510 ns to cross
+// between the two cores (bench/core_round_trip.cpp), the stages' busy times then summed to 1.47x those of the
+// sequential reference (concurrent / sequential samples/s 1.20-1.34); with two lanes and cache-line-aligned per-stage
+// state (no line written by two cores except the boundary channels between lanes) the sum is 1.17-1.19x and the median
+// per-round ratio 1.49-1.66 (bench/pb_executors.sh, three runs). The results do not depend on the lanes (the clocked
+// model fixes every input of every tick); the tests run L = 1, 2, 3, S and the default.
 //
 // Graph (one serial node per lane; every message carries the tick it is for as its tag):
 //   forward message from lane l - 1 (lane 0: the pushed token) --+
@@ -38,13 +38,13 @@
 //
 // Payloads cross boundaries as explicit messages (boundary_channel: header + payload copied into a channel-owned
 // buffer, copied out and released by the receiver; labels travel with forward messages). A tick first copies both
-// incoming payloads out and releases their buffers, then computes (forward, backward, update), sending each
-// outgoing message as soon as its payload is final. Bounded in-flight work: a sender is at tick t only after the
-// receiver sent its tick-t input, i.e. after the receiver started tick t - 1 and released everything it received
-// up to tick t - 1; so at most the messages sent at ticks t - 1 and t are unreleased: every channel has capacity 2
-// (exceeding it throws std::logic_error naming the channel). Inside a lane, stage s - 1 sends its tick-t message
-// before stage s has taken its tick-t input (sent at tick t - 1): again two unreleased messages at most. Stage s holds at most D_s + 1 micro-batches (its
-// activation slots, indexed by id mod (D_s + 1)). Nothing grows with the number of micro-batches.
+// incoming payloads out and releases their buffers, then computes (forward, backward, update), sending each outgoing
+// message as soon as its payload is final. Bounded in-flight work: a sender is at tick t only after the receiver sent
+// its tick-t input, i.e. after the receiver started tick t - 1 and released everything it received up to tick t - 1; so
+// at most the messages sent at ticks t - 1 and t are unreleased: every channel has capacity 2 (exceeding it throws
+// std::logic_error naming the channel). Inside a lane, stage s - 1 sends its tick-t message before stage s has taken
+// its tick-t input (sent at tick t - 1): again two unreleased messages at most. Stage s holds at most D_s + 1
+// micro-batches (its activation slots, indexed by id mod (D_s + 1)). Nothing grows with the number of micro-batches.
 //
 // Driving: push() copies the micro-batch into the input channel (capacity push_buffer = K) and returns; every K
 // pushes (and at drain()) the tokens are put into the graph and the caller's thread joins the work in
@@ -312,7 +312,9 @@ private:
         for (std::size_t l = 0; l < count; ++l) {
             nodes_.push_back(std::make_unique<node_type>(
                 graph_, tbb::flow::serial,
-                [this, l](const inputs_type& in, ports_type& out) { lane_tick(l, std::get<0>(in), std::get<1>(in), out); }));
+                [this, l](const inputs_type& in, ports_type& out) {
+                    lane_tick(l, std::get<0>(in), std::get<1>(in), out);
+                }));
             joins_.push_back(std::make_unique<join_type>(graph_, tag, tag, tag));
             tbb::flow::make_edge(*joins_[l], *nodes_[l]);
             tbb::flow::make_edge(tbb::flow::output_port<2>(*nodes_[l]), tbb::flow::input_port<2>(*joins_[l]));
