@@ -1,0 +1,52 @@
+# Shared body of examples/train/check_resume.cmake and check_resume_pb.cmake (ctest -P scripts): a run resumed from a
+# checkpoint continues bit-identically.
+#   A: 2 epochs straight, checkpoint a       B: 1 epoch, checkpoint b       C: from b to 2 epochs, checkpoint c
+# Every .npy file of a and c must be byte-identical, the result lines of A and C must agree on every key in `keys`,
+# and the first epoch alone must differ from two (so that the comparison can fail).
+# Set by the including script: PROGRAM, WORK, quick (options of every run), min_tensors, tensors_what, keys, label.
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+
+function(run_program name)
+  execute_process(COMMAND ${PROGRAM} ${quick} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "run ${name} failed (exit code ${rc}):\n${out}\n${err}")
+  endif()
+  string(STRIP "${out}" out)
+  string(REGEX MATCH "[^\n]*$" last "${out}")
+  message("${name}: ${last}")
+  set(result_${name} "${last}" PARENT_SCOPE)
+endfunction()
+
+run_program(a --epochs 2 --checkpoint-out ${WORK}/a)
+run_program(b --epochs 1 --checkpoint-out ${WORK}/b)
+run_program(c --epochs 2 --checkpoint-in ${WORK}/b --checkpoint-out ${WORK}/c)
+
+file(GLOB npy_files RELATIVE ${WORK}/a ${WORK}/a/*.npy)
+list(LENGTH npy_files count)
+if(count LESS min_tensors)
+  message(FATAL_ERROR "checkpoint a holds ${count} .npy files, expected ${tensors_what}")
+endif()
+foreach(f IN LISTS npy_files)
+  file(SHA256 ${WORK}/a/${f} ha)
+  if(NOT EXISTS ${WORK}/c/${f})
+    message(FATAL_ERROR "${f} missing in the resumed run's checkpoint")
+  endif()
+  file(SHA256 ${WORK}/c/${f} hc)
+  if(NOT ha STREQUAL hc)
+    message(FATAL_ERROR "${f} differs between the straight run and the resumed run")
+  endif()
+endforeach()
+foreach(key IN LISTS keys)
+  string(REGEX MATCH "\"${key}\":[^,}]*" va "${result_a}")
+  string(REGEX MATCH "\"${key}\":[^,}]*" vc "${result_c}")
+  if(va STREQUAL "" OR NOT va STREQUAL vc)
+    message(FATAL_ERROR "${key}: straight run '${va}', resumed run '${vc}'")
+  endif()
+endforeach()
+file(SHA256 ${WORK}/a/layer_01.weight.npy h2)
+file(SHA256 ${WORK}/b/layer_01.weight.npy h1)
+if(h1 STREQUAL h2)
+  message(FATAL_ERROR "the second epoch did not change the weights")
+endif()
+message("${label}: ${count} tensors bit-identical")
