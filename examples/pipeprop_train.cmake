@@ -61,6 +61,8 @@ if(PIPEPROP_BUILD_TESTS)
   pipeprop_train_test(bad_momentum EXPECT 2 ARGS --momentum 1.5 REGEX "--momentum.*Usage:")
   pipeprop_train_test(bad_epochs EXPECT 2 ARGS --epochs x REGEX "--epochs.*Usage:")
   pipeprop_train_test(unknown_option EXPECT 2 ARGS --no-such-option REGEX "no-such-option.*Usage:")
+  pipeprop_train_test(negative_max_samples EXPECT 2 ARGS --max-samples -5 REGEX "--max-samples.*Usage:")
+  pipeprop_train_test(negative_seed EXPECT 2 ARGS --seed -1 REGEX "--seed.*Usage:")
 
   # Runtime errors: a message naming the path and exit code 1.
   pipeprop_train_test(missing_data EXPECT 1

@@ -88,11 +88,14 @@ inline void add_common_options(CLI::App& app, common_options& o, const std::vect
     app.add_option("--max-samples", o.max_samples,
                    "Use at most this many training samples per epoch (the first ones of the epoch's shuffled order; "
                    "0 = all), for quick runs")
+        ->check(CLI::NonNegativeNumber)  // an unsigned option would wrap "-5" around
         ->capture_default_str();
     app.add_option("--max-test-samples", o.max_test_samples,
                    "Evaluate on at most this many test samples (0 = all)")
+        ->check(CLI::NonNegativeNumber)  // an unsigned option would wrap "-5" around
         ->capture_default_str();
     app.add_option("--seed", o.seed, "Seed of the parameter initialization and of the per-epoch shuffling")
+        ->check(CLI::NonNegativeNumber)  // an unsigned option would wrap "-5" around
         ->capture_default_str();
     app.add_option("--data", o.data, "Dataset directory (MNIST / Fashion-MNIST IDX files, gzip or plain, or CIFAR-10 "
                                      "binary batches)")
