@@ -60,6 +60,17 @@ inline CLI::Validator momentum_range() {
         "in [0, 1)");
 }
 
+/// Validator for an unsigned count or seed: rejects a leading minus sign (CLI11 would wrap "-5" to 2^64 - 5).
+inline CLI::Validator not_negative() {
+    return CLI::Validator(
+        [](std::string& text) -> std::string {
+            const auto first = text.find_first_not_of(" \t");
+            if (first != std::string::npos && text[first] == '-') return "must not be negative, got " + text;
+            return {};
+        },
+        "NONNEGATIVE");
+}
+
 /// Registers the shared options on `app`, storing into `o`. `modes` and `networks` are the accepted names of
 /// --mode and --network.
 inline void add_common_options(CLI::App& app, common_options& o, const std::vector<std::string>& modes,
@@ -88,14 +99,14 @@ inline void add_common_options(CLI::App& app, common_options& o, const std::vect
     app.add_option("--max-samples", o.max_samples,
                    "Use at most this many training samples per epoch (the first ones of the epoch's shuffled order; "
                    "0 = all), for quick runs")
-        ->check(CLI::NonNegativeNumber)  // an unsigned option would wrap "-5" around
+        ->check(not_negative())
         ->capture_default_str();
     app.add_option("--max-test-samples", o.max_test_samples,
                    "Evaluate on at most this many test samples (0 = all)")
-        ->check(CLI::NonNegativeNumber)  // an unsigned option would wrap "-5" around
+        ->check(not_negative())
         ->capture_default_str();
     app.add_option("--seed", o.seed, "Seed of the parameter initialization and of the per-epoch shuffling")
-        ->check(CLI::NonNegativeNumber)  // an unsigned option would wrap "-5" around
+        ->check(not_negative())
         ->capture_default_str();
     app.add_option("--data", o.data, "Dataset directory (MNIST / Fashion-MNIST IDX files, gzip or plain, or CIFAR-10 "
                                      "binary batches)")
