@@ -63,6 +63,8 @@ if(PIPEPROP_BUILD_TESTS)
   pipeprop_train_test(unknown_option EXPECT 2 ARGS --no-such-option REGEX "no-such-option.*Usage:")
   pipeprop_train_test(negative_max_samples EXPECT 2 ARGS --max-samples -5 REGEX "--max-samples.*Usage:")
   pipeprop_train_test(negative_seed EXPECT 2 ARGS --seed -1 REGEX "--seed.*Usage:")
+  pipeprop_train_test(batch_above_epoch EXPECT 2 ARGS --batch 5000 --max-samples 1000 --data ${pipeprop_train_data}
+    REGEX "--batch: 5000 is larger than the 1000 training samples of an epoch")
 
   # Runtime errors: a message naming the path and exit code 1.
   pipeprop_train_test(missing_data EXPECT 1

@@ -89,6 +89,9 @@ int main(int argc, char** argv) {
         const train::json_line result = selected->run(options);
         std::cout << result.str() << std::endl;
         return 0;
+    } catch (const CLI::ParseError& e) {  // an option found bad once the data are known (e.g. --batch > samples)
+        std::cerr << "\npipeprop_train: " << e.what() << std::endl;
+        return 2;
     } catch (const pipeprop::data_error& e) {
         std::cerr << "\npipeprop_train: data error: " << e.what() << std::endl;
     } catch (const pipeprop::checkpoint_error& e) {

@@ -91,9 +91,15 @@ pipeprop::data::dataset_pair load_data(const common_options& o) {
     return d;
 }
 
-/// Training samples per epoch: the training set, capped by --max-samples.
+/// Training samples per epoch: the training set, capped by --max-samples. Throws CLI::ValidationError (a bad option:
+/// exit 2) when --batch exceeds it: the buffers are sized for --batch samples, so a batch larger than the epoch
+/// would only allocate memory no step can use (--batch 1048576 grew past 5 GB).
 inline std::size_t epoch_samples(const common_options& o, const pipeprop::data::dataset_pair& d) {
-    return o.max_samples > 0 ? std::min(o.max_samples, d.train.count) : d.train.count;
+    const std::size_t n = o.max_samples > 0 ? std::min(o.max_samples, d.train.count) : d.train.count;
+    if (o.batch > n)
+        throw CLI::ValidationError("--batch", std::to_string(o.batch) + " is larger than the " + std::to_string(n) +
+                                                  " training samples of an epoch");
+    return n;
 }
 
 /// The learning-rate schedule of the options, in samples (epochs converted with `epoch_size`; a cosine schedule
