@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -225,8 +226,9 @@ public:
         return tensors_[it->second];
     }
 
-    /// Copies tensor `name` into out. Throws checkpoint_error when absent, when its shape differs from `shape` or
-    /// when it is stored in the other floating-point type.
+    /// Copies tensor `name` into out. Throws checkpoint_error when absent, when its shape differs from `shape`, when
+    /// it is stored in the other floating-point type, or when it holds a NaN or infinite value (no trainer saves
+    /// those: a diverged run stops before its checkpoint is written, so such a file is corrupt).
     template <class T>
     void read_tensor(const std::string& name, const std::vector<std::size_t>& shape, std::span<T> out) const {
         const checkpoint_tensor& t = tensor(name);
@@ -241,6 +243,12 @@ public:
         if (v->size() != out.size())
             throw checkpoint_error("pipeprop::checkpoint: tensor '" + name + "' has " + std::to_string(v->size()) +
                                    " values, the destination " + std::to_string(out.size()));
+        const auto bad = std::find_if(v->begin(), v->end(), [](T x) { return !std::isfinite(x); });
+        if (bad != v->end())
+            throw checkpoint_error("pipeprop::checkpoint: tensor '" + name + "' holds " +
+                                   (std::isnan(*bad) ? "NaN" : "an infinite value") + " at index " +
+                                   std::to_string(bad - v->begin()) +
+                                   " (a trainer never saves one: the checkpoint is corrupt)");
         std::copy(v->begin(), v->end(), out.begin());
     }
 

@@ -109,6 +109,16 @@ TEST_CASE("checkpoint: round trip of tensors and scalars, numpy-format files", "
                Catch::Contains("shape [2]"));
     CHECK_THAT(checkpoint_error_of([&] { l.read_tensor<double>("layer_01.bias", {2}, std::span<double>()); }),
                Catch::Contains("float32"));
+    pp::checkpoint nan_c;  // a NaN or inf tensor is stored (save does not judge) but never read back
+    std::vector<float> with_nan{1.0f, std::numeric_limits<float>::quiet_NaN(), 2.0f};
+    std::vector<float> with_inf{1.0f, 2.0f, -std::numeric_limits<float>::infinity()};
+    nan_c.add_tensor<float>("w", {3}, with_nan);
+    nan_c.add_tensor<float>("v", {3}, with_inf);
+    std::vector<float> three(3);
+    CHECK_THAT(checkpoint_error_of([&] { nan_c.read_tensor<float>("w", {3}, std::span<float>(three)); }),
+               Catch::Contains("'w' holds NaN at index 1"));
+    CHECK_THAT(checkpoint_error_of([&] { nan_c.read_tensor<float>("v", {3}, std::span<float>(three)); }),
+               Catch::Contains("'v' holds an infinite value at index 2"));
 
     pp::checkpoint dup;
     dup.add_tensor<float>("a", {2}, out);
