@@ -24,6 +24,13 @@ if(PIPEPROP_BUILD_TESTS)
                          PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300)
   endforeach()
 
+  # The epoch's training loss: the same in the metrics file and the result, for both executors.
+  add_test(NAME pipeprop_train_pb_epoch_loss
+           COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:pipeprop_train> -DDATA=${pipeprop_train_data}
+                   -DWORK=${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_pb_epoch_loss
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/train/check_epoch_loss.cmake)
+  set_tests_properties(pipeprop_train_pb_epoch_loss PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300)
+
   # Bad PB options: usage text and exit code 2.
   pipeprop_train_test(pb_bad_stages EXPECT 2 ARGS --mode pb --stages 5,2 REGEX "--stages.*split point 1 \\(2\\).*Usage:")
   pipeprop_train_test(pb_bad_stages_text EXPECT 2 ARGS --mode pb --stages fine,x REGEX "--stages.*'fine'.*Usage:")

@@ -264,7 +264,6 @@ private:
             }
         }
         run_summary r = run_training<Net>(engine, o, data, mode_name);
-        if (r.samples > 0) r.train_loss = engine.epoch_train_loss();
         const auto st = pipe.stats();
         std::string delays, utilization, lanes;
         for (std::size_t s = 0; s < S; ++s) {

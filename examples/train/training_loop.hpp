@@ -194,6 +194,9 @@ run_summary run_training(Engine& engine, const common_options& o, const pipeprop
         r.seconds += epoch_seconds;
         r.samples += loss_n;
         r.train_loss = loss_n > 0 ? loss_sum / static_cast<double>(loss_n) : 0.0;
+        // An engine that learns losses late (PB: a micro-batch's loss is known when its backward completes, some of
+        // them only in end_of_epoch's drain) gives the epoch's exact mean itself.
+        if constexpr (requires { engine.epoch_train_loss(); }) r.train_loss = engine.epoch_train_loss();
         r.epochs = epoch + 1;
 
         const pipeprop::evaluation e = engine.evaluate(data.test.images.data(), data.test.labels.data(), test_n);
