@@ -3,7 +3,8 @@
 # with the concurrent (oneTBB flow graph) executor, side by side: samples/s of each (measured inside the pipeline:
 # pb_samples_per_second of the JSON result, i.e. push/drain time, no data loading or evaluation), the ratio
 # concurrent / sequential, and each stage's busy time and utilization as the program reports them. Both runs
-# produce bit-identical weights (the tests check it); the script also compares their test accuracy and loss.
+# produce bit-identical weights (the tests check it); the script checks that every run ends with the same test
+# accuracy and loss. Extra options replace the defaults they name (e.g. --max-samples 3000).
 #
 # Usage: bench/pb_executors.sh [build-dir (default build)] [repeats (default 5)] [extra pipeprop_train options]
 # Default run: the main job's PB configuration (small CNN, --stages fine, b = 1, --mitigation sc_lwp,
@@ -20,8 +21,14 @@ shift $(( $# >= 2 ? 2 : $# ))
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" --target pipeprop_train -j"$(nproc)" >/dev/null
 
-args=(--mode pb --network cnn --stages fine --mitigation sc_lwp --reference-batch 32 --lr 0.05 --momentum 0.9
-      --max-samples 6000 --max-test-samples 2000 --progress log --data /usr/share/datasets/fashion-mnist "$@")
+if ! [[ $repeats =~ ^[1-9][0-9]*$ ]]; then
+  echo "pb_executors: repeats must be a positive number, got '$repeats'" >&2
+  exit 2
+fi
+source bench/merge_options.sh
+defaults=(--mode pb --network cnn --stages fine --mitigation sc_lwp --reference-batch 32 --lr 0.05 --momentum 0.9
+          --max-samples 6000 --max-test-samples 2000 --progress log --data /usr/share/datasets/fashion-mnist)
+merge_options args "${defaults[@]}" -- "$@"  # extra options replace the defaults they name
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -42,7 +49,12 @@ for ((r = 1; r <= repeats; r++)); do
   declare -A this_round=()
   for ex in sequential concurrent; do
     out="$work/$ex.$r"
-    OPENBLAS_NUM_THREADS=1 "$build/examples/pipeprop_train" "${args[@]}" --executor "$ex" >"$out.json" 2>"$out.log"
+    if ! OPENBLAS_NUM_THREADS=1 "$build/examples/pipeprop_train" "${args[@]}" --executor "$ex" >"$out.json" \
+      2>"$out.log"; then
+      echo "pb_executors: the $ex run failed:" >&2
+      sed -n '/./{p;q}' "$out.log" >&2  # its first message line (a bad option is followed by the whole --help)
+      exit 1
+    fi
     sps=$(field "$out.json" pb_samples_per_second)
     printf 'run %d %-10s %10.1f samples/s\n' "$r" "$ex" "$sps"
     this_round[$ex]=$sps
@@ -69,9 +81,15 @@ printf '%s\n' "${ratios[@]}" | sort -n | awk '{ v[NR] = $1 } END {
   printf "median per-round ratio: %.3f\n", m }'
 awk -v c="${best[concurrent]}" -v s="${best[sequential]}" \
   'BEGIN { printf "ratio concurrent / sequential (best of each): %.3f  (%s cores on this machine)\n", c / s, "'"$(nproc)"'" }'
-a=$(field "${best_run[sequential]}.json" test_accuracy)
-b=$(field "${best_run[concurrent]}.json" test_accuracy)
-if [[ "$a" != "$b" ]]; then
-  echo "pb_executors: the two executors reached different test accuracies ($a vs $b): they must be identical" >&2
-  exit 1
-fi
+# Every run of either executor must end with the same test accuracy and loss (the runs are bit-identical).
+first=$work/sequential.1.json
+for out in "$work"/*.json; do
+  for key in test_accuracy test_loss; do
+    if [[ "$(field "$out" $key)" != "$(field "$first" $key)" ]]; then
+      echo "pb_executors: $(basename "$out" .json) ended with $key $(field "$out" $key), sequential.1 with" \
+        "$(field "$first" $key): the executors must give identical results" >&2
+      exit 1
+    fi
+  done
+done
+echo "all $((2 * repeats)) runs: test_accuracy $(field "$first" test_accuracy), test_loss $(field "$first" test_loss)"

@@ -98,6 +98,9 @@ int main(int argc, char** argv) {
         std::cerr << "\npipeprop_train: checkpoint error: " << e.what() << std::endl;
     } catch (const pipeprop::non_finite_loss_error& e) {
         std::cerr << "\npipeprop_train: training diverged: " << e.what()
+                  << (options.mode == "pb" ? "\nIn --mode pb, --lr and --momentum apply per micro-batch: "
+                                             "--reference-batch B scales values tuned for batch B to b."
+                                           : "")
                   << (options.checkpoint_out.empty() ? std::string()
                                                      : "\nThe last good checkpoint in " + options.checkpoint_out +
                                                            " (if one was written) was left untouched.")

@@ -101,8 +101,8 @@ public:
 
     /// Builds the channels, D_s + 1 activation slots per stage for up to max_b samples, the lanes (`lanes` serial
     /// nodes, see the file comment; 0 = one per core) and the graph; push_buffer (>= 1) tokens are buffered before
-    /// the graph runs. With more than one stage per lane and lanes = 0, each stage's tick is timed a few times on
-    /// scratch buffers first (no state changes) to balance the lanes.
+    /// the graph runs. When some lane gets more than one stage (1 < lanes < S), each stage's tick is first timed a
+    /// few times on scratch buffers (no state changes; measure_stage_costs) to balance the lanes.
     concurrent_executor(const stack_type& stack, std::vector<stage_type>& stages, std::size_t max_b,
                         std::size_t push_buffer, std::size_t lanes = 0)
         : stack_(stack), stages_(stages), push_buffer_(push_buffer) {
@@ -246,34 +246,62 @@ private:
         return m;
     }
 
-    /// Per-tick cost of stage s (seconds, median of a few runs): forward and backward on scratch gradients, then
-    /// a momentum update on scratch copies. Changes no state of the run (activation slot 0 and the workspaces are
-    /// overwritten before any micro-batch uses them).
-    double measure_stage(std::size_t s, std::size_t b) {
-        stage_type& st = stages_[s];
-        per_stage& p = *per_[s];
-        const std::size_t pc = st.parameter_count();
-        aligned_vector<T> w(st.weights().begin(), st.weights().end()), v(pc, T(0)), g(pc, T(0));
-        aligned_vector<T> fw(p.forward_weights.empty() ? 0 : pc);
-        slot& sl = p.slots[0];
-        std::fill_n(sl.act.input(), b * sl.act.input_size(), T(0));
-        const optim::update_coefficients<T> c = optim::heavy_ball(T(0), T(0), T(0));
-        auto once = [&] {
-            stack_.forward({w.data(), pc}, sl.act, b, p.ws);
-            std::fill_n(sl.act.output_gradient(), b * sl.act.output_size(), T(0));
-            stack_.backward({w.data(), pc}, {g.data(), pc}, sl.act, b, p.ws, s > 0);
-            optim::momentum_update(pc, w.data(), v.data(), g.data(), c);
-            std::copy_n(w.data(), fw.size(), fw.data());  // the LWP prediction pass of a predicting stage
-        };
-        once();
-        std::vector<double> t;
-        for (int r = 0; r < 7; ++r) {
-            const auto t0 = std::chrono::steady_clock::now();
-            once();
-            t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    /// Per-tick cost of every stage (seconds, median of 9 rounds), measured as a tick runs: copy a payload in,
+    /// forward into one activation slot, copy the output out, backward from another slot (the one the real run
+    /// would read, written several ticks before), and the momentum update (timed on up to 2^16 scratch elements and
+    /// scaled to the stage's parameter count). Rounds visit the stages in turn, so each stage finds the caches as
+    /// the others left them. Reads the stages' weights, writes only scratch buffers, activation slots and
+    /// workspaces (all overwritten before a micro-batch uses them): no state of the run changes.
+    std::vector<double> measure_stage_costs(std::size_t b) {
+        constexpr std::size_t update_probe = std::size_t{1} << 16;
+        const std::size_t count = stages_.size();
+        std::size_t max_p = 0, max_io = 0;
+        for (std::size_t s = 0; s < count; ++s) {
+            max_p = std::max(max_p, stages_[s].parameter_count());
+            const auto& act = per_[s]->slots[0].act;
+            max_io = std::max({max_io, b * act.input_size(), b * act.output_size()});
         }
-        std::sort(t.begin(), t.end());
-        return t[t.size() / 2];
+        aligned_vector<T> g(max_p), io(max_io), w(std::min(max_p, update_probe)), v(w.size()), gu(w.size()),
+            fw(w.size());
+        const optim::update_coefficients<T> c = optim::heavy_ball(T(0), T(0), T(0));
+        for (std::size_t s = 0; s < count; ++s)  // every slot holds a forward's stashes before any backward reads it
+            for (slot& sl : per_[s]->slots) {
+                std::copy_n(io.data(), b * sl.act.input_size(), sl.act.input());
+                stack_.forward(stages_[s].weights(), sl.act, b, per_[s]->ws);
+            }
+        std::vector<std::vector<double>> times(count);
+        for (std::size_t round = 0; round < 9; ++round)
+            for (std::size_t s = 0; s < count; ++s) {
+                stage_type& st = stages_[s];
+                per_stage& p = *per_[s];
+                const std::size_t pc = st.parameter_count();
+                slot& forward_slot = p.slots[round % p.slots.size()];
+                slot& backward_slot = p.slots[(round + 1) % p.slots.size()];
+                const auto t0 = std::chrono::steady_clock::now();
+                std::copy_n(io.data(), b * forward_slot.act.input_size(), forward_slot.act.input());
+                stack_.forward(st.weights(), forward_slot.act, b, p.ws);
+                std::copy_n(forward_slot.act.output(), b * forward_slot.act.output_size(), io.data());
+                std::copy_n(io.data(), b * backward_slot.act.output_size(), backward_slot.act.output_gradient());
+                stack_.backward(st.weights(), {g.data(), pc}, backward_slot.act, b, p.ws, s > 0);
+                if (s > 0)
+                    std::copy_n(backward_slot.act.input_gradient(), b * backward_slot.act.input_size(), io.data());
+                const auto t1 = std::chrono::steady_clock::now();
+                const std::size_t n = std::min(pc, w.size());
+                optim::momentum_update(n, w.data(), v.data(), gu.data(), c);
+                if (!p.forward_weights.empty()) std::copy_n(w.data(), n, fw.data());
+                const auto t2 = std::chrono::steady_clock::now();
+                const double update =
+                    n == 0 ? 0.0
+                           : std::chrono::duration<double>(t2 - t1).count() * static_cast<double>(pc) /
+                                 static_cast<double>(n);
+                times[s].push_back(std::chrono::duration<double>(t1 - t0).count() + update);
+            }
+        std::vector<double> costs(count);
+        for (std::size_t s = 0; s < count; ++s) {
+            std::sort(times[s].begin(), times[s].end());
+            costs[s] = times[s][times[s].size() / 2];
+        }
+        return costs;
     }
 
     /// Cuts the stages into lanes: `requested` lanes (0: the task arena's concurrency), at most S; balanced by
@@ -287,9 +315,7 @@ private:
         if (n == count) {
             for (std::size_t s = 1; s < count; ++s) firsts.push_back(s);
         } else if (n > 1) {
-            std::vector<double> costs(count);
-            for (std::size_t s = 0; s < count; ++s) costs[s] = measure_stage(s, max_b);
-            for (std::size_t point : sync::balanced_partition(costs, n)) firsts.push_back(point);
+            for (std::size_t point : sync::balanced_partition(measure_stage_costs(max_b), n)) firsts.push_back(point);
         }
         lane_of_.assign(count, 0);
         for (std::size_t l = 0; l < firsts.size(); ++l) {
