@@ -8,22 +8,9 @@ target_link_libraries(pipeprop_train PRIVATE CLI11::CLI11)
 
 if(PIPEPROP_BUILD_TESTS)
   set(pipeprop_train_data /usr/share/datasets/fashion-mnist)
-  set(pipeprop_train_check ${CMAKE_CURRENT_SOURCE_DIR}/train/run_and_check.cmake)
   set(pipeprop_train_quick --network mlp --batch 32 --max-samples 2000 --max-test-samples 2000 --progress log)
 
-  function(pipeprop_train_test name)
-    cmake_parse_arguments(T "" "EXPECT;REGEX;LAST_LINE_REGEX" "ARGS" ${ARGN})
-    list(JOIN T_ARGS "|" joined)  # run_and_check.cmake splits at '|' (a ';' list would be split by add_test)
-    set(defs -DPROGRAM=$<TARGET_FILE:pipeprop_train> -DEXPECT=${T_EXPECT} "-DARGS=${joined}")
-    if(T_REGEX)
-      list(APPEND defs "-DREGEX=${T_REGEX}")
-    endif()
-    if(T_LAST_LINE_REGEX)
-      list(APPEND defs "-DLAST_LINE_REGEX=${T_LAST_LINE_REGEX}")
-    endif()
-    add_test(NAME pipeprop_train_${name} COMMAND ${CMAKE_COMMAND} ${defs} -P ${pipeprop_train_check})
-    set_tests_properties(pipeprop_train_${name} PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300)
-  endfunction()
+  include(${CMAKE_CURRENT_SOURCE_DIR}/train/pipeprop_train_test.cmake)
 
   # Quick run: exit 0, metrics written, last stdout line = the JSON result with the required keys in order.
   set(num "-?[0-9][0-9.e+-]*")

@@ -2,23 +2,10 @@
 # batch that 4 micro-batches do not divide, writing a trace (exit 0, JSON result naming the schedule, the trace
 # files exist); bad sync options give the usage text and exit code 2. Uses the main program's ctest helper.
 if(PIPEPROP_BUILD_EXAMPLES)
-  set(pipeprop_sync_check ${PROJECT_SOURCE_DIR}/examples/train/run_and_check.cmake)
-  function(pipeprop_sync_test name)
-    cmake_parse_arguments(T "" "EXPECT;REGEX;LAST_LINE_REGEX" "ARGS" ${ARGN})
-    list(JOIN T_ARGS "|" joined)
-    set(defs -DPROGRAM=$<TARGET_FILE:pipeprop_train> -DEXPECT=${T_EXPECT} "-DARGS=${joined}")
-    if(T_REGEX)
-      list(APPEND defs "-DREGEX=${T_REGEX}")
-    endif()
-    if(T_LAST_LINE_REGEX)
-      list(APPEND defs "-DLAST_LINE_REGEX=${T_LAST_LINE_REGEX}")
-    endif()
-    add_test(NAME pipeprop_train_sync_${name} COMMAND ${CMAKE_COMMAND} ${defs} -P ${pipeprop_sync_check})
-    set_tests_properties(pipeprop_train_sync_${name} PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300)
-  endfunction()
+  include(${PROJECT_SOURCE_DIR}/examples/train/pipeprop_train_test.cmake)
 
   set(trace ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_sync_trace.json)
-  pipeprop_sync_test(smoke EXPECT 0
+  pipeprop_train_test(sync_smoke EXPECT 0
     ARGS --mode sync --network mlp --batch 30 --micro-batches 4 --schedule zb_h1 --two-stage-bp on
          --max-samples 2000 --max-test-samples 2000 --progress log --data /usr/share/datasets/fashion-mnist
          --trace ${trace}
@@ -28,9 +15,10 @@ if(PIPEPROP_BUILD_EXAMPLES)
            COMMAND ${CMAKE_COMMAND} -E cat ${trace} ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_sync_trace.svg)
   set_tests_properties(pipeprop_train_sync_trace_files PROPERTIES DEPENDS pipeprop_train_sync_smoke
                        PASS_REGULAR_EXPRESSION "traceEvents.*</svg>")
-  pipeprop_sync_test(bad_schedule EXPECT 2 ARGS --mode sync --schedule zb_h3 REGEX "--schedule.*Usage:")
-  pipeprop_sync_test(bad_two_stage_bp EXPECT 2 ARGS --mode sync --two-stage-bp maybe REGEX "--two-stage-bp.*Usage:")
-  pipeprop_sync_test(too_many_micro_batches EXPECT 2 ARGS --mode sync --batch 4 --micro-batches 8
+  pipeprop_train_test(sync_bad_schedule EXPECT 2 ARGS --mode sync --schedule zb_h3 REGEX "--schedule.*Usage:")
+  pipeprop_train_test(sync_bad_two_stage_bp EXPECT 2 ARGS --mode sync --two-stage-bp maybe
+    REGEX "--two-stage-bp.*Usage:")
+  pipeprop_train_test(sync_too_many_micro_batches EXPECT 2 ARGS --mode sync --batch 4 --micro-batches 8
     REGEX "--micro-batches: 8 micro-batches cannot split a batch of 4 samples.*Usage:")
 endif()
 

@@ -1,0 +1,19 @@
+# pipeprop_train_test(<name> EXPECT <exit code> ARGS <options...> [REGEX <output regex>] [LAST_LINE_REGEX <regex>]):
+# a ctest named pipeprop_train_<name> that runs the main program with ARGS through run_and_check.cmake and checks its
+# exit code, its output and its last stdout line. Included by examples/pipeprop_train.cmake and the tests' extras.
+include_guard(GLOBAL)
+
+function(pipeprop_train_test name)
+  cmake_parse_arguments(T "" "EXPECT;REGEX;LAST_LINE_REGEX" "ARGS" ${ARGN})
+  list(JOIN T_ARGS "|" joined)  # run_and_check.cmake splits at '|' (a ';' list would be split by add_test)
+  set(defs -DPROGRAM=$<TARGET_FILE:pipeprop_train> -DEXPECT=${T_EXPECT} "-DARGS=${joined}")
+  if(T_REGEX)
+    list(APPEND defs "-DREGEX=${T_REGEX}")
+  endif()
+  if(T_LAST_LINE_REGEX)
+    list(APPEND defs "-DLAST_LINE_REGEX=${T_LAST_LINE_REGEX}")
+  endif()
+  add_test(NAME pipeprop_train_${name}
+           COMMAND ${CMAKE_COMMAND} ${defs} -P ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/run_and_check.cmake)
+  set_tests_properties(pipeprop_train_${name} PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300)
+endfunction()
