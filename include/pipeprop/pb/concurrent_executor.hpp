@@ -199,8 +199,10 @@ public:
         }
     }
 
-    /// Number of lanes (serial flow-graph nodes) and the first stage of each (ascending).
+    /// Number of lanes (serial flow-graph nodes), 1 <= L <= S.
     [[nodiscard]] std::size_t lane_count() const noexcept { return lanes_.size(); }
+    /// The lane that runs `stage` (lanes are runs of consecutive stages, in order). Throws std::out_of_range for
+    /// stage >= S.
     [[nodiscard]] std::size_t lane_of(std::size_t stage) const { return lane_of_.at(stage); }
 
 private:
