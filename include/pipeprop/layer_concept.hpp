@@ -38,6 +38,30 @@
 //
 // Every function must work for any micro-batch size b >= 1 and must not allocate on the heap after
 // make_stash / make_workspace returned.
+//
+// Stateful layers (optional; Online Normalization, shared/docs/online-norm.md): a layer with running state that its
+// training passes update in micro-batch order declares
+//
+//   static constexpr std::size_t state_count;     // elements of the layer's running-state block (T values)
+//   void init_state(std::span<T> s) const;       // ensures: s is assigned its initial value
+//   void forward(w, x, y, b, st, ws, std::span<T> s) const;            // training forward: also updates s
+//   void backward_input(w, x, y, dy, dx, b, st, ws, std::span<T> s) const;  // backward-p1: also updates s
+//   void infer(w, x, y, b, ws, std::span<const T> s) const;           // evaluation: y ASSIGNED, s unchanged
+//   static constexpr std::array<parameter_tensor, K> state_tensors();  // optional names (checkpoints)
+//
+// instead of the stateless forward / backward_input (backward_weight keeps its signature and never touches s).
+// The runner keeps the state block per stage, next to the parameters, checkpoints it, and calls the passes of a
+// stage in the order the schedule runs them (PB: forward of the newest micro-batch, then backward of the oldest).
+// Evaluation calls infer (or, for a stateless layer, forward with a scratch stash) and changes no state.
+//
+// Tensor shapes are per sample and may have any rank: rank 1 [N] (dense), rank 2 [L, D] (a sequence of L tokens
+// of D features: transformer layers), rank 3 [C, H, W] (images). A layer whose input is integer token ids reads
+// them as T values holding exact integers (float holds every integer below 2^24) and declares
+// `static constexpr bool integer_input = true;`: its backward_input must still assign dx (zeros), and nothing
+// upstream of it has parameters.
+//
+// Composite blocks (graph/blocks.hpp: residual<...>, residual_projection<...>) are not layers: the network flattens
+// them into nodes that are (graph/nodes.hpp), so every runner sees one flat list of layers.
 #pragma once
 
 #include <concepts>
@@ -132,10 +156,42 @@ concept layer_has_init = requires(const L& l, std::span<typename L::value_type> 
     { l.init_parameters(w, seed) } -> std::same_as<void>;
 };
 
-/// A layer: all of the above, with backward-p2 and init required exactly when the layer has parameters.
+/// Sub-concept: the layer declares a running-state block (state_count > 0; see the file comment).
 template <class L>
-concept layer = layer_has_shapes<L> && layer_has_parameter_count<L> && layer_has_forward<L> &&
-                layer_has_backward_input<L> &&
+concept layer_declares_state = requires {
+    { L::state_count } -> std::convertible_to<std::size_t>;
+    std::integral_constant<std::size_t, L::state_count>{};
+} && (L::state_count > 0);
+
+/// Sub-concept: the passes of a stateful layer (training forward and backward-p1 take the state block, infer and
+/// init_state exist) with the documented signatures.
+template <class L>
+concept layer_has_state_passes =
+    requires(const L& l, std::span<const typename L::value_type> w, const typename L::value_type* x,
+             typename L::value_type* y, const typename L::value_type* dy, typename L::value_type* dx, std::size_t b,
+             stash_t<L>& st, const stash_t<L>& cst, workspace_t<L>& ws, std::span<typename L::value_type> s,
+             std::span<const typename L::value_type> cs) {
+        { l.forward(w, x, y, b, st, ws, s) } -> std::same_as<void>;
+        { l.backward_input(w, x, y, dy, dx, b, cst, ws, s) } -> std::same_as<void>;
+        { l.infer(w, x, y, b, ws, cs) } -> std::same_as<void>;
+        { l.init_state(s) } -> std::same_as<void>;
+    };
+
+/// Elements of layer L's running-state block: L::state_count, or 0 for a stateless layer.
+template <class L>
+inline constexpr std::size_t state_count_v = [] {
+    if constexpr (layer_declares_state<L>)
+        return static_cast<std::size_t>(L::state_count);
+    else
+        return std::size_t{0};
+}();
+
+/// A layer: shapes and parameter count; the stateless passes, or the stateful ones when it declares a state block;
+/// backward-p2 and init required exactly when the layer has parameters.
+template <class L>
+concept layer = layer_has_shapes<L> && layer_has_parameter_count<L> &&
+                (layer_declares_state<L> ? layer_has_state_passes<L>
+                                         : (layer_has_forward<L> && layer_has_backward_input<L>)) &&
                 (L::parameter_count == 0 || (layer_has_backward_weight<L> && layer_has_init<L>));
 
 /// Make the stash of a layer for micro-batches of up to max_b samples (setup time; may allocate).

@@ -62,10 +62,16 @@ struct layer_at_position {
     static constexpr bool count_ok = !shapes_ok || layer_has_parameter_count<type>;
     static_assert(count_ok, "pipeprop: this layer does not declare a compile-time `static constexpr std::size_t "
                             "parameter_count` (0 for a parameter-free layer).");
-    static constexpr bool forward_ok = !(shapes_ok && count_ok) || layer_has_forward<type>;
+    static constexpr bool stateful = shapes_ok && layer_declares_state<type>;
+    static constexpr bool state_ok = !stateful || layer_has_state_passes<type>;
+    static_assert(state_ok, "pipeprop: this layer declares state_count (a running-state block) but lacks one of "
+                            "the stateful passes `forward(w, x, y, b, stash&, ws&, std::span<T> state)`, "
+                            "`backward_input(w, x, y, dy, dx, b, const stash&, ws&, std::span<T> state)`, "
+                            "`infer(w, x, y, b, ws&, std::span<const T> state)`, `init_state(std::span<T>)`.");
+    static constexpr bool forward_ok = !(shapes_ok && count_ok) || stateful || layer_has_forward<type>;
     static_assert(forward_ok, "pipeprop: this layer has no member `void forward(std::span<const T> w, const T* x, T* y, "
                               "std::size_t b, stash_type&, workspace_type&) const`.");
-    static constexpr bool p1_ok = !(shapes_ok && count_ok) || layer_has_backward_input<type>;
+    static constexpr bool p1_ok = !(shapes_ok && count_ok) || stateful || layer_has_backward_input<type>;
     static_assert(p1_ok, "pipeprop: this layer has no backward-p1 member `void backward_input(std::span<const T> w, "
                          "const T* x, const T* y, const T* dy, T* dx, std::size_t b, const stash_type&, "
                          "workspace_type&) const`.");
@@ -77,7 +83,8 @@ struct layer_at_position {
     static constexpr bool init_ok = !(shapes_ok && count_ok) || type::parameter_count == 0 || layer_has_init<type>;
     static_assert(init_ok, "pipeprop: this layer has parameters but no member `void init_parameters(std::span<T> w, "
                            "std::uint64_t seed) const`.");
-    static constexpr bool ok = shapes_ok && value_ok && input_ok && count_ok && forward_ok && p1_ok && p2_ok && init_ok;
+    static constexpr bool ok =
+        shapes_ok && value_ok && input_ok && count_ok && state_ok && forward_ok && p1_ok && p2_ok && init_ok;
 };
 
 namespace detail {
