@@ -179,6 +179,21 @@ template <network_type Net, class T = float>
     return name;
 }
 
+/// Name of a tensor of network node `node` (its hierarchical name, layer_stack::node_names: "layer_03" or
+/// "layer_03.body_01"): "<node>.<tensor>[.<suffix>]", e.g. "layer_03.body_01.weight.velocity". For a network without
+/// blocks this is network_tensor_name(i, layer_count, tensor, suffix).
+[[nodiscard]] inline std::string node_tensor_name(std::string_view node, std::string_view tensor,
+                                                  std::string_view suffix = {}) {
+    std::string name(node);
+    name += '.';
+    name += tensor;
+    if (!suffix.empty()) {
+        name += '.';
+        name += suffix;
+    }
+    return name;
+}
+
 /// One tensor of a checkpoint: exact name, shape (row-major; may be rank 0) and values (float32 or float64).
 struct checkpoint_tensor {
     std::string name;
@@ -307,7 +322,7 @@ inline void require_signature(const checkpoint& c, const network_signature& expe
 }
 
 /// Adds the parameter block w [layer_stack<Net, T>::parameter_count] of network Net as one tensor per parameter
-/// tensor, named network_tensor_name(i, L, tensor, suffix) (e.g. suffix "velocity" for an optimizer state laid out
+/// tensor, named node_tensor_name(node name, tensor, suffix) (e.g. suffix "velocity" for an optimizer state laid out
 /// like the parameters). Throws checkpoint_error for a wrong block size or a duplicate name.
 template <network_type Net, class T>
 void add_network_tensors(checkpoint& c, std::span<const T> w, std::string_view suffix = {}) {
@@ -320,7 +335,7 @@ void add_network_tensors(checkpoint& c, std::span<const T> w, std::string_view s
         std::size_t off = stack::parameter_offset[i];
         for (const auto& t : sig.layers[i]) {
             const std::size_t n = detail::shape_size(t.shape);
-            c.add_tensor<T>(network_tensor_name(i, sig.layer_count(), t.name, suffix), t.shape, w.subspan(off, n));
+            c.add_tensor<T>(node_tensor_name(stack::node_names[i], t.name, suffix), t.shape, w.subspan(off, n));
             off += n;
         }
     }
@@ -339,7 +354,7 @@ void read_network_tensors(const checkpoint& c, std::span<T> w, std::string_view 
         std::size_t off = stack::parameter_offset[i];
         for (const auto& t : sig.layers[i]) {
             const std::size_t n = detail::shape_size(t.shape);
-            c.read_tensor<T>(network_tensor_name(i, sig.layer_count(), t.name, suffix), t.shape, w.subspan(off, n));
+            c.read_tensor<T>(node_tensor_name(stack::node_names[i], t.name, suffix), t.shape, w.subspan(off, n));
             off += n;
         }
     }

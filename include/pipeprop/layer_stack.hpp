@@ -23,6 +23,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -77,6 +78,34 @@ public:
             a[I + 1] = layer_type<I>::output_shape::size;
         });
         return a;
+    }();
+
+    /// node_names[i]: hierarchical name of node i, e.g. "layer_03.body_01" (graph/node_path.hpp).
+    static constexpr std::array<std::string_view, layer_count> node_names = [] {
+        std::array<std::string_view, layer_count> n{};
+        boost::mp11::mp_for_each<boost::mp11::mp_iota_c<layer_count>>(
+            [&](auto I) { n[I] = node_name_v<boost::mp11::mp_at_c<typename Net::template paths<T>, I>>; });
+        return n;
+    }();
+
+    /// cut_allowed_before[i]: a stage boundary may be put in front of node i (false for the layers of a projection
+    /// shortcut and the add after them, which share the add's stage: pb-semantics.md §6); [0] is true.
+    static constexpr std::array<bool, layer_count> cut_allowed_before = [] {
+        std::array<bool, layer_count> c{};
+        boost::mp11::mp_for_each<boost::mp11::mp_iota_c<layer_count>>([&](auto I) {
+            using L = layer_type<I>;
+            if constexpr (requires { L::cut_allowed_before; })
+                c[I] = L::cut_allowed_before;
+            else
+                c[I] = true;
+            // The add of a projection block follows its shortcut's last layer: it stays in that layer's stage.
+            if constexpr (I > 0) {
+                using prev = layer_type<I - 1>;
+                if constexpr (requires { prev::cut_allowed_before; }) c[I] = c[I] && prev::cut_allowed_before;
+            }
+        });
+        c[0] = true;
+        return c;
     }();
 
     /// has_parameters[i]: layer i has a non-empty parameter block.

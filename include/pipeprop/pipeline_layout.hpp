@@ -58,12 +58,28 @@ struct partition_boundaries<L, split_at<P...>> {
     static constexpr std::array<std::size_t, sizeof...(P) + 2> value{0, P..., L};
 };
 
+/// Whether fine-grained partitioning starts a stage at node i (see fine_grained).
+template <class Stack>
+constexpr bool fine_stage_starts(std::size_t i, bool own_stage, bool first_parametric_seen) {
+    if (!Stack::cut_allowed_before[i]) return false;
+    if (own_stage) return i > 0;
+    return Stack::has_parameters[i] && first_parametric_seen;
+}
+
 template <std::size_t L, class Stack>
 constexpr std::size_t fine_stage_count(bool own_stage) {
-    if (own_stage) return L;
-    std::size_t n = 0;
-    for (std::size_t i = 0; i < L; ++i) n += Stack::has_parameters[i] ? 1 : 0;
-    return n == 0 ? 1 : n;
+    std::size_t n = 1;
+    bool seen = false;
+    for (std::size_t i = 0; i < L; ++i) {
+        if (fine_stage_starts<Stack>(i, own_stage, seen)) ++n;
+        if (Stack::has_parameters[i]) seen = true;
+    }
+    return n;
+}
+
+template <class Stack, std::size_t... P>
+constexpr bool cuts_allowed() {
+    return ((Stack::cut_allowed_before[P]) && ...);
 }
 }  // namespace detail
 
@@ -77,6 +93,9 @@ struct pipeline_layout<Net, split_at<P...>, T> {
     using stack_type = layer_stack<Net, T>;
     static constexpr std::size_t layer_count = stack_type::layer_count;
     static constexpr auto boundaries = detail::partition_boundaries<layer_count, split_at<P...>>::value;
+    static_assert(detail::cuts_allowed<stack_type, P...>(),
+                  "pipeprop::split_at: a split point lies inside a projection shortcut or right before its add: the "
+                  "shortcut's layers share the stage of the block's add (shared/docs/pb-semantics.md section 6).");
     static constexpr std::size_t stage_count = boundaries.size() - 1;
     static constexpr std::array<std::size_t, stage_count> delays = [] {
         std::array<std::size_t, stage_count> d{};
@@ -96,18 +115,15 @@ struct pipeline_layout<Net, fine_grained<Mode>, T> {
         std::array<std::size_t, stage_count + 1> b{};
         // Stage starts: for own_stage, every layer; for attach, every parametric layer except that the first stage
         // always starts at 0 (leading parameter-free layers attach to it).
+        // Nodes that may not start a stage (a projection shortcut's layers and its add: pb-semantics.md §6) join
+        // the stage before them.
         std::size_t s = 0;
         b[0] = 0;
         bool first_parametric_seen = false;
         for (std::size_t i = 0; i < layer_count; ++i) {
-            bool starts = false;
-            if (Mode == parameter_free::own_stage) {
-                starts = i > 0;
-            } else if (stack_type::has_parameters[i]) {
-                starts = first_parametric_seen;
-                first_parametric_seen = true;
-            }
-            if (starts) b[++s] = i;
+            if (detail::fine_stage_starts<stack_type>(i, Mode == parameter_free::own_stage, first_parametric_seen))
+                b[++s] = i;
+            if (stack_type::has_parameters[i]) first_parametric_seen = true;
         }
         b[stage_count] = layer_count;
         return b;
@@ -138,6 +154,20 @@ struct pipeline_layout<Net, fine_grained<Mode>, T> {
     }
     stages.push_back({begin, layer_count});
     return stages;
+}
+
+/// Throws std::invalid_argument, naming the node, when a stage of `stages` starts at a node of Stack where no
+/// boundary is allowed (Stack::cut_allowed_before: a projection shortcut's layers and its add share a stage).
+template <class Stack>
+void check_cuts_allowed(const std::vector<layer_range>& stages) {
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+        const std::size_t i = stages[s].begin;
+        if (i < Stack::layer_count && !Stack::cut_allowed_before[i])
+            throw std::invalid_argument("pipeprop: stage " + std::to_string(s) + " starts at node " +
+                                        std::to_string(i) + " (" + std::string(Stack::node_names[i]) +
+                                        "), inside a projection shortcut: the shortcut's layers share the stage of "
+                                        "the block's add (shared/docs/pb-semantics.md section 6)");
+    }
 }
 
 /// The stage ranges of a static layout, as a runtime vector (for code shared with runtime partitions).

@@ -84,6 +84,7 @@ public:
     /// eval_batch must be >= 1; policy parameters).
     engine(std::vector<layer_range> stages, const options_type& opt) : options_(opt), ranges_(std::move(stages)) {
         check_partition(ranges_, stack_type::layer_count);
+        check_cuts_allowed<stack_type>(ranges_);
         if (opt.max_batch == 0) throw std::invalid_argument("pipeprop::pb::engine: max_batch must be >= 1");
         if (opt.push_buffer == 0) throw std::invalid_argument("pipeprop::pb::engine: push_buffer must be >= 1");
         if (opt.eval_batch == 0) throw std::invalid_argument("pipeprop::pb::engine: eval_batch must be >= 1");

@@ -138,6 +138,7 @@ public:
     pipeline_executor(std::vector<layer_range> stages, const executor_options& opt)
         : ranges_(std::move(stages)), opt_(opt) {
         check_ranges();
+        check_cuts_allowed<stack_type>(ranges_);
         if (opt_.micro_batches == 0)
             throw std::invalid_argument("pipeprop::sync::pipeline_executor: micro_batches must be >= 1");
         if (opt_.max_batch == 0)

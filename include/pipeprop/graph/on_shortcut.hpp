@@ -1,0 +1,120 @@
+// pipeprop/graph/on_shortcut.hpp: a layer of a block's projection shortcut, applied to the carried skip tensor.
+//
+// Node of a flattened network (network.hpp). A projection block y = g(x) + f(x) is flattened to
+// fork, f's layers (carried<...>), g's layers (on_shortcut<...>), add. on_shortcut<L, F, C> sees the body output
+// in front (F elements per sample), the skip tensor that L transforms, then C further carried elements:
+//   x = [body out: b x F][skip in: b x In][carried: b x C]  ->  y = [body out: b x F][skip out: b x Out][carried]
+// Only L's part changes; the rest is copied forward (and its gradient backward) unchanged. The node always shares a
+// stage with its block's add (pb-semantics.md §6: the shortcut's parameters belong to the stage of the add and get
+// that stage's delay), so pipeline partitions never cut before it (cut_allowed_before == false).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "pipeprop/layer_concept.hpp"
+#include "pipeprop/shape.hpp"
+
+namespace pipeprop {
+
+/// Layer L applied to the skip tensor behind F front elements, with C elements carried behind it.
+template <class L, std::size_t F, std::size_t C>
+struct on_shortcut {
+    using layer_type = L;
+    using value_type = typename L::value_type;
+    using T = value_type;
+    static constexpr std::size_t in_size = L::input_shape::size;
+    static constexpr std::size_t out_size = L::output_shape::size;
+    using input_shape = shape<F + in_size + C>;
+    using output_shape = shape<F + out_size + C>;
+    static constexpr std::size_t parameter_count = L::parameter_count;
+    static constexpr std::size_t state_count = state_count_v<L>;
+    /// Partitions may not put a stage boundary in front of this node (see the file comment).
+    static constexpr bool cut_allowed_before = false;
+    using stash_type = stash_t<L>;
+    using workspace_type = workspace_t<L>;
+
+    L layer{};
+
+    [[nodiscard]] stash_type make_stash(std::size_t max_b) const { return pipeprop::make_stash(layer, max_b); }
+    [[nodiscard]] workspace_type make_workspace(std::size_t max_b) const {
+        return pipeprop::make_workspace(layer, max_b);
+    }
+    [[nodiscard]] std::size_t stash_bytes(const stash_type& st) const { return pipeprop::stash_bytes(layer, st); }
+
+    static constexpr auto parameter_tensors()
+        requires requires { L::parameter_tensors(); }
+    {
+        return L::parameter_tensors();
+    }
+    static constexpr auto state_tensors()
+        requires requires { L::state_tensors(); }
+    {
+        return L::state_tensors();
+    }
+    void init_parameters(std::span<T> w, std::uint64_t seed) const
+        requires(parameter_count > 0)
+    {
+        layer.init_parameters(w, seed);
+    }
+    void init_state(std::span<T> s) const
+        requires(state_count > 0)
+    {
+        layer.init_state(s);
+    }
+
+    void forward(std::span<const T> w, const T* x, T* y, std::size_t b, stash_type& st, workspace_type& ws) const
+        requires(state_count == 0)
+    {
+        layer.forward(w, x + b * F, y + b * F, b, st, ws);
+        pass_forward(x, y, b);
+    }
+    void forward(std::span<const T> w, const T* x, T* y, std::size_t b, stash_type& st, workspace_type& ws,
+                 std::span<T> s) const
+        requires(state_count > 0)
+    {
+        layer.forward(w, x + b * F, y + b * F, b, st, ws, s);
+        pass_forward(x, y, b);
+    }
+    void infer(std::span<const T> w, const T* x, T* y, std::size_t b, workspace_type& ws,
+               std::span<const T> s) const
+        requires(state_count > 0)
+    {
+        layer.infer(w, x + b * F, y + b * F, b, ws, s);
+        pass_forward(x, y, b);
+    }
+    void backward_input(std::span<const T> w, const T* x, const T* y, const T* dy, T* dx, std::size_t b,
+                        const stash_type& st, workspace_type& ws) const
+        requires(state_count == 0)
+    {
+        layer.backward_input(w, x + b * F, y + b * F, dy + b * F, dx + b * F, b, st, ws);
+        pass_backward(dy, dx, b);
+    }
+    void backward_input(std::span<const T> w, const T* x, const T* y, const T* dy, T* dx, std::size_t b,
+                        const stash_type& st, workspace_type& ws, std::span<T> s) const
+        requires(state_count > 0)
+    {
+        layer.backward_input(w, x + b * F, y + b * F, dy + b * F, dx + b * F, b, st, ws, s);
+        pass_backward(dy, dx, b);
+    }
+    void backward_weight(std::span<T> dw, const T* x, const T* y, const T* dy, std::size_t b, const stash_type& st,
+                         workspace_type& ws) const
+        requires(parameter_count > 0)
+    {
+        layer.backward_weight(dw, x + b * F, y + b * F, dy + b * F, b, st, ws);
+    }
+
+private:
+    static void pass_forward(const T* x, T* y, std::size_t b) noexcept {
+        std::copy_n(x, b * F, y);
+        std::copy_n(x + b * (F + in_size), b * C, y + b * (F + out_size));
+    }
+    static void pass_backward(const T* dy, T* dx, std::size_t b) noexcept {
+        std::copy_n(dy, b * F, dx);
+        std::copy_n(dy + b * (F + out_size), b * C, dx + b * (F + in_size));
+    }
+};
+
+}  // namespace pipeprop
