@@ -60,7 +60,9 @@ std::vector<pipeprop::layer_range> parse_stages(const std::string& text) {
                                         "comma-separated layer indices such as 2,5,8)");
         points.push_back(static_cast<std::size_t>(v));
     }
-    return pipeprop::partition_at(pipeprop::layer_stack<Net, float>::layer_count, points);
+    auto ranges = pipeprop::partition_at(pipeprop::layer_stack<Net, float>::layer_count, points);
+    pipeprop::check_cuts_allowed<pipeprop::layer_stack<Net, float>>(ranges);
+    return ranges;
 }
 
 /// The PB pipeline adapted to the training loop's engine contract (training_loop.hpp).
@@ -214,12 +216,13 @@ public:
             o.lr = s.learning_rate;
             o.momentum = s.momentum;
         }
-        return with_network(o.network, [&]<class Net>() { return run_policy<Net>(o); });
+        return with_network(o.network, [&]<class Net>() { return run_on_network<mode_pb, Net>(*this, o); });
     }
 
-private:
+    /// Training on network Net with the --mitigation policy, o already scaled (instantiated per network in its
+    /// own unit: run_on_network).
     template <class Net>
-    json_line run_policy(const common_options& o) {
+    json_line run_network(const common_options& o) {
         namespace pol = pipeprop::pb::policy;
         if (mitigation_ == "none") return run_with<Net, pol::none>(o);
         if (mitigation_ == "sc") return run_with<Net, pol::spike_compensation<>>(o);

@@ -24,7 +24,13 @@ public:
     }
 
     json_line run(const common_options& o) override {
-        return with_network(o.network, [&]<class Net>() {
+        return with_network(o.network, [&]<class Net>() { return run_on_network<mode_sgd, Net>(*this, o); });
+    }
+
+    /// Training on network Net (instantiated per network in its own unit: run_on_network).
+    template <class Net>
+    json_line run_network(const common_options& o) {
+        {
             const pipeprop::data::dataset_pair data = load_data<Net>(o);
             pipeprop::sequential_trainer_config c;
             c.max_batch = o.batch;
@@ -34,7 +40,7 @@ public:
             c.seed = o.seed;
             pipeprop::sequential_trainer<Net> trainer(c);
             return run_training<Net>(trainer, o, data, mode_name).to_json();
-        });
+        }
     }
 };
 

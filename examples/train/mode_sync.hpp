@@ -92,13 +92,14 @@ public:
     pipeprop::evaluation evaluate(const float* x, const std::int32_t* labels, std::size_t n) {
         if (n == 0) throw std::invalid_argument("pipeprop sync: evaluate on no samples");
         const std::vector<float> w = ex_->parameters();
+        const std::vector<float> state = ex_->state();
         const std::size_t chunk = ex_->options().max_batch, in = stack_type::input_shape::size;
         double loss_sum = 0;
         std::size_t hits = 0;
         for (std::size_t first = 0; first < n; first += chunk) {
             const std::size_t b = std::min(chunk, n - first);
             std::copy_n(x + first * in, b * in, eval_act_.input());
-            stack_.forward(w, eval_act_, b, eval_ws_);
+            stack_.infer(w, eval_act_, b, eval_ws_, state);
             loss_sum += static_cast<double>(loss_type::loss(eval_act_.output(), labels + first, b)) *
                         static_cast<double>(b);
             hits += loss_type::correct(eval_act_.output(), labels + first, b);
@@ -111,6 +112,8 @@ public:
         const auto w = ex_->parameters(), v = ex_->velocity();
         pipeprop::add_network_tensors<Net, float>(c, std::span<const float>(w));
         pipeprop::add_network_tensors<Net, float>(c, std::span<const float>(v), "velocity");
+        const auto state = ex_->state();
+        pipeprop::add_network_state<Net, float>(c, std::span<const float>(state));
         c.set_scalar("step_count", steps_);
         c.set_scalar("samples_seen", samples_seen_);
         c.set_scalar("init_seed", seed_);
@@ -120,10 +123,13 @@ public:
         std::vector<float> w(stack_type::parameter_count), v(stack_type::parameter_count);
         pipeprop::read_network_tensors<Net, float>(c, std::span<float>(w));
         pipeprop::read_network_tensors<Net, float>(c, std::span<float>(v), "velocity");
+        std::vector<float> state(stack_type::state_count);
+        pipeprop::read_network_state<Net, float>(c, std::span<float>(state));
         const auto steps = c.scalar_as<std::uint64_t>("step_count");
         const auto seen = c.scalar_as<std::uint64_t>("samples_seen");
         ex_->set_parameters(w);
         ex_->set_velocity(v);
+        ex_->set_state(state);
         steps_ = steps;
         samples_seen_ = seen;
     }
@@ -245,7 +251,13 @@ public:
     }
 
     json_line run(const common_options& o) override {
-        return with_network(o.network, [&]<class Net>() { return run_with<Net>(o); });
+        return with_network(o.network, [&]<class Net>() { return run_on_network<mode_sync, Net>(*this, o); });
+    }
+
+    /// Training on network Net (instantiated per network in its own unit: run_on_network).
+    template <class Net>
+    json_line run_network(const common_options& o) {
+        return run_with<Net>(o);
     }
 
 private:
@@ -275,7 +287,8 @@ private:
         if (spec.balanced_stages > 0) {
             std::vector<double> cost;
             for (const auto& c : ps::measure_layer_costs<Net>(b, 5, o.seed)) cost.push_back(c.total());
-            points = ps::balanced_partition(cost, spec.balanced_stages);
+            using stack_t = pipeprop::layer_stack<Net, float>;
+            points = ps::balanced_partition(cost, spec.balanced_stages, stack_t::cut_allowed_before);
         }
         const auto ranges = pipeprop::partition_at(Net::layer_count, points);
         ps::executor_options eo;

@@ -4,13 +4,18 @@
 
 #include <pipeprop/layers/conv2d.hpp>
 #include <pipeprop/layers/dense.hpp>
+#include <pipeprop/graph/blocks.hpp>
 #include <pipeprop/layers/flatten.hpp>
+#include <pipeprop/layers/global_avg_pool.hpp>
 #include <pipeprop/layers/group_norm.hpp>
 #include <pipeprop/layers/max_pool2d.hpp>
 #include <pipeprop/layers/relu.hpp>
 #include <pipeprop/network.hpp>
 #include <pipeprop/seed.hpp>
 #include <pipeprop/shape.hpp>
+
+#include <boost/mp11/algorithm.hpp>
+#include <boost/mp11/list.hpp>
 
 #include <cmath>
 #include <cstddef>
@@ -73,8 +78,44 @@ using small_cnn = pp::network<pp::shape<1, 28, 28>,                             
 /// (dense with fan_in_uniform_init).
 using mlp = pp::network<pp::shape<1, 28, 28>, pp::flatten, dense<256>, pp::relu, dense<256>, pp::relu, dense<10>>;
 
+/// ResNet basic block with an identity shortcut at C channels (He et al. 2016, §4.2): conv3x3 - norm - relu -
+/// conv3x3 - norm, plus x; the relu after the add follows the block.
+template <std::size_t C, class Norm>
+using basic_block = pp::residual<conv<C, 3, 1, 1>, Norm, pp::relu, conv<C, 3, 1, 1>, Norm>;
+/// ResNet basic block that halves the resolution and widens to C channels: stride-2 conv3x3 in the body and a
+/// projection shortcut conv1x1 stride 2 - norm (He et al. 2016, option B).
+template <std::size_t C, class Norm>
+using down_block = pp::residual_projection<pp::shortcut<conv<C, 1, 2>, Norm>, conv<C, 3, 2, 1>, Norm, pp::relu,
+                                           conv<C, 3, 1, 1>, Norm>;
+
+namespace detail {
+namespace mp = boost::mp11;
+/// N blocks of C channels (the first one Down when FirstDown), each followed by a relu.
+template <std::size_t N, std::size_t C, class Norm, bool FirstDown>
+using resnet_group = mp::mp_append<
+    mp::mp_list<std::conditional_t<FirstDown, down_block<C, Norm>, basic_block<C, Norm>>, pp::relu>,
+    mp::mp_repeat_c<mp::mp_list<basic_block<C, Norm>, pp::relu>, N - 1>>;
+}  // namespace detail
+
+/// CIFAR-style ResNet-(6N+2) (He et al. 2016, §4.2): conv3x3(16) - norm - relu, three groups of N basic blocks at
+/// 16, 32 and 64 channels (the second and third start with a stride-2 down_block), global average pool, dense(10).
+/// For 1x28x28 inputs the feature maps are 28x28, 14x14 and 7x7. Norm: the normalization after every conv
+/// (group norm here; batch-independent, so it works at micro-batch size 1: pb-semantics.md §3).
+template <class InputShape, std::size_t N, class Norm>
+using resnet = boost::mp11::mp_apply<
+    pp::network,
+    boost::mp11::mp_append<boost::mp11::mp_list<InputShape, conv<16, 3, 1, 1>, Norm, pp::relu>,
+                           detail::resnet_group<N, 16, Norm, false>, detail::resnet_group<N, 32, Norm, true>,
+                           detail::resnet_group<N, 64, Norm, true>,
+                           boost::mp11::mp_list<pp::global_avg_pool, dense<10>>>>;
+
+/// ResNet-20 (N = 3) with group norm (8 groups) for 1x28x28 images: 19 convs, 2 projection shortcuts, dense(10);
+/// 81 nodes after flattening the blocks; fine-grained PB gives 39 stages (every conv and every group norm its own
+/// stage, the projection shortcuts with their add's stage, the dense layer its own).
+using resnet20 = resnet<pp::shape<1, 28, 28>, 3, pp::group_norm<8>>;
+
 /// Names accepted by --network, in the order shown in the help.
-inline std::vector<std::string> network_names() { return {"cnn", "mlp"}; }
+inline std::vector<std::string> network_names() { return {"cnn", "mlp", "resnet20"}; }
 
 /// Calls f.template operator()<Net>() with the network type named `name` ("cnn" or "mlp") and returns its result.
 /// The name is validated by the option parser; an unknown name here is a programming error (std::logic_error).
@@ -82,6 +123,7 @@ template <class F>
 decltype(auto) with_network(std::string_view name, F&& f) {
     if (name == "cnn") return f.template operator()<small_cnn>();
     if (name == "mlp") return f.template operator()<mlp>();
+    if (name == "resnet20") return f.template operator()<resnet20>();
     throw std::logic_error("train::with_network: unknown network '" + std::string(name) + "'");
 }
 

@@ -30,6 +30,13 @@
 //               (2BP defers it), as long as st, x, y, dy are still alive.
 //     ensures:  dw += (dy/dw)^T dy (ADDED, never assigned: a weight used twice accumulates both contributions).
 //
+//   or, for a layer whose weight gradient depends on its own weights (a gated MLP: dW_gate needs W_down^T dy;
+//   attention: dW_q needs the context gradient dy W_o), the weighted form
+//   void backward_weight(std::span<const T> w, std::span<T> dw, const T* x, const T* y, const T* dy, std::size_t b,
+//                        const stash_type& st, workspace_type& ws) const;                  // backward-p2
+//     w: the weights the backward-p1 of the same micro-batch used (PB: the current weights, or the stashed ones
+//        under weight stashing; synchronous schedules: the step's weights). Otherwise as above.
+//
 //   void init_parameters(std::span<T> w, std::uint64_t seed) const;     // present only when parameter_count > 0
 //     ensures: w is assigned deterministically from seed alone.
 //
@@ -150,6 +157,25 @@ concept layer_has_backward_weight =
         { l.backward_weight(dw, x, y, dy, b, st, ws) } -> std::same_as<void>;
     };
 
+/// Sub-concept: backward-p2 in the weighted form (it also receives the layer's weights).
+template <class L>
+concept layer_has_weighted_backward_weight =
+    requires(const L& l, std::span<const typename L::value_type> w, std::span<typename L::value_type> dw,
+             const typename L::value_type* x, const typename L::value_type* y, const typename L::value_type* dy,
+             std::size_t b, const stash_t<L>& st, workspace_t<L>& ws) {
+        { l.backward_weight(w, dw, x, y, dy, b, st, ws) } -> std::same_as<void>;
+    };
+
+/// Calls backward-p2 of layer l in whichever form it declares (weighted or not): dw += (dy/dw)^T dy.
+template <class L, class T>
+void call_backward_weight(const L& l, std::span<const T> w, std::span<T> dw, const T* x, const T* y, const T* dy,
+                          std::size_t b, const stash_t<L>& st, workspace_t<L>& ws) {
+    if constexpr (layer_has_weighted_backward_weight<L>)
+        l.backward_weight(w, dw, x, y, dy, b, st, ws);
+    else
+        l.backward_weight(dw, x, y, dy, b, st, ws);
+}
+
 /// Sub-concept: deterministic, seeded parameter initialization.
 template <class L>
 concept layer_has_init = requires(const L& l, std::span<typename L::value_type> w, std::uint64_t seed) {
@@ -192,7 +218,8 @@ template <class L>
 concept layer = layer_has_shapes<L> && layer_has_parameter_count<L> &&
                 (layer_declares_state<L> ? layer_has_state_passes<L>
                                          : (layer_has_forward<L> && layer_has_backward_input<L>)) &&
-                (L::parameter_count == 0 || (layer_has_backward_weight<L> && layer_has_init<L>));
+                (L::parameter_count == 0 ||
+                 ((layer_has_backward_weight<L> || layer_has_weighted_backward_weight<L>) && layer_has_init<L>));
 
 /// Make the stash of a layer for micro-batches of up to max_b samples (setup time; may allocate).
 template <class L>

@@ -42,6 +42,16 @@ struct layer_range {
     friend constexpr bool operator==(layer_range, layer_range) = default;
 };
 
+/// Range tag of the layer_stack passes: the range of the activations, decided at run time (the dynamic variant).
+struct dynamic_range {};
+/// Range tag of the layer_stack passes: layers [B, E) known at compile time; the pass is instantiated for exactly
+/// these layers (a stage type's code: pipeline_layout.hpp). The activations must be made for the same range.
+template <std::size_t B, std::size_t E>
+struct static_range {
+    static_assert(B < E, "pipeprop::static_range: a stage needs at least one layer.");
+    static constexpr layer_range value{B, E};
+};
+
 /// Aligned storage for values of type T.
 template <class T>
 using aligned_vector = std::vector<T, xsimd::aligned_allocator<T>>;
@@ -106,6 +116,37 @@ public:
         });
         c[0] = true;
         return c;
+    }();
+
+    /// state_offset[i]: first element of layer i in the network's running-state block (stateful layers,
+    /// layer_concept.hpp); [layer_count] = total.
+    static constexpr std::array<std::size_t, layer_count + 1> state_offset = [] {
+        std::array<std::size_t, layer_count + 1> o{};
+        boost::mp11::mp_for_each<boost::mp11::mp_iota_c<layer_count>>(
+            [&](auto I) { o[I + 1] = o[I] + state_count_v<layer_type<I>>; });
+        return o;
+    }();
+    /// Elements of the network's running-state block (0 when no layer has state).
+    static constexpr std::size_t state_count = state_offset[layer_count];
+
+    /// Elements of the running-state block of range r.
+    static constexpr std::size_t state_count_of(layer_range r) noexcept {
+        return state_offset[r.end] - state_offset[r.begin];
+    }
+
+    /// True when some layer has the weighted backward-p2 form (layer_concept.hpp).
+    static constexpr bool has_weighted_backward_weight = [] {
+        bool any = false;
+        boost::mp11::mp_for_each<boost::mp11::mp_iota_c<layer_count>>([&](auto I) {
+            using L = layer_type<I>;
+            if constexpr (L::parameter_count > 0) {
+                if constexpr (requires { typename L::layer_type; })
+                    any = any || layer_has_weighted_backward_weight<typename L::layer_type>;
+                else
+                    any = any || layer_has_weighted_backward_weight<L>;
+            }
+        });
+        return any;
     }();
 
     /// has_parameters[i]: layer i has a non-empty parameter block.
@@ -245,65 +286,149 @@ public:
         });
     }
 
+    /// Assigns the initial running state of every stateful layer to s [state_count] (layer i: its slice).
+    void init_state(std::span<T> s) const {
+        if (s.size() != state_count)
+            throw std::invalid_argument("pipeprop::layer_stack::init_state: state block has " +
+                                        std::to_string(s.size()) + " elements, the network needs " +
+                                        std::to_string(state_count));
+        boost::mp11::mp_for_each<boost::mp11::mp_iota_c<layer_count>>([&](auto I) {
+            if constexpr (state_count_v<layer_type<I>> > 0)
+                std::get<I>(layers_).init_state(s.subspan(state_offset[I], state_count_v<layer_type<I>>));
+        });
+    }
+
     /// Forward over the range of `act`: reads act.input() [b, input size], assigns every a(k) and the stashes.
-    /// w is the range's parameter block [parameter_count_of(range)]. Requires 1 <= b <= act.max_batch().
-    /// Throws std::invalid_argument when b is outside [1, act.max_batch()] (checked here for every layer, built-in or
-    /// user-defined, so no layer writes past the buffers its stash and activations were made for).
-    void forward(std::span<const T> w, activations& act, std::size_t b, workspaces& ws) const {
+    /// w is the range's parameter block [parameter_count_of(range)], state the range's running-state block
+    /// [state_count_of(range)] (empty for a range without stateful layers), which the stateful layers update in
+    /// sample order. Requires 1 <= b <= act.max_batch(). Throws std::invalid_argument when b is outside
+    /// [1, act.max_batch()] (checked here for every layer, built-in or user-defined, so no layer writes past the
+    /// buffers its stash and activations were made for) or the state block has the wrong size.
+    template <class Range = dynamic_range>
+    void forward(std::span<const T> w, activations& act, std::size_t b, workspaces& ws, std::span<T> state = {},
+                 Range range = {}) const {
         if (b == 0 || b > act.max_b_) [[unlikely]]
             throw std::invalid_argument("pipeprop::layer_stack::forward: micro-batch size b = " + std::to_string(b) +
                                         " is outside [1, " + std::to_string(act.max_b_) +
                                         "], the max_b the activations of layers [" + std::to_string(act.range_.begin) +
                                         ", " + std::to_string(act.range_.end) + ") were made for");
         const layer_range r = act.range_;
-        for_each_in(r, [&](auto I) {
-            std::get<I>(layers_).forward(layer_weights<I>(w, r), act.a(I), act.a(I + 1), b, act.template stash<I>(),
-                                         ws.template get<I>());
+        check_state(state, r, "forward");
+        for_each_in(loop_range(act, range), [&](auto I) {
+            if constexpr (state_count_v<layer_type<I>> > 0)
+                std::get<I>(layers_).forward(layer_weights<I>(w, r), act.a(I), act.a(I + 1), b,
+                                             act.template stash<I>(), ws.template get<I>(), layer_state<I>(state, r));
+            else
+                std::get<I>(layers_).forward(layer_weights<I>(w, r), act.a(I), act.a(I + 1), b,
+                                             act.template stash<I>(), ws.template get<I>());
+        });
+    }
+
+    /// Evaluation forward over the range of `act`: like forward, but stateful layers run infer with the running
+    /// state (read only) and nothing is updated (pitfalls.md item 6). Throws as forward.
+    template <class Range = dynamic_range>
+    void infer(std::span<const T> w, activations& act, std::size_t b, workspaces& ws,
+               std::span<const T> state = {}, Range range = {}) const {
+        if (b == 0 || b > act.max_b_) [[unlikely]]
+            throw std::invalid_argument("pipeprop::layer_stack::infer: micro-batch size b = " + std::to_string(b) +
+                                        " is outside [1, " + std::to_string(act.max_b_) + "]");
+        const layer_range r = act.range_;
+        check_state(state, r, "infer");
+        for_each_in(loop_range(act, range), [&](auto I) {
+            if constexpr (state_count_v<layer_type<I>> > 0)
+                std::get<I>(layers_).infer(layer_weights<I>(w, r), act.a(I), act.a(I + 1), b, ws.template get<I>(),
+                                           state.subspan(state_offset[I] - state_offset[r.begin],
+                                                         state_count_v<layer_type<I>>));
+            else
+                std::get<I>(layers_).forward(layer_weights<I>(w, r), act.a(I), act.a(I + 1), b,
+                                             act.template stash<I>(), ws.template get<I>());
         });
     }
 
     /// Backward-p1 over the range, last layer first: from act.output_gradient() assigns every g(k), k > begin,
     /// and g(begin) (the range's input gradient) when input_gradient_needed (false for the first stage, whose input
     /// gradient nobody reads). w: the parameter block the backward uses (current weights in PB).
+    /// state: the range's running-state block, as for forward (stateful layers update it here too; such a layer
+    /// runs even when its input gradient is not needed, so that its state advances the same whatever the cut).
+    template <class Range = dynamic_range>
     void backward_input(std::span<const T> w, activations& act, std::size_t b, workspaces& ws,
-                        bool input_gradient_needed = true) const {
+                        bool input_gradient_needed = true, std::span<T> state = {}, Range range = {}) const {
         const layer_range r = act.range_;
-        for_each_in_reverse(r, [&](auto I) {
-            if (I == r.begin && !input_gradient_needed) return;
-            std::get<I>(layers_).backward_input(layer_weights<I>(w, r), act.a(I), act.a(I + 1), act.g(I + 1),
-                                                act.g(I), b, act.template stash<I>(), ws.template get<I>());
+        check_state(state, r, "backward_input");
+        for_each_in_reverse(loop_range(act, range), [&](auto I) {
+            if constexpr (state_count_v<layer_type<I>> > 0) {
+                std::get<I>(layers_).backward_input(layer_weights<I>(w, r), act.a(I), act.a(I + 1), act.g(I + 1),
+                                                    act.g(I), b, act.template stash<I>(), ws.template get<I>(),
+                                                    layer_state<I>(state, r));
+            } else {
+                if (I == r.begin && !input_gradient_needed) return;
+                std::get<I>(layers_).backward_input(layer_weights<I>(w, r), act.a(I), act.a(I + 1), act.g(I + 1),
+                                                    act.g(I), b, act.template stash<I>(), ws.template get<I>());
+            }
         });
     }
 
     /// Backward-p2 over the range: ADDS every layer's weight gradient into dw [parameter_count_of(range)].
+    /// w: the range's weights as backward_input used them (layers with the weighted p2 form read them).
     /// Requires backward_input to have produced the g(k) of this micro-batch.
-    void backward_weight(std::span<T> dw, const activations& act, std::size_t b, workspaces& ws) const {
+    template <class Range = dynamic_range>
+    void backward_weight(std::span<const T> w, std::span<T> dw, const activations& act, std::size_t b,
+                         workspaces& ws, Range range = {}) const {
         const layer_range r = act.range_;
-        for_each_in(r, [&](auto I) {
+        for_each_in(loop_range(act, range), [&](auto I) {
             if constexpr (layer_type<I>::parameter_count > 0)
-                std::get<I>(layers_).backward_weight(
+                call_backward_weight(
+                    std::get<I>(layers_), layer_weights<I>(w, r),
                     dw.subspan(parameter_offset[I] - parameter_offset[r.begin], layer_type<I>::parameter_count),
                     act.a(I), act.a(I + 1), act.g(I + 1), b, act.template stash<I>(), ws.template get<I>());
         });
+    }
+    /// Backward-p2 without the weights, for networks none of whose layers has the weighted p2 form.
+    template <class Range = dynamic_range>
+    void backward_weight(std::span<T> dw, const activations& act, std::size_t b, workspaces& ws,
+                         Range range = {}) const {
+        static_assert(!has_weighted_backward_weight,
+                      "pipeprop::layer_stack::backward_weight: a layer of this network reads its weights in "
+                      "backward-p2; call backward_weight(w, dw, act, b, ws).");
+        backward_weight(std::span<const T>{}, dw, act, b, ws, range);
     }
 
     /// Fused backward (2BP off): per layer, last first, p1 then p2. Same results as backward_input followed by
     /// backward_weight.
+    template <class Range = dynamic_range>
     void backward(std::span<const T> w, std::span<T> dw, activations& act, std::size_t b, workspaces& ws,
-                  bool input_gradient_needed = true) const {
+                  bool input_gradient_needed = true, std::span<T> state = {}, Range range = {}) const {
         const layer_range r = act.range_;
-        for_each_in_reverse(r, [&](auto I) {
+        check_state(state, r, "backward");
+        for_each_in_reverse(loop_range(act, range), [&](auto I) {
             auto& l = std::get<I>(layers_);
-            if (I != r.begin || input_gradient_needed)
+            if constexpr (state_count_v<layer_type<I>> > 0)
+                l.backward_input(layer_weights<I>(w, r), act.a(I), act.a(I + 1), act.g(I + 1), act.g(I), b,
+                                 act.template stash<I>(), ws.template get<I>(), layer_state<I>(state, r));
+            else if (I != r.begin || input_gradient_needed)
                 l.backward_input(layer_weights<I>(w, r), act.a(I), act.a(I + 1), act.g(I + 1), act.g(I), b,
                                  act.template stash<I>(), ws.template get<I>());
             if constexpr (layer_type<I>::parameter_count > 0)
-                l.backward_weight(
+                call_backward_weight(
+                    l, layer_weights<I>(w, r),
                     dw.subspan(parameter_offset[I] - parameter_offset[r.begin], layer_type<I>::parameter_count),
                     act.a(I), act.a(I + 1), act.g(I + 1), b, act.template stash<I>(), ws.template get<I>());
         });
     }
 
+    /// Calls f(std::integral_constant<std::size_t, I>) for each layer position I in [B, E), in order: the loop of a
+    /// stage whose layers are known at compile time (no per-layer range test).
+    template <std::size_t B, std::size_t E, class F>
+    static void for_each_in(static_range<B, E>, F&& f) {
+        boost::mp11::mp_for_each<boost::mp11::mp_iota_c<E - B>>(
+            [&](auto K) { f(std::integral_constant<std::size_t, B + K>{}); });
+    }
+    /// Same, last layer first.
+    template <std::size_t B, std::size_t E, class F>
+    static void for_each_in_reverse(static_range<B, E>, F&& f) {
+        boost::mp11::mp_for_each<boost::mp11::mp_reverse<boost::mp11::mp_iota_c<E - B>>>(
+            [&](auto K) { f(std::integral_constant<std::size_t, B + K>{}); });
+    }
     /// Calls f(std::integral_constant<std::size_t, I>) for each layer position I in r, in order.
     template <class F>
     static void for_each_in(layer_range r, F&& f) {
@@ -320,6 +445,30 @@ public:
     }
 
 private:
+    static layer_range loop_range(const activations& act, dynamic_range) noexcept { return act.range_; }
+    template <std::size_t B, std::size_t E>
+    static static_range<B, E> loop_range(const activations& act, static_range<B, E> r) {
+        if (act.range_ != layer_range{B, E}) [[unlikely]]
+            throw std::invalid_argument("pipeprop::layer_stack: activations of layers [" +
+                                        std::to_string(act.range_.begin) + ", " + std::to_string(act.range_.end) +
+                                        ") passed to the code of stage [" + std::to_string(B) + ", " +
+                                        std::to_string(E) + ")");
+        return r;
+    }
+    template <std::size_t I>
+    static std::span<T> layer_state(std::span<T> s, layer_range r) {
+        return s.subspan(state_offset[I] - state_offset[r.begin], state_count_v<layer_type<I>>);
+    }
+    template <class S>
+    static void check_state(S s, layer_range r, const char* what) {
+        if constexpr (state_count > 0) {
+            if (s.size() != state_count_of(r)) [[unlikely]]
+                throw std::invalid_argument(std::string("pipeprop::layer_stack::") + what + ": the state block of "
+                                            "layers [" + std::to_string(r.begin) + ", " + std::to_string(r.end) +
+                                            ") has " + std::to_string(s.size()) + " elements, expected " +
+                                            std::to_string(state_count_of(r)));
+        }
+    }
     template <std::size_t I>
     static std::span<const T> layer_weights(std::span<const T> w, layer_range r) {
         return w.subspan(parameter_offset[I] - parameter_offset[r.begin], layer_type<I>::parameter_count);

@@ -82,7 +82,7 @@ struct layer_at_position {
                          "const T* x, const T* y, const T* dy, T* dx, std::size_t b, const stash_type&, "
                          "workspace_type&) const`.");
     static constexpr bool p2_ok = !(shapes_ok && count_ok) || type::parameter_count == 0 ||
-                                  layer_has_backward_weight<type>;
+                                  layer_has_backward_weight<type> || layer_has_weighted_backward_weight<type>;
     static_assert(p2_ok, "pipeprop: this layer has parameters but no backward-p2 member `void backward_weight("
                          "std::span<T> dw, const T* x, const T* y, const T* dy, std::size_t b, const stash_type&, "
                          "workspace_type&) const`.");

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <boost/mp11/algorithm.hpp>
+
 #include "pipeprop/layer_stack.hpp"
 
 namespace pipeprop {
@@ -135,6 +137,36 @@ struct pipeline_layout<Net, fine_grained<Mode>, T> {
     }();
     static constexpr layer_range stage(std::size_t s) noexcept { return {boundaries[s], boundaries[s + 1]}; }
 };
+
+/// Stage S of a static layout, as a type (issue 10 item 4): its index, layers [begin, end) and their types
+/// (`layers`, a boost::mp11::mp_list sub-list of the network's nodes), delay D_S = 2 (S_count - 1 - S), parameter
+/// count, and the range tag its passes are instantiated for (static_range<begin, end>: stage_program.hpp).
+template <class Layout, std::size_t S>
+struct stage_type {
+    static_assert(S < Layout::stage_count, "pipeprop::stage_type: stage index out of range.");
+    using layout = Layout;
+    using stack_type = typename Layout::stack_type;
+    static constexpr std::size_t index = S;
+    static constexpr std::size_t begin = Layout::boundaries[S];
+    static constexpr std::size_t end = Layout::boundaries[S + 1];
+    static constexpr layer_range range{begin, end};
+    static constexpr std::size_t delay = Layout::delays[S];
+    using layers = boost::mp11::mp_drop_c<boost::mp11::mp_take_c<typename stack_type::layer_list, end>, begin>;
+    static constexpr std::size_t parameter_count = stack_type::parameter_count_of(range);
+    using range_tag = static_range<begin, end>;
+};
+
+namespace detail {
+template <class Layout>
+struct stage_at {
+    template <class I>
+    using fn = stage_type<Layout, I::value>;
+};
+}  // namespace detail
+
+/// The stage types of a static layout, in order: boost::mp11::mp_list<stage_type<Layout, 0>, ...>.
+template <class Layout>
+using stage_types = boost::mp11::mp_transform_q<detail::stage_at<Layout>, boost::mp11::mp_iota_c<Layout::stage_count>>;
 
 /// Runtime partition from split points (e.g. parsed from a command line): returns the stage ranges. Throws
 /// std::invalid_argument, naming the offending point, unless the points are strictly increasing inside

@@ -74,6 +74,9 @@ public:
         act_ = stack_.make_activations(stack_type::all(), config.max_batch);
         ws_ = stack_.make_workspaces(stack_type::all(), config.max_batch);
         stack_.init_parameters(std::span<T>(parameters_), config.seed);
+        state_.resize(stack_type::state_count);
+        state_backup_.resize(stack_type::state_count);
+        if constexpr (stack_type::state_count > 0) stack_.init_state(std::span<T>(state_));
     }
 
     [[nodiscard]] const sequential_trainer_config& config() const noexcept { return config_; }
@@ -81,6 +84,9 @@ public:
     /// Parameter block w [parameter_count] (layer blocks in order; see layer_stack).
     [[nodiscard]] std::span<T> parameters() noexcept { return parameters_; }
     [[nodiscard]] std::span<const T> parameters() const noexcept { return parameters_; }
+    /// Running state of the stateful layers [state_count] (empty when there are none).
+    [[nodiscard]] std::span<T> state() noexcept { return state_; }
+    [[nodiscard]] std::span<const T> state() const noexcept { return state_; }
     [[nodiscard]] const optim::sgd<T>& optimizer() const noexcept { return optimizer_; }
     /// Updates applied so far.
     [[nodiscard]] std::uint64_t step_count() const noexcept { return optimizer_.step_count(); }
@@ -109,18 +115,21 @@ public:
     T train_batch(const T* x, const std::int32_t* labels, std::size_t b, double lr) {
         check_batch(b, "train_batch");
         std::copy_n(x, b * input_size, act_.input());
-        stack_.forward(std::span<const T>(parameters_), act_, b, ws_);
+        std::copy(state_.begin(), state_.end(), state_backup_.begin());  // restored on a bad loss
+        stack_.forward(std::span<const T>(parameters_), act_, b, ws_, std::span<T>(state_));
         const T loss = loss_type::loss_and_gradient(act_.output(), labels, b, act_.output_gradient());
-        if (!std::isfinite(loss))
+        if (!std::isfinite(loss)) {
+            std::copy(state_backup_.begin(), state_backup_.end(), state_.begin());
             throw non_finite_loss_error(
                 "pipeprop::sequential_trainer: the loss became " + std::string(std::isnan(loss) ? "NaN" : "infinite") +
                     " at update " + std::to_string(step_count()) + " (after " + std::to_string(samples_seen_) +
                     " samples, learning rate " + std::to_string(lr) +
                     "); the update was not applied. Lower the learning rate or check the data.",
                 step_count(), samples_seen_);
+        }
         std::fill(gradient_.begin(), gradient_.end(), T(0));
         stack_.backward(std::span<const T>(parameters_), std::span<T>(gradient_), act_, b, ws_,
-                        /*input_gradient_needed=*/false);
+                        /*input_gradient_needed=*/false, std::span<T>(state_));
         optimizer_.step(std::span<T>(parameters_), std::span<const T>(gradient_), lr);
         samples_seen_ += b;
         return loss;
@@ -131,7 +140,7 @@ public:
     const T* predict(const T* x, std::size_t b) {
         check_batch(b, "predict");
         std::copy_n(x, b * input_size, act_.input());
-        stack_.forward(std::span<const T>(parameters_), act_, b, ws_);
+        stack_.infer(std::span<const T>(parameters_), act_, b, ws_, std::span<const T>(state_));
         return act_.output();
     }
 
@@ -160,6 +169,7 @@ public:
         c.signature = signature_of<Net, T>();
         add_network_tensors<Net, T>(c, std::span<const T>(parameters_));
         add_network_tensors<Net, T>(c, optimizer_.velocity(), "velocity");
+        add_network_state<Net, T>(c, std::span<const T>(state_));
         c.set_scalar("step_count", optimizer_.step_count());
         c.set_scalar("samples_seen", samples_seen_);
         c.set_scalar("init_seed", config_.seed);
@@ -173,9 +183,12 @@ public:
         std::vector<T> w(parameter_count), v(parameter_count);
         read_network_tensors<Net, T>(c, std::span<T>(w));
         read_network_tensors<Net, T>(c, std::span<T>(v), "velocity");
+        std::vector<T> st(stack_type::state_count);
+        read_network_state<Net, T>(c, std::span<T>(st));
         const auto steps = c.scalar_as<std::uint64_t>("step_count");
         const auto seen = c.scalar_as<std::uint64_t>("samples_seen");
         parameters_ = std::move(w);
+        state_ = std::move(st);
         std::copy(v.begin(), v.end(), optimizer_.velocity().begin());
         optimizer_.set_step_count(steps);
         samples_seen_ = seen;
@@ -193,6 +206,8 @@ private:
     stack_type stack_{};
     std::vector<T> parameters_;  // [P]
     std::vector<T> gradient_;    // [P], zeroed per batch
+    std::vector<T> state_;       // [state_count] running state of the stateful layers
+    std::vector<T> state_backup_;  // [state_count] state before the current batch
     optim::sgd<T> optimizer_;
     typename stack_type::activations act_;
     typename stack_type::workspaces ws_;

@@ -13,6 +13,8 @@
 //   model; all p2 ends before the optimizer step; errors are reported, never hung on.
 #include <catch2/catch.hpp>
 
+#include "unit/small_resnet.hpp"
+
 #include <boost/mp11/algorithm.hpp>
 #include <boost/mp11/list.hpp>
 #include <pipeprop/pipeprop.hpp>
@@ -251,6 +253,16 @@ TEST_CASE("every schedule equals the sequential trainer on a small CNN (conv, gr
     openblas_set_num_threads(1);
     const std::vector<config> configs{{{2}, 4, 10}, {{1, 4}, 2, 7}, {{3}, 3, 5}, {{1, 2, 3, 5}, 2, 4}};
     check_against_reference<cnn, float>(configs, 3e-6, false);
+}
+
+TEST_CASE("every schedule, with and without 2BP, equals whole-batch SGD on a small ResNet cut inside its blocks",
+          "[sync][executor][reference][graph]") {
+    openblas_set_num_threads(1);
+    // Boundaries before node 5 (inside the identity block's body), 13 and 16 (inside the projection block's body,
+    // the skip tensor crossing two boundaries to reach the shortcut and add of the last stage).
+    const std::vector<config> configs{{{5, 13, 16}, 3, 7}, {{13}, 4, 8}, {{4, 12}, 1, 3}};
+    check_against_reference<test_nets::small_resnet, float>(configs, 3e-6, true);
+    check_against_reference<test_nets::small_resnet, double>({{{5, 13, 16}, 3, 7}}, 1e-12, true);
 }
 
 TEST_CASE("a weight used twice in a stage accumulates both contributions, with every schedule",

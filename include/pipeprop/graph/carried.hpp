@@ -96,11 +96,11 @@ struct carried {
         layer.backward_input(w, x, y, dy, dx, b, st, ws, s);
         carry_backward(dy, dx, b);
     }
-    void backward_weight(std::span<T> dw, const T* x, const T* y, const T* dy, std::size_t b, const stash_type& st,
-                         workspace_type& ws) const
+    void backward_weight(std::span<const T> w, std::span<T> dw, const T* x, const T* y, const T* dy, std::size_t b,
+                         const stash_type& st, workspace_type& ws) const
         requires(parameter_count > 0)
     {
-        layer.backward_weight(dw, x, y, dy, b, st, ws);
+        call_backward_weight(layer, w, dw, x, y, dy, b, st, ws);
     }
 
 private:

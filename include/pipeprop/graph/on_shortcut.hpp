@@ -99,11 +99,11 @@ struct on_shortcut {
         layer.backward_input(w, x + b * F, y + b * F, dy + b * F, dx + b * F, b, st, ws, s);
         pass_backward(dy, dx, b);
     }
-    void backward_weight(std::span<T> dw, const T* x, const T* y, const T* dy, std::size_t b, const stash_type& st,
-                         workspace_type& ws) const
+    void backward_weight(std::span<const T> w, std::span<T> dw, const T* x, const T* y, const T* dy, std::size_t b,
+                         const stash_type& st, workspace_type& ws) const
         requires(parameter_count > 0)
     {
-        layer.backward_weight(dw, x + b * F, y + b * F, dy + b * F, b, st, ws);
+        call_backward_weight(layer, w, dw, x + b * F, y + b * F, dy + b * F, b, st, ws);
     }
 
 private:

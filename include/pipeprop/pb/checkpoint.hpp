@@ -13,6 +13,7 @@
 //   layer_XX.<tensor>.velocity          momentum velocity
 //   layer_XX.<tensor>.pb_last_step      LWP weight-difference form: w(k) - w(k-1)
 //   layer_XX.<tensor>.pb_discrepancy    PipeMare: delta
+//   <node>.<state tensor>               running state of stateful layers (Online Normalization)
 // Scalars: pb_format (1), pb_policy, pb_stages ("b0-e0,b1-e1,..."), pb_micro_batches, pb_samples,
 // pb_stage_<s>_last_learning_rate, and step_count / samples_seen (as the sequential trainer writes them).
 #pragma once
@@ -68,6 +69,12 @@ void save_state(const engine<Net, Policy, T>& e, checkpoint& c) {
     if constexpr (Policy::predicts_weights && Policy::form == lwp_form::weight_difference)
         add([](const auto& st) { return st.last_step(); }, "pb_last_step");
     if constexpr (Policy::corrects_discrepancy) add([](const auto& st) { return st.discrepancy(); }, "pb_discrepancy");
+    if constexpr (stack::state_count > 0) {
+        std::vector<T> state;
+        state.reserve(stack::state_count);
+        for (const auto& st : e.stages()) state.insert(state.end(), st.state().begin(), st.state().end());
+        add_network_state<Net, T>(c, std::span<const T>(state));
+    }
     c.set_scalar("pb_format", 1);
     c.set_scalar("pb_policy", std::string(Policy::name));
     c.set_scalar("pb_stages", detail::stages_text(e.stage_ranges()));
@@ -110,6 +117,8 @@ void load_state(engine<Net, Policy, T>& e, const checkpoint& c, const std::strin
         delta.resize(stack::parameter_count);
         read_network_tensors<Net, T>(c, std::span<T>(delta), "pb_discrepancy");
     }
+    std::vector<T> state(stack::state_count);
+    read_network_state<Net, T>(c, std::span<T>(state));
     const auto micro_batches = c.scalar_as<std::uint64_t>("pb_micro_batches");
     const auto samples = c.scalar_as<std::uint64_t>("pb_samples");
     std::vector<T> last_lr(e.stages().size());
@@ -125,6 +134,8 @@ void load_state(engine<Net, Policy, T>& e, const checkpoint& c, const std::strin
         scatter(v, st.velocity(), st.range());
         if (!step.empty()) scatter(step, st.last_step(), st.range());
         if (!delta.empty()) scatter(delta, st.discrepancy(), st.range());
+        std::copy_n(state.begin() + static_cast<std::ptrdiff_t>(stack::state_offset[st.range().begin]),
+                    st.state().size(), st.state().begin());
     }
     e.restore_counters(static_cast<std::size_t>(micro_batches), static_cast<std::size_t>(samples), last_lr);
 }

@@ -266,10 +266,14 @@ private:
         aligned_vector<T> g(max_p), io(max_io), w(std::min(max_p, update_probe)), v(w.size()), gu(w.size()),
             fw(w.size());
         const optim::update_coefficients<T> c = optim::heavy_ball(T(0), T(0), T(0));
+        // The probe runs on copies of the stages' running state (stateful layers): it must not advance the real one.
+        std::vector<std::vector<T>> probe_state(count);
+        for (std::size_t s = 0; s < count; ++s)
+            probe_state[s].assign(stages_[s].state().begin(), stages_[s].state().end());
         for (std::size_t s = 0; s < count; ++s)  // every slot holds a forward's stashes before any backward reads it
             for (slot& sl : per_[s]->slots) {
                 std::copy_n(io.data(), b * sl.act.input_size(), sl.act.input());
-                stack_.forward(stages_[s].weights(), sl.act, b, per_[s]->ws);
+                stages_[s].program().forward(stack_, stages_[s].weights(), sl.act, b, per_[s]->ws, probe_state[s]);
             }
         std::vector<std::vector<double>> times(count);
         for (std::size_t round = 0; round < 9; ++round)
@@ -281,10 +285,11 @@ private:
                 slot& backward_slot = p.slots[(round + 1) % p.slots.size()];
                 const auto t0 = std::chrono::steady_clock::now();
                 std::copy_n(io.data(), b * forward_slot.act.input_size(), forward_slot.act.input());
-                stack_.forward(st.weights(), forward_slot.act, b, p.ws);
+                st.program().forward(stack_, st.weights(), forward_slot.act, b, p.ws, probe_state[s]);
                 std::copy_n(forward_slot.act.output(), b * forward_slot.act.output_size(), io.data());
                 std::copy_n(io.data(), b * backward_slot.act.output_size(), backward_slot.act.output_gradient());
-                stack_.backward(st.weights(), {g.data(), pc}, backward_slot.act, b, p.ws, s > 0);
+                st.program().backward(stack_, st.weights(), {g.data(), pc}, backward_slot.act, b, p.ws, s > 0,
+                                      probe_state[s]);
                 if (s > 0)
                     std::copy_n(backward_slot.act.input_gradient(), b * backward_slot.act.input_size(), io.data());
                 const auto t1 = std::chrono::steady_clock::now();
@@ -456,7 +461,7 @@ private:
             const std::size_t pc = st.parameter_count();
             const T* fw = p.forward_weights.empty() ? st.weights().data() : p.forward_weights.data();
             if (!p.stash.empty()) std::copy_n(st.weights().data(), pc, stash_of(p, sl, pc));
-            stack_.forward({fw, pc}, sl.act, b, p.ws);
+            st.program().forward(stack_, {fw, pc}, sl.act, b, p.ws, st.state());
             if (!last) {
                 boundary_channel<T>& ch = *forward_[s];
                 const std::size_t buffer = ch.acquire();
@@ -496,7 +501,7 @@ private:
         const std::size_t pc = st.parameter_count();
         const std::span<const T> bw =
             p.stash.empty() ? st.backward_weights() : std::span<const T>(stash_of(p, sl, pc), pc);
-        stack_.backward(bw, st.gradient(), sl.act, b, p.ws, s > 0);
+        st.program().backward(stack_, bw, st.gradient(), sl.act, b, p.ws, s > 0, st.state());
         st.record_delay(st.updates() - sl.forward_version);
         if (s > 0) {
             boundary_channel<T>& ch = *backward_[s - 1];

@@ -38,6 +38,7 @@
 #include "pipeprop/pb/stage_state.hpp"
 #include "pipeprop/pb/stats.hpp"
 #include "pipeprop/pipeline_layout.hpp"
+#include "pipeprop/stage_program.hpp"
 
 namespace pipeprop::pb {
 
@@ -82,7 +83,13 @@ public:
     /// layer_stack::init_parameters(options.seed) and slices it into the stages, allocates every buffer and starts
     /// the chosen executor. Throws std::invalid_argument for a bad partition or option (max_batch, push_buffer,
     /// eval_batch must be >= 1; policy parameters).
-    engine(std::vector<layer_range> stages, const options_type& opt) : options_(opt), ranges_(std::move(stages)) {
+    engine(std::vector<layer_range> stages, const options_type& opt)
+        : engine(checked_programs(stages), opt) {}
+
+    /// As above, with each stage's code given (stage_program.hpp): static_stage_programs<Layout>() for a static
+    /// pipeline (pb::pipeline), whose stage passes are instantiated per stage type. Throws as above.
+    engine(std::vector<stage_program<stack_type>> programs, const options_type& opt)
+        : options_(opt), ranges_(ranges_of(programs)) {
         check_partition(ranges_, stack_type::layer_count);
         check_cuts_allowed<stack_type>(ranges_);
         if (opt.max_batch == 0) throw std::invalid_argument("pipeprop::pb::engine: max_batch must be >= 1");
@@ -92,7 +99,7 @@ public:
         stack_.init_parameters(block, opt.seed);
         stages_.reserve(ranges_.size());
         for (std::size_t s = 0; s < ranges_.size(); ++s)
-            stages_.emplace_back(s, ranges_.size(), ranges_[s], std::span<const T>(block), opt.policy);
+            stages_.emplace_back(s, ranges_.size(), programs[s], std::span<const T>(block), opt.policy);
         if constexpr (Policy::fixed_momentum) hyper_.momentum = static_cast<T>(Policy::momentum);
         if (opt.executor == executor_kind::sequential)
             executor_ = std::make_unique<sequential_executor<Net, Policy, T>>(stack_, stages_, opt.max_batch);
@@ -100,6 +107,12 @@ public:
             executor_ =
                 std::make_unique<concurrent_executor<Net, Policy, T>>(stack_, stages_, opt.max_batch, opt.push_buffer,
                                                                   opt.lanes);
+    }
+
+    /// The dynamic programs of runtime ranges, after the partition checks (a bad range must not reach the stack).
+    static std::vector<stage_program<stack_type>> checked_programs(const std::vector<layer_range>& stages) {
+        check_partition(stages, stack_type::layer_count);
+        return dynamic_stage_programs<stack_type>(stages);
     }
 
     engine(const engine&) = delete;
@@ -215,7 +228,7 @@ public:
             std::copy_n(x.data() + first * input_size, b * input_size, eval_[0].act.input());
             for (std::size_t s = 0; s < stages_.size(); ++s) {
                 auto& e = eval_[s];
-                stack_.forward(stages_[s].weights(), e.act, b, e.ws);
+                stages_[s].program().infer(stack_, stages_[s].weights(), e.act, b, e.ws, stages_[s].state());
                 if (s + 1 < stages_.size())
                     std::copy_n(e.act.output(), b * e.act.output_size(), eval_[s + 1].act.input());
             }

@@ -13,6 +13,8 @@
 // split points at run time (e.g. the CLI's --stages 2,5,8) and runs exactly the same code (pb::engine).
 #pragma once
 
+#include <boost/mp11/algorithm.hpp>
+
 #include <array>
 #include <cstddef>
 #include <vector>
@@ -51,7 +53,30 @@ public:
         return a;
     }();
 
-    explicit pipeline(const options<Policy>& opt = {}) : engine<Net, Policy, T>(stage_ranges<layout>(), opt) {}
+    /// Stage S as a type: pipeprop::stage_type (layers, range, delay D_S) plus its LWP horizon and, for a policy
+    /// whose momentum is a compile-time constant, its spike-compensation coefficients a_S = m^D_S and
+    /// b_S = (1 - m^D_S) / (1 - m) (PB-paper §4).
+    template <std::size_t S>
+    struct stage : pipeprop::stage_type<layout, S> {
+        static constexpr T horizon = lwp_horizon<Policy, T>(layout::delays[S]);
+        static constexpr sc_coefficients<T> spike_compensation = [] {
+            if constexpr (Policy::spike_compensated && Policy::fixed_momentum)
+                return Policy::template coefficients<T>(layout::delays[S]);
+            else
+                return sc_coefficients<T>{T(1), T(1)};
+        }();
+    };
+    /// The stage types of this pipeline, in order (boost::mp11::mp_list<stage<0>, ...>; stages() is the engine's runtime state).
+    struct stage_at {
+        template <class I>
+        using fn = stage<I::value>;
+    };
+    using stage_list = boost::mp11::mp_transform_q<stage_at, boost::mp11::mp_iota_c<stage_count>>;
+
+    /// The stages' code is instantiated from the stage types (static_stage_programs<layout>: each stage's passes
+    /// over exactly its layers).
+    explicit pipeline(const options<Policy>& opt = {})
+        : engine<Net, Policy, T>(static_stage_programs<layout>(), opt) {}
 };
 
 /// Spike-compensation coefficients a_s = m^D_s, b_s = (1 - m^D_s)/(1 - m) of every stage of a static pipeline

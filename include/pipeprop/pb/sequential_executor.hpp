@@ -67,7 +67,7 @@ public:
             stage_type& st = stages_[s];
             per_stage& p = per_[s];
             p.version = std::max(n0_, n >= st.delay() ? n - st.delay() : std::size_t{0});
-            stack_.forward(forward_weights(s), p.act, b, p.ws);
+            st.program().forward(stack_, forward_weights(s), p.act, b, p.ws, st.state());
             if (s + 1 < count) std::copy_n(p.act.output(), b * p.act.output_size(), per_[s + 1].act.input());
             p.busy += clock::now() - t0;
         }
@@ -86,7 +86,7 @@ public:
             const auto t0 = clock::now();
             stage_type& st = stages_[s];
             per_stage& p = per_[s];
-            stack_.backward(backward_weights(s), st.gradient(), p.act, b, p.ws, s > 0);
+            st.program().backward(stack_, backward_weights(s), st.gradient(), p.act, b, p.ws, s > 0, st.state());
             if (s > 0) std::copy_n(p.act.input_gradient(), b * p.act.input_size(), per_[s - 1].act.output_gradient());
             st.record_delay(n - p.version);
             p.busy += clock::now() - t0;

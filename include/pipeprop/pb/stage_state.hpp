@@ -9,6 +9,7 @@
 //   policy state:  last_step  [P] (LWP weight-difference form: w(k) - w(k-1))
 //                  discrepancy [P], corrected [P] (PipeMare: delta and w - D delta)
 //                  last_learning_rate (LWP velocity form: eta of the most recent update)
+//   state [R]  running state of its stateful layers (R = state_count_of(range); Online Normalization)
 //   updates: how many updates the stage has applied (= micro-batches whose backward it completed).
 // The executors (pb/sequential_executor.hpp, pb/concurrent_executor.hpp) own the activation buffers and decide
 // WHEN the functions below run; the functions themselves are the single definition of WHAT a stage computes, which
@@ -24,6 +25,7 @@
 #include <string>
 
 #include "pipeprop/layer_stack.hpp"
+#include "pipeprop/stage_program.hpp"
 #include "pipeprop/optim/momentum_update.hpp"
 #include "pipeprop/pb/micro_batch.hpp"
 #include "pipeprop/pb/policies.hpp"
@@ -51,12 +53,21 @@ public:
     /// depend on the cut). Throws std::invalid_argument for a bad range, block size or policy parameter.
     stage_state(std::size_t index, std::size_t stage_count, layer_range range, std::span<const T> network_block,
                 const policy_parameters& parameters)
-        : index_(index),
+        : stage_state(index, stage_count, make_stage_program<stack_type, dynamic_range>(range), network_block,
+                      parameters) {}
+
+    /// As above, with the stage's code given: a program instantiated for its stage type (static pipeline,
+    /// stage_program.hpp) or for a runtime range (dynamic variant).
+    stage_state(std::size_t index, std::size_t stage_count, const stage_program<stack_type>& program,
+                std::span<const T> network_block, const policy_parameters& parameters)
+        : program_(program),
+          index_(index),
           delay_(pb_delay(index, stage_count)),
-          range_(range),
-          parameter_count_(stack_type::parameter_count_of(range)),
+          range_(program.range),
+          parameter_count_(stack_type::parameter_count_of(program.range)),
           horizon_(lwp_horizon<Policy, T>(delay_)),
           parameters_(parameters) {
+        const layer_range range = program.range;
         if (range.begin >= range.end || range.end > stack_type::layer_count)
             throw std::invalid_argument("pipeprop::pb::stage_state: stage " + std::to_string(index) + " range [" +
                                         std::to_string(range.begin) + ", " + std::to_string(range.end) +
@@ -80,6 +91,12 @@ public:
         const auto first =
             network_block.begin() + static_cast<std::ptrdiff_t>(stack_type::parameter_offset[range.begin]);
         weights_.assign(first, first + static_cast<std::ptrdiff_t>(parameter_count_));
+        if constexpr (stack_type::state_count > 0) {
+            std::vector<T> s(stack_type::state_count);
+            stack_type{}.init_state(s);
+            state_.assign(s.begin() + static_cast<std::ptrdiff_t>(stack_type::state_offset[range.begin]),
+                          s.begin() + static_cast<std::ptrdiff_t>(stack_type::state_offset[range.end]));
+        }
         velocity_.assign(parameter_count_, T(0));
         gradient_.assign(parameter_count_, T(0));
         if constexpr (Policy::predicts_weights && Policy::form == lwp_form::weight_difference)
@@ -96,6 +113,8 @@ public:
     stage_state(stage_state&&) noexcept = default;
     stage_state& operator=(stage_state&&) noexcept = default;
 
+    /// The stage's passes (stage_program.hpp): the executors run the stage's layers through it.
+    [[nodiscard]] const stage_program<stack_type>& program() const noexcept { return program_; }
     [[nodiscard]] std::size_t index() const noexcept { return index_; }
     /// D_s = 2 (S - 1 - s).
     [[nodiscard]] std::size_t delay() const noexcept { return delay_; }
@@ -107,6 +126,10 @@ public:
     /// Updates applied so far.
     [[nodiscard]] std::size_t updates() const noexcept { return updates_; }
 
+    /// Running state of the stage's stateful layers [state_count_of(range)] (layer_concept.hpp; empty when none):
+    /// the training forward and backward of the stage update it, evaluation only reads it.
+    [[nodiscard]] std::span<T> state() noexcept { return state_; }
+    [[nodiscard]] std::span<const T> state() const noexcept { return state_; }
     [[nodiscard]] std::span<T> weights() noexcept { return weights_; }
     [[nodiscard]] std::span<const T> weights() const noexcept { return weights_; }
     [[nodiscard]] std::span<T> velocity() noexcept { return velocity_; }
@@ -249,6 +272,7 @@ private:
                                          corrected_.data());
     }
 
+    stage_program<stack_type> program_{};
     std::size_t index_ = 0;
     std::size_t delay_ = 0;
     layer_range range_{};
@@ -260,6 +284,7 @@ private:
     sc_coefficients<T> fixed_sc_{};
 
     aligned_vector<T> weights_;      // w [P]
+    aligned_vector<T> state_;        // running state of the stage's stateful layers
     aligned_vector<T> velocity_;     // v [P]
     aligned_vector<T> gradient_;     // g [P]
     aligned_vector<T> last_step_;    // [P] LWP weight-difference form only

@@ -27,6 +27,8 @@ public:
     [[nodiscard]] virtual std::vector<T> velocity() const = 0;
     virtual void set_parameters(std::span<const T> w) = 0;
     virtual void set_velocity(std::span<const T> v) = 0;
+    [[nodiscard]] virtual std::vector<T> state() const = 0;
+    virtual void set_state(std::span<const T> s) = 0;
     [[nodiscard]] virtual std::vector<op_span> spans() const = 0;
     [[nodiscard]] virtual const schedule& current_schedule() const = 0;
     [[nodiscard]] virtual std::vector<std::size_t> activation_slots() const = 0;
@@ -48,6 +50,8 @@ public:
     std::vector<T> velocity() const override { return ex_.velocity(); }
     void set_parameters(std::span<const T> w) override { ex_.set_parameters(w); }
     void set_velocity(std::span<const T> v) override { ex_.set_velocity(v); }
+    std::vector<T> state() const override { return ex_.state(); }
+    void set_state(std::span<const T> s) override { ex_.set_state(s); }
     std::vector<op_span> spans() const override { return ex_.spans(); }
     const schedule& current_schedule() const override { return ex_.current_schedule(); }
     std::vector<std::size_t> activation_slots() const override { return ex_.activation_slots(); }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -17,9 +18,17 @@ namespace pipeprop::sync {
 /// costs; any unit). Exact (dynamic programming, O(L^2 p)); ties between optimal cuts are broken the same way
 /// every time (each last stage starts as early as possible), so the result is deterministic. Every layer lands in
 /// exactly one stage (pitfalls.md item 9).
-/// Throws std::invalid_argument when p == 0, p > L, or a cost is negative or not finite.
-[[nodiscard]] inline std::vector<std::size_t> balanced_partition(const std::vector<double>& costs, std::size_t p) {
+/// cut_allowed (optional, L entries): cut_allowed[i] == false forbids a stage starting at layer i (e.g.
+/// layer_stack::cut_allowed_before: a projection shortcut shares its add's stage).
+/// Throws std::invalid_argument when p == 0, p > L, a cost is negative or not finite, or no cut into p stages
+/// respects cut_allowed.
+[[nodiscard]] inline std::vector<std::size_t> balanced_partition(const std::vector<double>& costs, std::size_t p,
+                                                                 std::span<const bool> cut_allowed = {}) {
     const std::size_t L = costs.size();
+    if (!cut_allowed.empty() && cut_allowed.size() != L)
+        throw std::invalid_argument("pipeprop::sync::balanced_partition: cut_allowed has " +
+                                    std::to_string(cut_allowed.size()) + " entries for " + std::to_string(L) +
+                                    " layers");
     if (p == 0 || p > L)
         throw std::invalid_argument("pipeprop::sync::balanced_partition: cannot cut " + std::to_string(L) +
                                     " layers into " + std::to_string(p) + " non-empty stages");
@@ -37,12 +46,16 @@ namespace pipeprop::sync {
     for (std::size_t k = 1; k <= p; ++k)
         for (std::size_t i = k; i <= L; ++i)
             for (std::size_t j = k - 1; j < i; ++j) {  // last stage = layers [j, i)
+                if (j > 0 && !cut_allowed.empty() && !cut_allowed[j]) continue;
                 const double v = std::max(best[k - 1][j], prefix[i] - prefix[j]);
                 if (v < best[k][i]) {
                     best[k][i] = v;
                     cut[k][i] = j;
                 }
             }
+    if (best[p][L] == inf)
+        throw std::invalid_argument("pipeprop::sync::balanced_partition: no cut of the " + std::to_string(L) +
+                                    " layers into " + std::to_string(p) + " stages respects the allowed cut points");
     std::vector<std::size_t> points(p - 1);
     std::size_t i = L;
     for (std::size_t k = p; k > 1; --k) {

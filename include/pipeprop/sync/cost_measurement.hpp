@@ -83,11 +83,18 @@ template <network_type Net, class T = float>
             act.output_gradient()[k] = uniform<T>(rng, T(-1), T(1));
         const std::span<const T> wr(w.data() + stack_t::parameter_offset[i], stack_t::parameter_count_of(r));
         const std::span<T> dwr(dw.data() + stack_t::parameter_offset[i], stack_t::parameter_count_of(r));
+        std::vector<T> state(stack_t::state_count_of(r));  // scratch running state (stateful layers)
+        if (!state.empty()) {
+            std::vector<T> all(stack_t::state_count);
+            stack.init_state(all);
+            std::copy_n(all.begin() + static_cast<std::ptrdiff_t>(stack_t::state_offset[i]), state.size(),
+                        state.begin());
+        }
         layer_costs c;
-        c.forward = detail::time_median(reps, [&] { stack.forward(wr, act, b, ws); });
-        c.backward_input = detail::time_median(reps, [&] { stack.backward_input(wr, act, b, ws, i > 0); });
+        c.forward = detail::time_median(reps, [&] { stack.forward(wr, act, b, ws, state); });
+        c.backward_input = detail::time_median(reps, [&] { stack.backward_input(wr, act, b, ws, i > 0, state); });
         if (stack_t::has_parameters[i])
-            c.backward_weight = detail::time_median(reps, [&] { stack.backward_weight(dwr, act, b, ws); });
+            c.backward_weight = detail::time_median(reps, [&] { stack.backward_weight(wr, dwr, act, b, ws); });
         out.push_back(c);
     }
     return out;

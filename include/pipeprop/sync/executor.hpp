@@ -58,6 +58,7 @@
 #include "pipeprop/loss/softmax_cross_entropy.hpp"
 #include "pipeprop/optim/sgd.hpp"
 #include "pipeprop/pipeline_layout.hpp"
+#include "pipeprop/stage_program.hpp"
 #include "pipeprop/sync/op_span.hpp"
 #include "pipeprop/sync/schedule.hpp"
 #include "pipeprop/sync/schedule_analysis.hpp"
@@ -136,8 +137,19 @@ public:
     /// covering all layers in order. Throws std::invalid_argument naming the offending range or option
     /// (micro_batches == 0, max_batch == 0, an invalid sgd_config).
     pipeline_executor(std::vector<layer_range> stages, const executor_options& opt)
-        : ranges_(std::move(stages)), opt_(opt) {
+        : pipeline_executor(std::vector<stage_program<stack_type>>{}, std::move(stages), opt) {}
+
+    /// As above, with each stage's code given (stage_program.hpp; static_stage_programs<Layout>() for a static
+    /// layout: see for_layout).
+    pipeline_executor(std::vector<stage_program<stack_type>> programs, const executor_options& opt)
+        : pipeline_executor(std::move(programs), {}, opt) {}
+
+private:
+    pipeline_executor(std::vector<stage_program<stack_type>> programs, std::vector<layer_range> stages,
+                      const executor_options& opt)
+        : ranges_(programs.empty() ? std::move(stages) : ranges_of(programs)), opt_(opt) {
         check_ranges();
+        if (programs.empty()) programs = dynamic_stage_programs<stack_type>(ranges_);
         check_cuts_allowed<stack_type>(ranges_);
         if (opt_.micro_batches == 0)
             throw std::invalid_argument("pipeprop::sync::pipeline_executor: micro_batches must be >= 1");
@@ -151,7 +163,7 @@ public:
         const plan& full = plan_for(opt_.micro_batches);
         for (std::size_t s = 0; s < p; ++s)
             stages_.push_back(
-                std::make_unique<stage_type>(stack_, s, ranges_[s], max_b_, full.slots[s].slots, opt_.sgd));
+                std::make_unique<stage_type>(stack_, s, programs[s], max_b_, full.slots[s].slots, opt_.sgd));
         make_channels();
         runtime_.resize(p);
         std::vector<T> w(stack_type::parameter_count);
@@ -160,13 +172,15 @@ public:
         build_graph();
     }
 
+public:
+
     /// The executor for a static pipeline_layout (same Net and T). Throws as the constructor.
     template <class Layout>
     [[nodiscard]] static std::unique_ptr<pipeline_executor> for_layout(const executor_options& opt) {
         static_assert(std::is_same_v<typename Layout::stack_type, stack_type>,
                       "pipeprop::sync::pipeline_executor::for_layout: the layout is over another network or "
                       "value type.");
-        return std::make_unique<pipeline_executor>(stage_ranges<Layout>(), opt);
+        return std::make_unique<pipeline_executor>(static_stage_programs<Layout>(), opt);
     }
 
     pipeline_executor(const pipeline_executor&) = delete;
@@ -263,6 +277,25 @@ public:
     /// Sets all parameters from a whole-network block. Throws std::invalid_argument for a wrong size.
     void set_parameters(std::span<const T> w) {
         scatter(w, "set_parameters", [](stage_type& s) { return s.parameters(); });
+    }
+    /// The running state of the stateful layers, whole-network layout [stack_type::state_count] (empty when none).
+    [[nodiscard]] std::vector<T> state() const {
+        std::vector<T> out;
+        out.reserve(stack_type::state_count);
+        for (const auto& st : stages_) out.insert(out.end(), st->state().begin(), st->state().end());
+        return out;
+    }
+    /// Sets the running state from a whole-network block. Throws std::invalid_argument for a wrong size.
+    void set_state(std::span<const T> s) {
+        if (s.size() != stack_type::state_count)
+            throw std::invalid_argument("pipeprop::sync::pipeline_executor::set_state: block has " +
+                                        std::to_string(s.size()) + " elements, the network needs " +
+                                        std::to_string(stack_type::state_count));
+        std::size_t off = 0;
+        for (auto& st : stages_) {
+            std::copy_n(s.begin() + static_cast<std::ptrdiff_t>(off), st->state().size(), st->state().begin());
+            off += st->state().size();
+        }
     }
     /// Sets the velocity (e.g. from a checkpoint). Throws std::invalid_argument for a wrong size.
     void set_velocity(std::span<const T> v) {

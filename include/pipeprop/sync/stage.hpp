@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "pipeprop/layer_stack.hpp"
+#include "pipeprop/stage_program.hpp"
 #include "pipeprop/optim/sgd.hpp"
 
 namespace pipeprop::sync {
@@ -34,21 +35,36 @@ public:
     /// when slots == 0; from optim::sgd for an invalid sgd_config.
     stage(const stack_type& stack, std::size_t index, layer_range range, std::size_t max_b, std::size_t slots,
           const optim::sgd_config& sgd)
+        : stage(stack, index, make_stage_program<stack_type, dynamic_range>(range), max_b, slots, sgd) {}
+
+    /// As above, with the stage's code given (stage_program.hpp: instantiated for its stage type, or dynamic).
+    stage(const stack_type& stack, std::size_t index, const stage_program<stack_type>& program, std::size_t max_b,
+          std::size_t slots, const optim::sgd_config& sgd)
         : stack_(&stack),
+          program_(program),
           index_(index),
-          range_(range),
+          range_(program.range),
           max_b_(max_b),
-          w_(stack_type::parameter_count_of(range), T(0)),
+          w_(stack_type::parameter_count_of(program.range), T(0)),
           dw_(w_.size(), T(0)),
           opt_(w_.size(), sgd),
-          ws_(stack.make_workspaces(range, max_b)),
+          ws_(stack.make_workspaces(program.range, max_b)),
           labels_(slots * max_b, 0) {
+        const layer_range range = program.range;
         if (slots == 0)
             throw std::invalid_argument("pipeprop::sync::stage " + std::to_string(index) + ": needs >= 1 slot");
+        if constexpr (stack_type::state_count > 0) {
+            std::vector<T> all(stack_type::state_count);
+            stack.init_state(all);
+            state_.assign(all.begin() + static_cast<std::ptrdiff_t>(stack_type::state_offset[range.begin]),
+                          all.begin() + static_cast<std::ptrdiff_t>(stack_type::state_offset[range.end]));
+        }
         for (std::size_t i = 0; i < slots; ++i) act_.push_back(stack.make_activations(range, max_b));
     }
 
     [[nodiscard]] std::size_t index() const noexcept { return index_; }
+    /// The stage's passes (stage_program.hpp).
+    [[nodiscard]] const stage_program<stack_type>& program() const noexcept { return program_; }
     [[nodiscard]] layer_range range() const noexcept { return range_; }
     [[nodiscard]] std::size_t max_batch() const noexcept { return max_b_; }
     /// Number of activation slots (= peak micro-batches in flight of the schedule on this stage).
@@ -65,6 +81,12 @@ public:
 
     [[nodiscard]] std::span<T> parameters() noexcept { return w_; }
     [[nodiscard]] std::span<const T> parameters() const noexcept { return w_; }
+    /// Running state of the stage's stateful layers [state_count_of(range)] (empty when none). Updated by F and B
+    /// in the order the schedule runs them (every schedule runs a stage's F's in micro-batch order and its B's in
+    /// micro-batch order; 1F1B interleaves the two kinds, which is why a stateful layer may only let its forward
+    /// read what its forward writes and its backward what its backward writes: layer_concept.hpp).
+    [[nodiscard]] std::span<T> state() noexcept { return state_; }
+    [[nodiscard]] std::span<const T> state() const noexcept { return state_; }
     [[nodiscard]] std::span<T> gradient() noexcept { return dw_; }
     [[nodiscard]] std::span<const T> gradient() const noexcept { return dw_; }
     [[nodiscard]] optim::sgd<T>& optimizer() noexcept { return opt_; }
@@ -78,24 +100,32 @@ public:
     void zero_gradient() noexcept { std::fill(dw_.begin(), dw_.end(), T(0)); }
 
     /// F: forward of the b samples in slot i's input (assigned by the caller) over the stage's layers.
-    void forward(std::size_t i, std::size_t b) { stack_->forward(w_, act_[i], b, ws_); }
+    void forward(std::size_t i, std::size_t b) { program_.forward(*stack_, w_, act_[i], b, ws_, state_); }
     /// B (backward-p1): from slot i's output gradient; the input gradient is computed unless this is stage 0.
-    void backward_input(std::size_t i, std::size_t b) { stack_->backward_input(w_, act_[i], b, ws_, index_ > 0); }
+    void backward_input(std::size_t i, std::size_t b) {
+        program_.backward_input(*stack_, w_, act_[i], b, ws_, index_ > 0, state_);
+    }
     /// W (backward-p2): adds slot i's weight gradients into gradient().
-    void backward_weight(std::size_t i, std::size_t b) { stack_->backward_weight(dw_, act_[i], b, ws_); }
+    void backward_weight(std::size_t i, std::size_t b) {
+        program_.backward_weight(*stack_, w_, dw_, act_[i], b, ws_);
+    }
     /// BW: p1 and p2 of slot i in one pass (2BP off).
-    void backward_fused(std::size_t i, std::size_t b) { stack_->backward(w_, dw_, act_[i], b, ws_, index_ > 0); }
+    void backward_fused(std::size_t i, std::size_t b) {
+        program_.backward(*stack_, w_, dw_, act_[i], b, ws_, index_ > 0, state_);
+    }
     /// Optimizer step: momentum_update of the stage's block with its gradient and learning rate lr (per
     /// mean-loss gradient), through optim::sgd (heavy-ball or Nesterov, L2 weight decay).
     void update(double lr) { opt_.step(w_, dw_, lr); }
 
 private:
     const stack_type* stack_;
+    stage_program<stack_type> program_;
     std::size_t index_;
     layer_range range_;
     std::size_t max_b_;
     std::vector<T> w_;
     std::vector<T> dw_;
+    std::vector<T> state_;
     optim::sgd<T> opt_;
     typename stack_type::workspaces ws_;
     std::vector<activations> act_;

@@ -74,7 +74,7 @@ gradient_check_result check_network_gradients(network_gradient_check_options opt
     std::copy(r.begin(), r.end(), act.output_gradient());
     stack.backward_input(std::span<const T>(w), act, b, ws);
     std::vector<T> dx(act.input_gradient(), act.input_gradient() + nx), dw(nw, 0.0);
-    stack.backward_weight(std::span<T>(dw), act, b, ws);
+    stack.backward_weight(std::span<const T>(w), std::span<T>(dw), act, b, ws);
     (void)objective(x, w);
     std::copy(r.begin(), r.end(), act.output_gradient());
     std::vector<T> dw_fused(nw, 0.0);

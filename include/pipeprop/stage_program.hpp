@@ -1,0 +1,96 @@
+// pipeprop/stage_program.hpp: the code of one pipeline stage, instantiated from its stage type (issue 10 item 4).
+//
+// A stage's passes (forward, infer, backward-p1, backward-p2, fused backward) over its layers. For a static pipeline
+// the stage type (stage_type<Layout, S>, pipeline_layout.hpp) fixes the layers [B, E) at compile time and
+// static_stage_programs<Layout>() instantiates each stage's passes for exactly its layers (layer_stack with a
+// static_range<B, E>: no per-layer range test at run time). The dynamic variant (a cut chosen at run time, e.g. the
+// main program's --stages 2,5,8) runs the same layer code over a runtime range (dynamic_stage_programs). The
+// executors hold one program per stage and call through it; results are the same bits either way.
+#pragma once
+
+#include <boost/mp11/algorithm.hpp>
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "pipeprop/layer_stack.hpp"
+#include "pipeprop/pipeline_layout.hpp"
+
+namespace pipeprop {
+
+/// The passes of one stage of layer_stack Stack over layers `range` (function pointers; see the file comment).
+/// Arguments as the layer_stack member functions of the same name; `stack` is the network's layer_stack.
+template <class Stack>
+struct stage_program {
+    using T = typename Stack::value_type;
+    using activations = typename Stack::activations;
+    using workspaces = typename Stack::workspaces;
+
+    layer_range range{};
+    bool static_code = false;  ///< instantiated for exactly this stage's layers (a static pipeline's stage type)
+    void (*forward)(const Stack& stack, std::span<const T> w, activations& act, std::size_t b, workspaces& ws,
+                    std::span<T> state) = nullptr;
+    void (*infer)(const Stack& stack, std::span<const T> w, activations& act, std::size_t b, workspaces& ws,
+                  std::span<const T> state) = nullptr;
+    void (*backward_input)(const Stack& stack, std::span<const T> w, activations& act, std::size_t b,
+                           workspaces& ws, bool input_gradient_needed, std::span<T> state) = nullptr;
+    void (*backward_weight)(const Stack& stack, std::span<const T> w, std::span<T> dw, const activations& act,
+                            std::size_t b, workspaces& ws) = nullptr;
+    void (*backward)(const Stack& stack, std::span<const T> w, std::span<T> dw, activations& act, std::size_t b,
+                     workspaces& ws, bool input_gradient_needed, std::span<T> state) = nullptr;
+};
+
+/// The program of a stage over `range`, its passes instantiated for Range (dynamic_range or static_range<B, E>).
+template <class Stack, class Range>
+[[nodiscard]] stage_program<Stack> make_stage_program(layer_range range) {
+    using T = typename Stack::value_type;
+    using act_t = typename Stack::activations;
+    using ws_t = typename Stack::workspaces;
+    stage_program<Stack> p;
+    p.range = range;
+    p.static_code = !std::is_same_v<Range, dynamic_range>;
+    p.forward = [](const Stack& s, std::span<const T> w, act_t& a, std::size_t b, ws_t& ws, std::span<T> st) {
+        s.forward(w, a, b, ws, st, Range{});
+    };
+    p.infer = [](const Stack& s, std::span<const T> w, act_t& a, std::size_t b, ws_t& ws, std::span<const T> st) {
+        s.infer(w, a, b, ws, st, Range{});
+    };
+    p.backward_input = [](const Stack& s, std::span<const T> w, act_t& a, std::size_t b, ws_t& ws, bool need,
+                          std::span<T> st) { s.backward_input(w, a, b, ws, need, st, Range{}); };
+    p.backward_weight = [](const Stack& s, std::span<const T> w, std::span<T> dw, const act_t& a, std::size_t b,
+                           ws_t& ws) { s.backward_weight(w, dw, a, b, ws, Range{}); };
+    p.backward = [](const Stack& s, std::span<const T> w, std::span<T> dw, act_t& a, std::size_t b, ws_t& ws,
+                    bool need, std::span<T> st) { s.backward(w, dw, a, b, ws, need, st, Range{}); };
+    return p;
+}
+
+/// Programs of stages cut at run time (the dynamic variant).
+template <class Stack>
+[[nodiscard]] std::vector<stage_program<Stack>> dynamic_stage_programs(const std::vector<layer_range>& ranges) {
+    std::vector<stage_program<Stack>> out;
+    for (const layer_range& r : ranges) out.push_back(make_stage_program<Stack, dynamic_range>(r));
+    return out;
+}
+
+/// Programs of the stage types of a static Layout (pipeline_layout<Net, Partition, T>): stage s's passes are
+/// instantiated for its layers [boundaries[s], boundaries[s + 1]).
+template <class Layout>
+[[nodiscard]] std::vector<stage_program<typename Layout::stack_type>> static_stage_programs() {
+    using Stack = typename Layout::stack_type;
+    std::vector<stage_program<Stack>> out;
+    boost::mp11::mp_for_each<stage_types<Layout>>([&]<class Stage>(Stage) {
+        out.push_back(make_stage_program<Stack, typename Stage::range_tag>(Stage::range));
+    });
+    return out;
+}
+
+/// The ranges of a list of programs.
+template <class Stack>
+[[nodiscard]] std::vector<layer_range> ranges_of(const std::vector<stage_program<Stack>>& programs) {
+    std::vector<layer_range> r;
+    for (const auto& p : programs) r.push_back(p.range);
+    return r;
+}
+
+}  // namespace pipeprop
