@@ -1,0 +1,180 @@
+// pipeprop/optim/adamw.hpp: AdamW (Adam with decoupled weight decay) over one parameter block: the element-wise
+// update kernel and its state (first and second moment, step count).
+//
+// Loshchilov & Hutter, "Decoupled Weight Decay Regularization", ICLR 2019 (arXiv 1711.05101), Algorithm 2, with
+// PyTorch's torch.optim.AdamW semantics (amsgrad = False, maximize = False): the decay is multiplied by the learning
+// rate (lr * lambda, PyTorch's convention; the paper's schedule multiplier eta_t is folded into lr). Step t = 1, 2, ...:
+//     w <- w (1 - lr lambda)                                      (decoupled weight decay, from the current weights)
+//     m <- beta1 m + (1 - beta1) g
+//     v <- beta2 v + (1 - beta2) g^2
+//     w <- w - (lr / (1 - beta1^t)) m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+// The last line is m_hat / (sqrt(v_hat) + eps) with m_hat = m / (1 - beta1^t), v_hat = v / (1 - beta2^t), evaluated
+// in PyTorch's order (torch/optim/adamw.py, _single_tensor_adamw): the bias corrections are computed once per step
+// in double and enter as scalars, so float32 results follow PyTorch's to rounding.
+#pragma once
+
+#include <xsimd/xsimd.hpp>
+
+#include "pipeprop/kernels/fma.hpp"
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace pipeprop::optim {
+
+/// Per-step scalars of one AdamW update (see the file comment), all in the parameters' type T. Units: lr per
+/// mean-loss gradient; everything else dimensionless. Built by adamw_step_coefficients.
+template <class T>
+struct adamw_coefficients {
+    T decay = T(1);            ///< 1 - lr * lambda: factor applied to w before the Adam step
+    T beta1 = T(0.9);          ///< beta1
+    T one_minus_beta1 = T(0.1);
+    T beta2 = T(0.999);        ///< beta2
+    T one_minus_beta2 = T(0.001);
+    T step_size = T(0);        ///< lr / (1 - beta1^t)
+    T sqrt_correction2 = T(1); ///< sqrt(1 - beta2^t)
+    T eps = T(1e-8);           ///< added to sqrt(v_hat)
+};
+
+/// Coefficients of update number t (t >= 1: the first update is t = 1) with learning rate lr, decoupled weight decay
+/// lambda, betas beta1, beta2 and eps. The bias corrections 1 - beta^t, the step size and the decay factor are
+/// computed in double, then rounded to T (as PyTorch passes Python floats to its float32 kernels).
+/// Throws std::invalid_argument when t == 0.
+template <class T>
+[[nodiscard]] adamw_coefficients<T> adamw_step_coefficients(double lr, double weight_decay, double beta1,
+                                                            double beta2, double eps, std::uint64_t t) {
+    if (t == 0)
+        throw std::invalid_argument("pipeprop::optim::adamw_step_coefficients: the step count t starts at 1 (the "
+                                    "bias corrections 1 - beta^t are 0 at t = 0)");
+    const double td = static_cast<double>(t);
+    const double c1 = 1.0 - std::pow(beta1, td), c2 = 1.0 - std::pow(beta2, td);
+    adamw_coefficients<T> c;
+    c.decay = static_cast<T>(1.0 - lr * weight_decay);
+    c.beta1 = static_cast<T>(beta1);
+    c.one_minus_beta1 = static_cast<T>(1.0 - beta1);
+    c.beta2 = static_cast<T>(beta2);
+    c.one_minus_beta2 = static_cast<T>(1.0 - beta2);
+    c.step_size = static_cast<T>(lr / c1);
+    c.sqrt_correction2 = static_cast<T>(std::sqrt(c2));
+    c.eps = static_cast<T>(eps);
+    return c;
+}
+
+/// Applies one AdamW update to n parameters in place: w [n] (weights), m [n] (first moment), v [n] (second moment),
+/// g [n] (gradient of the mean loss, read only). Element-wise, and the xsimd body performs exactly the operations of
+/// the scalar tail (single-rounding FMAs via kernels::fma / std::fma, correctly rounded sqrt and division), so the
+/// result is bit-identical however the n elements are split into calls. No allocation, no exceptions.
+template <class T>
+void adamw_update(std::size_t n, T* w, T* m, T* v, const T* g, const adamw_coefficients<T>& c) noexcept {
+    using batch = xsimd::batch<T>;
+    constexpr std::size_t width = batch::size;
+    const batch decay(c.decay), b1(c.beta1), omb1(c.one_minus_beta1), b2(c.beta2), omb2(c.one_minus_beta2),
+        step(c.step_size), sc2(c.sqrt_correction2), eps(c.eps);
+    std::size_t i = 0;
+    for (; i + width <= n; i += width) {
+        const batch gi = batch::load_unaligned(g + i);
+        const batch wi = batch::load_unaligned(w + i) * decay;
+        const batch mi = kernels::fma(b1, batch::load_unaligned(m + i), omb1 * gi);
+        const batch vi = kernels::fma(b2, batch::load_unaligned(v + i), (omb2 * gi) * gi);
+        mi.store_unaligned(m + i);
+        vi.store_unaligned(v + i);
+        const batch denom = xsimd::sqrt(vi) / sc2 + eps;
+        kernels::fnma(step, mi / denom, wi).store_unaligned(w + i);
+    }
+    for (; i < n; ++i) {
+        const T gi = g[i];
+        const T wi = w[i] * c.decay;
+        const T mi = std::fma(c.beta1, m[i], c.one_minus_beta1 * gi);
+        const T vi = std::fma(c.beta2, v[i], (c.one_minus_beta2 * gi) * gi);
+        m[i] = mi;
+        v[i] = vi;
+        const T denom = std::sqrt(vi) / c.sqrt_correction2 + c.eps;
+        w[i] = std::fma(-c.step_size, mi / denom, wi);
+    }
+}
+
+/// Hyperparameters of AdamW that stay fixed during a run (the learning rate comes per step, from a schedule).
+/// Defaults are torch.optim.AdamW's. beta1, beta2 in [0, 1); eps > 0 (PyTorch accepts 0, but then an element whose
+/// gradient has always been 0 gives 0 / 0 = NaN); weight_decay lambda >= 0 (decoupled: w <- w (1 - lr lambda)).
+struct adamw_config {
+    double beta1 = 0.9;
+    double beta2 = 0.999;
+    double eps = 1e-8;
+    double weight_decay = 0.01;
+
+    /// Throws std::invalid_argument naming the offending value: a beta outside [0, 1), eps not a finite value > 0,
+    /// weight_decay < 0 or not finite.
+    void validate() const {
+        if (!(beta1 >= 0.0 && beta1 < 1.0))
+            throw std::invalid_argument("pipeprop::optim::adamw: beta1 " + std::to_string(beta1) +
+                                        " is outside [0, 1)");
+        if (!(beta2 >= 0.0 && beta2 < 1.0))
+            throw std::invalid_argument("pipeprop::optim::adamw: beta2 " + std::to_string(beta2) +
+                                        " is outside [0, 1)");
+        if (!(eps > 0.0) || !std::isfinite(eps))
+            throw std::invalid_argument("pipeprop::optim::adamw: eps " + std::to_string(eps) +
+                                        " must be a finite value > 0");
+        if (!(weight_decay >= 0.0) || !std::isfinite(weight_decay))
+            throw std::invalid_argument("pipeprop::optim::adamw: weight decay " + std::to_string(weight_decay) +
+                                        " must be a finite value >= 0");
+    }
+};
+
+/// AdamW state of one parameter block of n elements: first moment m [n] and second moment v [n] (zero at start)
+/// and the number of updates applied t. The parameters themselves belong to the caller (trainer or pipeline stage).
+template <class T>
+class adamw {
+public:
+    using value_type = T;
+
+    adamw() = default;
+    /// State for a block of n parameters. Throws std::invalid_argument for an invalid config (adamw_config::validate).
+    adamw(std::size_t n, adamw_config config) : config_(config), m_(n, T(0)), v_(n, T(0)) { config_.validate(); }
+
+    [[nodiscard]] const adamw_config& config() const noexcept { return config_; }
+    [[nodiscard]] std::size_t size() const noexcept { return m_.size(); }
+    /// Updates applied so far (t of the last update; 0 before the first).
+    [[nodiscard]] std::uint64_t step_count() const noexcept { return steps_; }
+    /// First moment m [n] (read/write: checkpoints restore it).
+    [[nodiscard]] std::span<T> first_moment() noexcept { return m_; }
+    [[nodiscard]] std::span<const T> first_moment() const noexcept { return m_; }
+    /// Second moment v [n] (read/write: checkpoints restore it).
+    [[nodiscard]] std::span<T> second_moment() noexcept { return v_; }
+    [[nodiscard]] std::span<const T> second_moment() const noexcept { return v_; }
+    /// Sets the step count (when restoring a checkpoint).
+    void set_step_count(std::uint64_t steps) noexcept { steps_ = steps; }
+
+    /// Coefficients of the next update (t = step_count() + 1) with learning rate lr.
+    [[nodiscard]] adamw_coefficients<T> coefficients(double lr) const {
+        return adamw_step_coefficients<T>(lr, config_.weight_decay, config_.beta1, config_.beta2, config_.eps,
+                                          steps_ + 1);
+    }
+
+    /// One update of w [n] with the loss gradient g [n] (gradient of the MEAN loss of the batch) and learning rate
+    /// lr (>= 0, finite), then step_count() + 1. No allocation. Throws std::invalid_argument when w or g do not have
+    /// n elements or lr is negative or not finite (nothing is changed then).
+    void step(std::span<T> w, std::span<const T> g, double lr) {
+        if (w.size() != m_.size() || g.size() != m_.size())
+            throw std::invalid_argument("pipeprop::optim::adamw::step: parameter block has " +
+                                        std::to_string(w.size()) + " and gradient " + std::to_string(g.size()) +
+                                        " elements, the optimizer state " + std::to_string(m_.size()));
+        if (!(lr >= 0.0) || !std::isfinite(lr))
+            throw std::invalid_argument("pipeprop::optim::adamw::step: learning rate " + std::to_string(lr) +
+                                        " must be a finite value >= 0");
+        adamw_update(m_.size(), w.data(), m_.data(), v_.data(), g.data(), coefficients(lr));
+        ++steps_;
+    }
+
+private:
+    adamw_config config_{};
+    std::vector<T> m_;
+    std::vector<T> v_;
+    std::uint64_t steps_ = 0;
+};
+
+}  // namespace pipeprop::optim
