@@ -32,3 +32,5 @@ pipeprop_compile_fail(group_norm_groups
   "layer_at_position<1, pipeprop::group_norm<4>.*static assertion failed.*pipeprop::group_norm: the number of channels C \\(the first input dimension\\) must be divisible by the number of groups")
 pipeprop_compile_fail(split_at_order
   "static assertion failed.*pipeprop::split_at: split points must be strictly increasing")
+pipeprop_compile_fail(online_norm_rank2
+  "layer_at_position<0, pipeprop::online_norm<.*static assertion failed.*pipeprop::online_norm: the input must be rank 3 \\[channels, height, width\\]")

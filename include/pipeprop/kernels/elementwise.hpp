@@ -76,6 +76,38 @@ template <class T>
     return s;
 }
 
+/// sum_i (x[i] - mean)^2 for i < n, in a fixed order (deterministic for a given build).
+template <class T>
+[[nodiscard]] T centered_square_sum(std::size_t n, const T* x, T mean) noexcept {
+    using batch = xsimd::batch<T>;
+    constexpr std::size_t w = batch::size;
+    const batch vm(mean);
+    const std::size_t vector_end = n - n % w;  // (this form keeps GCC 12 from a false -Waggressive-loop-optimizations)
+    batch acc(T(0));
+    for (std::size_t i = 0; i < vector_end; i += w) {
+        const batch d = batch::load_unaligned(x + i) - vm;
+        acc = kernels::fma(d, d, acc);
+    }
+    T s = xsimd::hadd(acc);
+    for (std::size_t i = vector_end; i < n; ++i) s += (x[i] - mean) * (x[i] - mean);
+    return s;
+}
+
+/// sum_i dy[i] * (x[i] - mean) for i < n, in a fixed order.
+template <class T>
+[[nodiscard]] T centered_dot(std::size_t n, const T* dy, const T* x, T mean) noexcept {
+    using batch = xsimd::batch<T>;
+    constexpr std::size_t w = batch::size;
+    const batch vm(mean);
+    const std::size_t vector_end = n - n % w;
+    batch acc(T(0));
+    for (std::size_t i = 0; i < vector_end; i += w)
+        acc = kernels::fma(batch::load_unaligned(dy + i), batch::load_unaligned(x + i) - vm, acc);
+    T s = xsimd::hadd(acc);
+    for (std::size_t i = vector_end; i < n; ++i) s += dy[i] * (x[i] - mean);
+    return s;
+}
+
 /// Copy n values.
 template <class T>
 void copy(std::size_t n, const T* x, T* y) noexcept {

@@ -33,36 +33,6 @@ struct group_norm_stash {
 };
 
 namespace detail {
-/// sum_i (x[i] - mean)^2, vectorized with xsimd (fixed order: deterministic for a given build).
-template <class T>
-[[nodiscard]] T centered_square_sum(std::size_t n, const T* x, T mean) noexcept {
-    using batch = xsimd::batch<T>;
-    constexpr std::size_t w = batch::size;
-    const batch vm(mean);
-    const std::size_t vector_end = n - n % w;  // (this form keeps GCC 12 from a false -Waggressive-loop-optimizations)
-    batch acc(T(0));
-    for (std::size_t i = 0; i < vector_end; i += w) {
-        const batch d = batch::load_unaligned(x + i) - vm;
-        acc = kernels::fma(d, d, acc);
-    }
-    T s = xsimd::hadd(acc);
-    for (std::size_t i = vector_end; i < n; ++i) s += (x[i] - mean) * (x[i] - mean);
-    return s;
-}
-/// sum_i dy[i] * (x[i] - mean), vectorized with xsimd.
-template <class T>
-[[nodiscard]] T centered_dot(std::size_t n, const T* dy, const T* x, T mean) noexcept {
-    using batch = xsimd::batch<T>;
-    constexpr std::size_t w = batch::size;
-    const batch vm(mean);
-    const std::size_t vector_end = n - n % w;
-    batch acc(T(0));
-    for (std::size_t i = 0; i < vector_end; i += w)
-        acc = kernels::fma(batch::load_unaligned(dy + i), batch::load_unaligned(x + i) - vm, acc);
-    T s = xsimd::hadd(acc);
-    for (std::size_t i = vector_end; i < n; ++i) s += dy[i] * (x[i] - mean);
-    return s;
-}
 /// out[i] = a * x[i] + c for i < n (out and x do not overlap).
 template <class T>
 void affine_map(std::size_t n, const T* x, T a, T c, T* out) noexcept {
@@ -136,7 +106,7 @@ struct group_norm_layer {
                 const T* xg = x + first;
                 T* yg = y + first;
                 const T mean = kernels::sum(group_size, xg) * inv_m;
-                const T var = detail::centered_square_sum(group_size, xg, mean) * inv_m;
+                const T var = kernels::centered_square_sum(group_size, xg, mean) * inv_m;
                 const T rstd = T(1) / std::sqrt(var + static_cast<T>(epsilon));
                 st.stats[(n * Groups + g) * 2] = mean;
                 st.stats[(n * Groups + g) * 2 + 1] = rstd;
@@ -167,7 +137,7 @@ struct group_norm_layer {
                     const std::size_t c = g * channels_per_group + k;
                     const T gamma = Affine ? w[c] : T(1);
                     s1 += gamma * kernels::sum(spatial, dyg + k * spatial);
-                    s2 += gamma * detail::centered_dot(spatial, dyg + k * spatial, xg + k * spatial, mean);
+                    s2 += gamma * kernels::centered_dot(spatial, dyg + k * spatial, xg + k * spatial, mean);
                 }
                 s2 *= rstd;
                 // dx = rstd gamma dy - rstd s1 / M - (x - mean) rstd^2 s2 / M
@@ -199,7 +169,7 @@ struct group_norm_layer {
                 for (std::size_t k = 0; k < channels_per_group; ++k) {
                     const std::size_t c = g * channels_per_group + k;
                     const std::size_t first = n * InputShape::size + c * spatial;
-                    dgamma[c] += rstd * detail::centered_dot(spatial, dy + first, x + first, mean);
+                    dgamma[c] += rstd * kernels::centered_dot(spatial, dy + first, x + first, mean);
                     dbeta[c] += kernels::sum(spatial, dy + first);
                 }
             }
