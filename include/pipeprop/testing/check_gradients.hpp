@@ -4,6 +4,11 @@
 // contract of layer_concept.hpp: p1 ASSIGNS dx (a pre-filled dx does not leak into the result), p2 ADDS into dw
 // (running it twice doubles the gradient), p1 is repeatable (the stash is unchanged by it) and p2 gives the same
 // result whether it runs before or after p1.
+//
+// A layer with integer token inputs (`static constexpr bool integer_input = true;`, layer_concept.hpp) gets exact
+// integer ids drawn from [0, token_ids) instead of real inputs; its input is discrete, so instead of a finite
+// difference the check requires backward-p1 to assign exact zeros, and backward-p2 is checked by perturbing the
+// weights as for any layer.
 #pragma once
 
 #include <algorithm>
@@ -29,6 +34,9 @@ struct gradient_check_options {
     double tolerance = 1e-6;
     double input_scale = 1.0;      ///< inputs drawn from U(-input_scale, input_scale)
     double parameter_scale = 0.5;  ///< parameters: init_parameters, then + U(-parameter_scale, parameter_scale)
+    /// Integer-input layers only: ids are drawn from [0, token_ids); 0 means L::vocab_size when L declares it
+    /// (an integer-input layer without either fails the check with a message saying so).
+    std::size_t token_ids = 0;
 };
 
 /// Errors found by check_gradients (same measure as the tolerance) and a human-readable report.
@@ -49,6 +57,23 @@ inline double scaled_error(const std::vector<double>& a, const std::vector<doubl
     }
     return num / den;
 }
+/// True for a layer that declares `static constexpr bool integer_input = true;` (token ids as input).
+template <class L>
+inline constexpr bool integer_input_v = [] {
+    if constexpr (requires { L::integer_input; })
+        return static_cast<bool>(L::integer_input);
+    else
+        return false;
+}();
+/// Range [0, n) of the ids check_gradients draws for an integer-input layer: opt.token_ids, else L::vocab_size, else 0.
+template <class L>
+std::size_t token_id_count(std::size_t requested) {
+    if (requested > 0) return requested;
+    if constexpr (requires { L::vocab_size; })
+        return static_cast<std::size_t>(L::vocab_size);
+    else
+        return 0;
+}
 }  // namespace detail
 
 /// Checks layer L (value_type must be double) at micro-batch size opt.batch with the scalar objective
@@ -63,7 +88,18 @@ gradient_check_result check_gradients(const L& l = L{}, gradient_check_options o
     const std::size_t nx = b * L::input_shape::size, ny = b * L::output_shape::size, nw = L::parameter_count;
     std::mt19937_64 rng(derive_seed(opt.seed, 0));
     std::vector<T> x(nx), w(nw), r(ny), y(ny);
-    for (auto& v : x) v = uniform<T>(rng, -opt.input_scale, opt.input_scale);
+    constexpr bool integer_input = detail::integer_input_v<L>;
+    const std::size_t ids = detail::token_id_count<L>(opt.token_ids);
+    if constexpr (integer_input) {
+        if (ids == 0) {
+            gradient_check_result res;
+            res.report = "integer-input layer: set gradient_check_options::token_ids (or declare L::vocab_size)";
+            return res;
+        }
+        for (auto& v : x) v = static_cast<T>(rng() % ids);
+    } else {
+        for (auto& v : x) v = uniform<T>(rng, -opt.input_scale, opt.input_scale);
+    }
     for (auto& v : r) v = uniform<T>(rng, -1.0, 1.0);
     if constexpr (L::parameter_count > 0) {
         l.init_parameters(std::span<T>(w), derive_seed(opt.seed, 1));
@@ -89,9 +125,9 @@ gradient_check_result check_gradients(const L& l = L{}, gradient_check_options o
     l.backward_input(std::span<const T>(w), x.data(), y.data(), r.data(), dx2.data(), b, st, ws);
     res.contract_error = std::max(res.contract_error, detail::scaled_error(dx2, dx));
 
-    // Numeric input gradient.
-    std::vector<T> nx_grad(nx);
-    for (std::size_t i = 0; i < nx; ++i) {
+    // Numeric input gradient (zero for token ids: p1 must assign exact zeros, checked by the same measure).
+    std::vector<T> nx_grad(nx, 0.0);
+    for (std::size_t i = 0; i < nx && !integer_input; ++i) {
         auto xp = x, xm = x;
         xp[i] += opt.step;
         xm[i] -= opt.step;
