@@ -22,6 +22,7 @@
 #include "pipeprop/layers/avg_pool2d.hpp"
 #include "pipeprop/layers/global_avg_pool.hpp"
 #include "pipeprop/layers/group_norm.hpp"
+#include "pipeprop/layers/causal_self_attention.hpp"
 #include "pipeprop/data/data_error.hpp"
 #include "pipeprop/data/idx_reader.hpp"
 #include "pipeprop/data/cifar10_reader.hpp"
