@@ -33,6 +33,7 @@ CASES = [
     ("l7_d6_h1_b1_base500000", 7, 6, 1, 1, 500000),
     ("l1_d12_h3_b3", 1, 12, 3, 3, 10000),
     ("l19_d16_h2_b2", 19, 16, 2, 2, 10000),
+    ("l37_d8_h2_b2", 37, 8, 2, 2, 10000),  # L > causal_tile (32): two row tiles, the second one partial
 ]
 
 

@@ -3,7 +3,7 @@
 // - backward-p1 / backward-p2 against central finite differences in double (pipeprop::testing::check_gradients, which
 //   also checks the contract: p1 assigns and is repeatable, p2 adds and gives the same result before or after p1) on
 //   odd shapes: L = 1 and L = 7 (not a multiple of any SIMD width), one head (D = 6) and three heads of 4 (D = 12),
-//   b = 1 and b = 3, RoPE base 10000 and 500000.
+//   b = 1 and b = 3, RoPE base 10000 and 500000; and L = 40, more than one tile of the causal tiling (causal_tile).
 // - causality: the output at position i does not change (bit for bit) when inputs at positions > i change, and an
 //   upstream gradient at position i gives zero input gradient at positions > i.
 // - torch.autograd: forward, p1 and p2 against tests/golden/causal_self_attention/ (made by
@@ -124,6 +124,8 @@ void check_all_golden(double tolerance) {
     check_against_torch<attention<T, 7, 6, 1, 500000>>("l7_d6_h1_b1_base500000", 1, tolerance);
     check_against_torch<attention<T, 1, 12, 3>>("l1_d12_h3_b3", 3, tolerance);
     check_against_torch<attention<T, 19, 16, 2>>("l19_d16_h2_b2", 2, tolerance);
+    static_assert(attention<T, 37, 8, 2>::causal_tile < 37, "l37_d8_h2_b2 is meant to span two causal tiles");
+    check_against_torch<attention<T, 37, 8, 2>>("l37_d8_h2_b2", 2, tolerance);
 }
 
 }  // namespace
@@ -136,6 +138,8 @@ TEST_CASE("causal_self_attention: backward-p1 and backward-p2 match finite diffe
     check_layer<attention<double, 7, 12, 3>>("L 7, D 12, 3 heads");
     check_layer<attention<double, 7, 12, 3, 500000>>("L 7, D 12, 3 heads, RoPE base 500000");
     check_layer<attention<double, 5, 8, 4>>("L 5, D 8, 4 heads of 2");
+    static_assert(attention<double, 40, 8, 2>::causal_tile < 40);
+    check_layer<attention<double, 40, 8, 2>>("L 40 (two causal tiles), D 8, 2 heads");
 }
 
 TEST_CASE("causal_self_attention: position i does not depend on positions after i", "[layers][attention]") {

@@ -87,7 +87,8 @@ struct causal_self_attention_workspace {
 /// (as weight stashing would) while dx sees the current one.
 /// Cost in multiply-adds per sample: forward 4 L D^2 + 2 L^2 D, p1 4 L D^2 + 4 L^2 D, p2 5 L D^2 + 4 L^2 D (p2
 /// repeats d context = dy W_o and the attention backward of p1: L D^2 + 4 L^2 D more than its two weight GEMMs).
-/// The L x L parts are full GEMMs per head (the zeros above the diagonal included).
+/// These count the L x L products in full; they are computed in tiles of causal_tile rows that skip the blocks
+/// above the diagonal (L^2 (1 / 2 + causal_tile / (2 L)) instead of L^2 per product).
 /// Init: every matrix ~ U(-sqrt(3 / D), sqrt(3 / D)) (variance 1 / D), from the given seed.
 /// Stash: (3 L D + H L^2 + L D) values per sample plus D^2 per micro-batch; stash_bytes reports it.
 /// Static-asserts: the input is rank 2 [L, D]; Heads >= 1; RopeBase >= 2; D is divisible by Heads; head_dim is even
@@ -115,6 +116,9 @@ struct causal_self_attention_layer {
     static constexpr std::size_t head_dim = model / heads;
     static constexpr std::size_t half = head_dim / 2;
     static constexpr std::size_t rope_base = RopeBase;
+    /// Rows (queries) per tile of the L x L products: a tile of rows [r0, r1) multiplies only the r1 keys it may
+    /// see, so about half of the L x L work above the causal diagonal is skipped (all of it but the diagonal tiles).
+    static constexpr std::size_t causal_tile = 32;
     /// Row stride of the [L, 3 D] q | k | v matrices.
     static constexpr std::size_t qkv_stride = 3 * model;
 
@@ -191,10 +195,15 @@ struct causal_self_attention_layer {
                 const T* q = qkv + h * head_dim;
                 const T* k = qkv + model + h * head_dim;
                 const T* v = qkv + 2 * model + h * head_dim;
-                kernels::gemm(false, true, seq, seq, head_dim, scale, q, qkv_stride, k, qkv_stride, T(0), p, seq);
-                for (std::size_t i = 0; i < seq; ++i) causal_softmax_row(p + i * seq, i);
-                kernels::gemm(false, false, seq, head_dim, seq, T(1), p, seq, v, qkv_stride, T(0), ctx + h * head_dim,
-                              model);
+                // Row tile [r0, r1) needs keys / values 0 .. r1 - 1 only (causal).
+                for (std::size_t r0 = 0; r0 < seq; r0 += causal_tile) {
+                    const std::size_t r1 = std::min(seq, r0 + causal_tile), rows_t = r1 - r0;
+                    kernels::gemm(false, true, rows_t, r1, head_dim, scale, q + r0 * qkv_stride, qkv_stride, k,
+                                  qkv_stride, T(0), p + r0 * seq, seq);
+                    for (std::size_t i = r0; i < r1; ++i) causal_softmax_row(p + i * seq, i);
+                    kernels::gemm(false, false, rows_t, head_dim, r1, T(1), p + r0 * seq, seq, v, qkv_stride, T(0),
+                                  ctx + r0 * model + h * head_dim, model);
+                }
             }
         }
         kernels::gemm(false, true, rows, model, model, T(1), st.context.data(), model, w_o, model, T(0), y, model);
@@ -288,25 +297,40 @@ private:
                 const T* p = probabilities_of(st, n, h);
                 const std::size_t off = h * head_dim;
                 const T* dctx_h = dctx + off;
-                // dv_h = P^T d context_h ; dP = d context_h v_h^T
-                kernels::gemm(true, false, seq, head_dim, seq, T(1), p, seq, dctx_h, model, T(0),
-                              dqkv + 2 * model + off, qkv_stride);
-                kernels::gemm(false, true, seq, seq, head_dim, T(1), dctx_h, model, qkv + 2 * model + off, qkv_stride,
-                              T(0), ds, seq);
-                // dS = P (dP - rowsum(P dP)) on and below the diagonal, 0 above it.
-                for (std::size_t i = 0; i < seq; ++i) {
-                    const T* pr = p + i * seq;
-                    T* dr = ds + i * seq;
-                    T dot = 0;
-                    for (std::size_t j = 0; j <= i; ++j) dot += pr[j] * dr[j];
-                    for (std::size_t j = 0; j <= i; ++j) dr[j] = pr[j] * (dr[j] - dot);
-                    std::fill(dr + i + 1, dr + seq, T(0));
+                const T* q_h = qkv + off;
+                const T* k_h = qkv + model + off;
+                const T* v_h = qkv + 2 * model + off;
+                T* dq_h = dqkv + off;
+                T* dk_h = dqkv + model + off;
+                T* dv_h = dqkv + 2 * model + off;
+                // Row tiles [r0, r1) of P, dP, dS have non-zeros in columns 0 .. r1 - 1 only; column tiles [j0, j1)
+                // in rows j0 .. L - 1 only (causal).
+                for (std::size_t r0 = 0; r0 < seq; r0 += causal_tile) {
+                    const std::size_t r1 = std::min(seq, r0 + causal_tile), rows_t = r1 - r0;
+                    // dP = d context_h v_h^T
+                    kernels::gemm(false, true, rows_t, r1, head_dim, T(1), dctx_h + r0 * model, model, v_h,
+                                  qkv_stride, T(0), ds + r0 * seq, seq);
+                    // dS = P (dP - rowsum(P dP)) on and below the diagonal, 0 above it.
+                    for (std::size_t i = r0; i < r1; ++i) {
+                        const T* pr = p + i * seq;
+                        T* dr = ds + i * seq;
+                        T dot = 0;
+                        for (std::size_t j = 0; j <= i; ++j) dot += pr[j] * dr[j];
+                        for (std::size_t j = 0; j <= i; ++j) dr[j] = pr[j] * (dr[j] - dot);
+                        std::fill(dr + i + 1, dr + seq, T(0));
+                    }
+                    // dq_h = dS k_h / sqrt(d)   (w.r.t. q after RoPE)
+                    kernels::gemm(false, false, rows_t, head_dim, r1, scale, ds + r0 * seq, seq, k_h, qkv_stride, T(0),
+                                  dq_h + r0 * qkv_stride, qkv_stride);
                 }
-                // dq_h = dS k_h / sqrt(d) ; dk_h = dS^T q_h / sqrt(d)   (w.r.t. q, k after RoPE)
-                kernels::gemm(false, false, seq, head_dim, seq, scale, ds, seq, qkv + model + off, qkv_stride, T(0),
-                              dqkv + off, qkv_stride);
-                kernels::gemm(true, false, seq, head_dim, seq, scale, ds, seq, qkv + off, qkv_stride, T(0),
-                              dqkv + model + off, qkv_stride);
+                for (std::size_t j0 = 0; j0 < seq; j0 += causal_tile) {
+                    const std::size_t j1 = std::min(seq, j0 + causal_tile), cols_t = j1 - j0, below = seq - j0;
+                    // dv_h = P^T d context_h ; dk_h = dS^T q_h / sqrt(d)   (w.r.t. k after RoPE)
+                    kernels::gemm(true, false, cols_t, head_dim, below, T(1), p + j0 * seq + j0, seq,
+                                  dctx_h + j0 * model, model, T(0), dv_h + j0 * qkv_stride, qkv_stride);
+                    kernels::gemm(true, false, cols_t, head_dim, below, scale, ds + j0 * seq + j0, seq,
+                                  q_h + j0 * qkv_stride, qkv_stride, T(0), dk_h + j0 * qkv_stride, qkv_stride);
+                }
             }
             for (std::size_t m = 0; m < seq; ++m) {
                 T* token = dqkv + m * qkv_stride;
