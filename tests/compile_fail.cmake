@@ -32,3 +32,7 @@ pipeprop_compile_fail(group_norm_groups
   "layer_at_position<1, pipeprop::group_norm<4>.*static assertion failed.*pipeprop::group_norm: the number of channels C \\(the first input dimension\\) must be divisible by the number of groups")
 pipeprop_compile_fail(split_at_order
   "static assertion failed.*pipeprop::split_at: split points must be strictly increasing")
+pipeprop_compile_fail(attention_heads
+  "layer_at_position<1, pipeprop::causal_self_attention<5>.*static assertion failed.*pipeprop::causal_self_attention: the number of features D must be divisible by the number of heads")
+pipeprop_compile_fail(attention_odd_head_dim
+  "layer_at_position<0, pipeprop::causal_self_attention<4>.*static assertion failed.*pipeprop::causal_self_attention: the head dimension D / Heads must be even")
