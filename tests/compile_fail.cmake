@@ -34,3 +34,7 @@ pipeprop_compile_fail(split_at_order
   "static assertion failed.*pipeprop::split_at: split points must be strictly increasing")
 pipeprop_compile_fail(online_norm_rank2
   "layer_at_position<0, pipeprop::online_norm<.*static assertion failed.*pipeprop::online_norm: the input must be rank 3 \\[channels, height, width\\]")
+pipeprop_compile_fail(attention_heads
+  "layer_at_position<1, pipeprop::causal_self_attention<5>.*static assertion failed.*pipeprop::causal_self_attention: the number of features D must be divisible by the number of heads")
+pipeprop_compile_fail(attention_odd_head_dim
+  "layer_at_position<0, pipeprop::causal_self_attention<4>.*static assertion failed.*pipeprop::causal_self_attention: the head dimension D / Heads must be even")

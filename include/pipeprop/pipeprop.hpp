@@ -31,6 +31,7 @@
 #include "pipeprop/layers/rms_norm.hpp"
 #include "pipeprop/layers/swiglu_gate.hpp"
 #include "pipeprop/layers/swiglu.hpp"
+#include "pipeprop/layers/causal_self_attention.hpp"
 #include "pipeprop/data/data_error.hpp"
 #include "pipeprop/data/idx_reader.hpp"
 #include "pipeprop/data/cifar10_reader.hpp"
