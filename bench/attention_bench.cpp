@@ -48,7 +48,9 @@ struct state {
     }
     void forward() { layer.forward(std::span<const float>(w), x.data(), y.data(), b, st, ws); }
     void p1() { layer.backward_input(std::span<const float>(w), x.data(), y.data(), dy.data(), dx.data(), b, st, ws); }
-    void p2() { layer.backward_weight(std::span<float>(dw), x.data(), y.data(), dy.data(), b, st, ws); }
+    void p2() {
+        layer.backward_weight(std::span<const float>(w), std::span<float>(dw), x.data(), y.data(), dy.data(), b, st, ws);
+    }
 };
 
 void register_pass(state& s, const char* pass, double madds, void (*run)(state&)) {

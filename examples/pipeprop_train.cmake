@@ -8,13 +8,15 @@ target_link_libraries(pipeprop_train PRIVATE CLI11::CLI11)
 
 # One translation unit per (mode, network): train::run_on_network<mode_M, Net> instantiated in its own file, so that
 # the program builds in parallel and no unit holds every network of every mode (train/mode.hpp).
-set(pipeprop_train_networks cnn:small_cnn mlp:mlp resnet20:resnet20)
+# Keep in step with train::with_network (examples/train/networks.hpp).
+set(pipeprop_train_networks cnn:small_cnn cnn-on:small_cnn_on mlp:mlp resnet20:resnet20)
 foreach(unit_mode IN ITEMS sgd pb sync)
   foreach(pair IN LISTS pipeprop_train_networks)
     string(REPLACE ":" ";" pair_list ${pair})
     list(GET pair_list 0 unit_network)
     list(GET pair_list 1 unit_type)
-    set(unit_file ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_units/${unit_mode}_${unit_network}.cpp)
+    string(REPLACE "-" "_" unit_file_name ${unit_mode}_${unit_network})
+    set(unit_file ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_units/${unit_file_name}.cpp)
     configure_file(${CMAKE_CURRENT_SOURCE_DIR}/train/unit.cpp.in ${unit_file} @ONLY)
     target_sources(pipeprop_train PRIVATE ${unit_file})
   endforeach()

@@ -24,3 +24,16 @@ if(PIPEPROP_BUILD_TESTS)
     ARGS --mode pb --stages 34 ${resnet_quick}
     REGEX "--stages.*node 34 \\(layer_09.shortcut_01\\).*Usage:")
 endif()
+
+# --network cnn-on: the small CNN with Online Normalization trains in --mode sgd and fine-grained --mode pb (its
+# running state advancing in micro-batch order through the pipeline).
+if(PIPEPROP_BUILD_TESTS)
+  pipeprop_train_test(cnn_on_sgd EXPECT 0
+    ARGS --mode sgd --network cnn-on --batch 32 --max-samples 2000 --max-test-samples 1000 --progress log
+         --data ${pipeprop_train_data}
+    LAST_LINE_REGEX "^\\{\"mode\":\"sgd\",\"network\":\"cnn-on\",.*\"test_accuracy\":0\\.[5-9][0-9]*,.*\\}$")
+  pipeprop_train_test(cnn_on_pb_fine EXPECT 0
+    ARGS --mode pb --network cnn-on --stages fine --mitigation sc_lwp --reference-batch 32 --lr 0.05 --momentum 0.9
+         --max-samples 2000 --max-test-samples 1000 --progress log --data ${pipeprop_train_data}
+    LAST_LINE_REGEX "^\\{\"mode\":\"pb\",\"network\":\"cnn-on\",\"batch\":1,.*\"test_accuracy\":0\\.[4-9][0-9]*,.*\"stages\":6,.*\\}$")
+endif()

@@ -9,6 +9,7 @@
 #include <pipeprop/layers/global_avg_pool.hpp>
 #include <pipeprop/layers/group_norm.hpp>
 #include <pipeprop/layers/max_pool2d.hpp>
+#include <pipeprop/layers/online_norm.hpp>
 #include <pipeprop/layers/relu.hpp>
 #include <pipeprop/network.hpp>
 #include <pipeprop/seed.hpp>
@@ -74,6 +75,15 @@ using small_cnn = pp::network<pp::shape<1, 28, 28>,                             
                               conv<32, 3, 1, 1>, pp::group_norm<4>, pp::relu, pp::max_pool2d<2>,      //
                               pp::flatten, dense<128>, pp::relu, dense<10>>;
 
+/// The small CNN with Online Normalization (Chiley et al. 2019; layers/online_norm.hpp, decays 1023/1024 and
+/// 127/128 as in the reference's CIFAR-10 runs) in place of group norm: the per-channel, batch-independent
+/// normalization the PB paper pairs with micro-batch size 1. Its running state advances in micro-batch order in
+/// every mode (forward statistics at the forward, gradient statistics at the backward).
+using small_cnn_on = pp::network<pp::shape<1, 28, 28>,                                               //
+                                 conv<16, 3, 1, 1>, pp::online_norm<>, pp::relu, pp::max_pool2d<2>,  //
+                                 conv<32, 3, 1, 1>, pp::online_norm<>, pp::relu, pp::max_pool2d<2>,  //
+                                 pp::flatten, dense<128>, pp::relu, dense<10>>;
+
 /// MLP 784-256-256-10 for 1x28x28 images: flatten - dense(256) - relu - dense(256) - relu - dense(10)
 /// (dense with fan_in_uniform_init).
 using mlp = pp::network<pp::shape<1, 28, 28>, pp::flatten, dense<256>, pp::relu, dense<256>, pp::relu, dense<10>>;
@@ -115,13 +125,14 @@ using resnet = boost::mp11::mp_apply<
 using resnet20 = resnet<pp::shape<1, 28, 28>, 3, pp::group_norm<8>>;
 
 /// Names accepted by --network, in the order shown in the help.
-inline std::vector<std::string> network_names() { return {"cnn", "mlp", "resnet20"}; }
+inline std::vector<std::string> network_names() { return {"cnn", "cnn-on", "mlp", "resnet20"}; }
 
 /// Calls f.template operator()<Net>() with the network type named `name` ("cnn" or "mlp") and returns its result.
 /// The name is validated by the option parser; an unknown name here is a programming error (std::logic_error).
 template <class F>
 decltype(auto) with_network(std::string_view name, F&& f) {
     if (name == "cnn") return f.template operator()<small_cnn>();
+    if (name == "cnn-on") return f.template operator()<small_cnn_on>();
     if (name == "mlp") return f.template operator()<mlp>();
     if (name == "resnet20") return f.template operator()<resnet20>();
     throw std::logic_error("train::with_network: unknown network '" + std::string(name) + "'");

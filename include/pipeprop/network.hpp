@@ -220,11 +220,29 @@ struct bind_block {
                                                State::index + 1>>;
 };
 
+/// A sequence spec: its entries at a sub-level of the path, on the same tensor and carry.
+template <class Lv, class State, class Seq>
+struct bind_sequence {
+    using T = typename Lv::value_type;
+    using prefix = mp::mp_push_back<typename Lv::prefix, path_part<Lv::kind, State::index, Lv::count>>;
+    using body_level = level<T, prefix, path_kind::body, mp::mp_size<typename Seq::body>::value, Lv::carry, Lv::front>;
+    using body = mp::mp_fold_q<typename Seq::body, bind_state<mp::mp_list<>, mp::mp_list<>, typename State::main, true, 0>,
+                               binder<body_level>>;
+    using type = std::conditional_t<
+        body::ok,
+        bind_state<mp::mp_append<typename State::nodes, typename body::nodes>,
+                   mp::mp_append<typename State::paths, typename body::paths>, typename body::main, true,
+                   State::index + 1>,
+        bind_state<typename State::nodes, typename State::paths, typename State::main, false, State::index + 1>>;
+};
+
 template <class Lv, class State, class Spec>
 struct bind_entry {
-    using type = typename std::conditional_t<!State::ok, identity_type<State>,
-                                             std::conditional_t<block_spec<Spec>, bind_block<Lv, State, Spec>,
-                                                                bind_layer<Lv, State, Spec>>>::type;
+    using type = typename std::conditional_t<
+        !State::ok, identity_type<State>,
+        std::conditional_t<block_spec<Spec>, bind_block<Lv, State, Spec>,
+                           std::conditional_t<sequence_spec<Spec>, bind_sequence<Lv, State, Spec>,
+                                              bind_layer<Lv, State, Spec>>>>::type;
 };
 
 /// Quoted fold step of one level (boost::mp11::mp_fold_q).
@@ -242,6 +260,9 @@ struct node_count<residual<B...>> : mp::mp_size_t<2 + (node_count<B>::value + ..
 template <class... S, class... B>
 struct node_count<residual_projection<shortcut<S...>, B...>>
     : mp::mp_size_t<2 + (node_count<B>::value + ...) + sizeof...(S)> {};
+
+template <class... B>
+struct node_count<sequence<B...>> : mp::mp_size_t<(node_count<B>::value + ...)> {};
 
 template <class T, class In, class... Specs>
 using bind_network = mp::mp_fold_q<mp::mp_list<Specs...>, bind_state<mp::mp_list<>, mp::mp_list<>, In, true, 0>,

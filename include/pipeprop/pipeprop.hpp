@@ -6,6 +6,7 @@
 #include "pipeprop/layer_concept.hpp"
 #include "pipeprop/network.hpp"
 #include "pipeprop/graph/blocks.hpp"
+#include "pipeprop/graph/transformer_block.hpp"
 #include "pipeprop/seed.hpp"
 #include "pipeprop/layer_stack.hpp"
 #include "pipeprop/pipeline_layout.hpp"

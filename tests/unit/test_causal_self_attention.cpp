@@ -101,7 +101,7 @@ void check_against_torch(const std::string& name, std::size_t b, double toleranc
     std::vector<T> y(x.size()), dx(x.size()), dw(w.size(), T(0));
     l.forward(std::span<const T>(w), x.data(), y.data(), b, st, ws);
     l.backward_input(std::span<const T>(w), x.data(), y.data(), dy.data(), dx.data(), b, st, ws);
-    l.backward_weight(std::span<T>(dw), x.data(), y.data(), dy.data(), b, st, ws);
+    l.backward_weight(std::span<const T>(w), std::span<T>(dw), x.data(), y.data(), dy.data(), b, st, ws);
     const double ey = relative_error(y, y_ref), edx = relative_error(dx, dx_ref), edw = relative_error(dw, dw_ref);
     // Per tensor of the parameter block, so that a wrong W_q gradient is not hidden by a large W_o gradient.
     double edw_each[4];
@@ -218,7 +218,8 @@ TEST_CASE("causal_self_attention: b outside [1, max_b] throws", "[layers][attent
     CHECK_THROWS_AS(
         l.backward_input(std::span<const float>(w), x.data(), y.data(), y.data(), x.data(), 2, st, small_ws),
         std::invalid_argument);
-    CHECK_THROWS_AS(l.backward_weight(std::span<float>(dw), x.data(), y.data(), y.data(), 2, st, small_ws),
+    CHECK_THROWS_AS(l.backward_weight(std::span<const float>(w), std::span<float>(dw), x.data(), y.data(), y.data(),
+                                      2, st, small_ws),
                     std::invalid_argument);
 }
 
@@ -241,7 +242,7 @@ TEST_CASE("causal_self_attention in a network: fused backward equals p1 then p2"
     stack.backward(w, dw_fused, act, b, ws);
     const std::vector<double> dx_fused(act.input_gradient(), act.input_gradient() + n);
     stack.backward_input(w, act, b, ws);
-    stack.backward_weight(dw_split, act, b, ws);
+    stack.backward_weight(w, dw_split, act, b, ws);
     CHECK(dw_fused == dw_split);
     CHECK(std::vector<double>(act.input_gradient(), act.input_gradient() + n) == dx_fused);
     CHECK(std::any_of(dw_fused.begin(), dw_fused.end(), [](double v) { return v != 0.0; }));
@@ -262,7 +263,7 @@ TEST_CASE("causal_self_attention: forward, p1 and p2 allocate nothing after setu
     auto step = [&] {
         l.forward(std::span<const float>(w), x.data(), y.data(), b, st, ws);
         l.backward_input(std::span<const float>(w), x.data(), y.data(), dy.data(), dx.data(), b, st, ws);
-        l.backward_weight(std::span<float>(dw), x.data(), y.data(), dy.data(), b, st, ws);
+        l.backward_weight(std::span<const float>(w), std::span<float>(dw), x.data(), y.data(), dy.data(), b, st, ws);
     };
     step();  // warm-up (first BLAS call, if any shape uses BLAS)
     const auto before = allocation_counter::snapshot();

@@ -265,6 +265,16 @@ TEST_CASE("every schedule, with and without 2BP, equals whole-batch SGD on a sma
     check_against_reference<test_nets::small_resnet, double>({{{5, 13, 16}, 3, 7}}, 1e-12, true);
 }
 
+TEST_CASE("every schedule equals whole-batch SGD on a pre-norm transformer cut inside its blocks",
+          "[sync][executor][reference][transformer]") {
+    openblas_set_num_threads(1);
+    using net = pp::network<shape<4, 6>, pp::prenorm_transformer_block<2, 8>, pp::rms_norm<>, pp::flatten,
+                            pp::dense<3>>;
+    // Boundaries before node 2 (the attention, inside the first residual block) and 6 (the SwiGLU).
+    check_against_reference<net, float>({{{2, 6}, 3, 7}, {{5}, 4, 8}}, 3e-6, true);
+    check_against_reference<net, double>({{{2, 6}, 3, 7}}, 1e-12, true);
+}
+
 TEST_CASE("a weight used twice in a stage accumulates both contributions, with every schedule",
           "[sync][executor][p2]") {
     openblas_set_num_threads(1);

@@ -43,7 +43,20 @@ struct residual_projection {
     using shortcut_layers = typename Shortcut::layers;
 };
 
+/// A group of specs flattened in place (no shortcut): a way to name a composite, e.g. a pre-norm transformer block
+/// sequence<residual<rms_norm<>, causal_self_attention<H>>, residual<rms_norm<>, swiglu<F>>>. Its entries are named
+/// "layer_03.body_00", "layer_03.body_01", ...
+template <class... Body>
+struct sequence {
+    static_assert(sizeof...(Body) > 0, "pipeprop::sequence: a sequence needs at least one entry.");
+    using body = boost::mp11::mp_list<Body...>;
+};
+
 namespace detail {
+template <class S>
+struct is_sequence : std::false_type {};
+template <class... B>
+struct is_sequence<sequence<B...>> : std::true_type {};
 template <class S>
 struct is_block : std::false_type {};
 template <class... B>
@@ -52,8 +65,11 @@ template <class S, class... B>
 struct is_block<residual_projection<S, B...>> : std::true_type {};
 }  // namespace detail
 
-/// True for the block specs above.
+/// True for the residual block specs above.
 template <class S>
 concept block_spec = detail::is_block<S>::value;
+/// True for pipeprop::sequence<...>.
+template <class S>
+concept sequence_spec = detail::is_sequence<S>::value;
 
 }  // namespace pipeprop

@@ -36,14 +36,11 @@ namespace pipeprop {
 ///   qkv:           [max_b, L, 3 D]  per token: q (after RoPE) | k (after RoPE) | v, each D = H head_dim wide
 ///   probabilities: [max_b, H, L, L] the causal softmax P of every head (exactly 0 above the diagonal)
 ///   context:       [max_b, L, D]    context = P v, heads side by side (the input of the output projection)
-///   output_weight: [D, D]           the W_o this forward used: backward-p2 has no weight argument (contract) and
-///                                   needs W_o to form d context = dy W_o for the gradients of W_q, W_k, W_v
 template <class T>
 struct causal_self_attention_stash {
     detail::aligned_buffer<T> qkv;
     detail::aligned_buffer<T> probabilities;
     detail::aligned_buffer<T> context;
-    detail::aligned_buffer<T> output_weight;
     std::size_t max_b = 0;
 };
 
@@ -80,11 +77,9 @@ struct causal_self_attention_workspace {
 /// p2 (ADDED): dW_o += dy^T context; the p1 chain above up to [dq | dk | dv] is recomputed from the stash (p2 may
 ///   run before p1, or long after it, and p1 writes nothing that outlives its call), then dW_qkv += [dq|dk|dv]^T x.
 ///
-/// Which weights: p1 uses the w it is given (the current weights in PB, pb-semantics.md §1) for W_o and W_qkv. p2
-/// receives no weights (layer contract), so its d context uses the W_o the forward used (stash::output_weight). When
-/// forward and backward weights are the same (2BP schedules, the gradient checks, PB's last stage) p1 and p2 are
-/// exactly the gradient of one function; under PB with D_s > 0 the gradients of W_q, W_k, W_v see the forward's W_o
-/// (as weight stashing would) while dx sees the current one.
+/// Which weights: p1 and p2 use the w they are given (p2 has the weighted form of the contract, layer_concept.hpp:
+/// its d context = dy W_o needs W_o): the backward's weights, the current ones in PB (pb-semantics.md §1), the
+/// step's in the synchronous schedules.
 /// Cost in multiply-adds per sample: forward 4 L D^2 + 2 L^2 D, p1 4 L D^2 + 4 L^2 D, p2 5 L D^2 + 4 L^2 D (p2
 /// repeats d context = dy W_o and the attention backward of p1: L D^2 + 4 L^2 D more than its two weight GEMMs).
 /// These count the L x L products in full; they are computed in tiles of causal_tile rows that skip the blocks
@@ -140,7 +135,6 @@ struct causal_self_attention_layer {
         st.qkv.assign(max_b * seq * qkv_stride, T(0));
         st.probabilities.assign(max_b * heads * seq * seq, T(0));
         st.context.assign(max_b * seq * model, T(0));
-        st.output_weight.assign(model * model, T(0));
         return st;
     }
     [[nodiscard]] workspace_type make_workspace(std::size_t max_b) const {
@@ -163,7 +157,7 @@ struct causal_self_attention_layer {
     }
     [[nodiscard]] std::size_t stash_bytes(const stash_type& st) const noexcept {
         return sizeof(stash_type) +
-               (st.qkv.size() + st.probabilities.size() + st.context.size() + st.output_weight.size()) * sizeof(T);
+               (st.qkv.size() + st.probabilities.size() + st.context.size()) * sizeof(T);
     }
 
     void init_parameters(std::span<T> w, std::uint64_t seed) const {
@@ -207,7 +201,6 @@ struct causal_self_attention_layer {
             }
         }
         kernels::gemm(false, true, rows, model, model, T(1), st.context.data(), model, w_o, model, T(0), y, model);
-        std::copy_n(w_o, model * model, st.output_weight.data());
     }
 
     void backward_input(std::span<const T> w, const T*, const T*, const T* dy, T* dx, std::size_t b,
@@ -218,13 +211,13 @@ struct causal_self_attention_layer {
                       model, T(0), dx, model);
     }
 
-    void backward_weight(std::span<T> dw, const T* x, const T*, const T* dy, std::size_t b, const stash_type& st,
-                         workspace_type& ws) const {
+    void backward_weight(std::span<const T> w, std::span<T> dw, const T* x, const T*, const T* dy, std::size_t b,
+                         const stash_type& st, workspace_type& ws) const {
         check_backward(b, st, ws, "pipeprop::causal_self_attention::backward_weight");
         const std::size_t rows = b * seq;
         kernels::gemm(true, false, model, model, rows, T(1), dy, model, st.context.data(), model, T(1),
                       dw.data() + 3 * model * model, model);
-        projection_gradient(st.output_weight.data(), dy, b, st, ws);
+        projection_gradient(w.data() + 3 * model * model, dy, b, st, ws);
         kernels::gemm(true, false, qkv_stride, model, rows, T(1), ws.qkv_gradient.data(), qkv_stride, x, model, T(1),
                       dw.data(), model);
     }

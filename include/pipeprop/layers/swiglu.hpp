@@ -23,12 +23,10 @@
 namespace pipeprop {
 
 /// Stash of swiglu for one micro-batch. gate_up: [max_b L, 2 Hidden], per token the pre-activations W_gate x then
-/// W_up x; w_down: [D, Hidden], the W_down the forward used (backward-p2 needs W_down and is not given the weights,
-/// see swiglu_layer).
+/// W_up x.
 template <class T>
 struct swiglu_stash {
     detail::aligned_buffer<T> gate_up;
-    detail::aligned_buffer<T> w_down;
     std::size_t max_b = 0;
 };
 
@@ -45,20 +43,15 @@ struct swiglu_workspace {
 ///   GU = X [W_gate; W_up]^T  [bL, 2H],  g, u = the two halves of a row,  h = silu(g) * u  [bL, H],  Y = h W_down^T
 /// Parameter block: W_gate [Hidden, D], W_up [Hidden, D], W_down [D, Hidden] (row-major, each as the weight of a
 /// torch.nn.Linear without bias; W_gate and W_up adjacent, so they are one [2 Hidden, D] matrix and one GEMM).
-/// forward:  GEMM bL x 2H x D, silu gate, GEMM bL x D x H (assigned); stashes GU and a copy of W_down.
+/// forward:  GEMM bL x 2H x D, silu gate, GEMM bL x D x H (assigned); stashes GU.
 /// p1:       dh = dY W_down; dg = dh u silu'(g), du = dh silu(g); dX = [dg, du] [W_gate; W_up]   (assigned)
-/// p2:       the same dh, dg, du from the stashed W_down; d[W_gate; W_up] += [dg, du]^T X; dW_down += dY^T h (added)
+/// p2:       the same dh, dg, du; d[W_gate; W_up] += [dg, du]^T X; dW_down += dY^T h                (added)
 /// Init: W_gate, W_up ~ U(-1/sqrt(D), 1/sqrt(D)), W_down ~ U(-1/sqrt(Hidden), 1/sqrt(Hidden)), from the given seed.
 ///
-/// Weights in backward-p2: the contract gives backward-p2 no weights, but the gradients of W_gate and W_up need W_down
-/// (through dh = dY W_down). This layer therefore copies W_down into the stash in forward (D Hidden values per
-/// micro-batch in flight; stash_bytes reports it) and p2 uses that copy, while p1 uses the w it is given. Under a
-/// synchronous schedule (sequential, GPipe, 1F1B, zero-bubble: weights change only after every p2 of the step) both
-/// are the same weights and the gradients are exact. Under PB, where the forward's weights are older (or LWP
-/// predictions) than the backward's current ones, the W_gate / W_up gradients use the forward's W_down (weight
-/// stashing for that one matrix) instead of the current one. For PB's exact semantics build the block as three
-/// layers, token_linear<2 Hidden, false> - swiglu_gate - token_linear<D, false> (swiglu_gate.hpp): same function,
-/// same parameters in the same order, no weight copy.
+/// Weights in backward-p2: the gradients of W_gate and W_up need W_down (through dh = dY W_down), so backward-p2 has
+/// the weighted form of the contract (layer_concept.hpp): it receives the weights backward-p1 used (PB: the current
+/// ones; synchronous schedules: the step's). The three-layer form token_linear<2 Hidden, false> - swiglu_gate -
+/// token_linear<D, false> (swiglu_gate.hpp) computes the same function with the same parameters in the same order.
 /// Static-asserts: the input is rank 2 [L, D]; Hidden >= 1 (in the spec).
 /// Throws std::invalid_argument from forward when b is outside [1, max_b of the stash]; does not allocate after
 /// make_stash / make_workspace.
@@ -89,7 +82,6 @@ struct swiglu_layer {
         stash_type st;
         st.max_b = max_b;
         st.gate_up.assign(max_b * sequence_length * 2 * Hidden, T(0));
-        st.w_down.assign(down_count, T(0));
         return st;
     }
     [[nodiscard]] workspace_type make_workspace(std::size_t max_b) const {
@@ -100,7 +92,7 @@ struct swiglu_layer {
         return ws;
     }
     [[nodiscard]] std::size_t stash_bytes(const stash_type& st) const noexcept {
-        return sizeof(stash_type) + (st.gate_up.size() + st.w_down.size()) * sizeof(T);
+        return sizeof(stash_type) + st.gate_up.size() * sizeof(T);
     }
 
     void init_parameters(std::span<T> w, std::uint64_t seed) const {
@@ -121,7 +113,6 @@ struct swiglu_layer {
         kernels::gemm(false, true, rows, 2 * Hidden, dim, T(1), x, dim, w_gate_up, dim, T(0), gu, 2 * Hidden);
         detail::swiglu_gate_forward(rows, Hidden, gu, ws.hidden.data());
         kernels::gemm(false, true, rows, dim, Hidden, T(1), ws.hidden.data(), Hidden, w_down, Hidden, T(0), y, dim);
-        std::copy_n(w_down, down_count, st.w_down.data());
     }
 
     void backward_input(std::span<const T> w, const T*, const T*, const T* dy, T* dx, std::size_t b,
@@ -132,10 +123,10 @@ struct swiglu_layer {
                       T(0), dx, dim);
     }
 
-    void backward_weight(std::span<T> dw, const T* x, const T*, const T* dy, std::size_t b, const stash_type& st,
-                         workspace_type& ws) const {
+    void backward_weight(std::span<const T> w, std::span<T> dw, const T* x, const T*, const T* dy, std::size_t b,
+                         const stash_type& st, workspace_type& ws) const {
         const std::size_t rows = b * sequence_length;
-        gate_up_gradient(st.w_down.data(), dy, rows, st, ws);
+        gate_up_gradient(w.data() + gate_up_count, dy, rows, st, ws);
         kernels::gemm(true, false, 2 * Hidden, dim, rows, T(1), ws.gate_up_gradient.data(), 2 * Hidden, x, dim, T(1),
                       dw.data(), dim);
         detail::swiglu_gate_forward(rows, Hidden, st.gate_up.data(), ws.hidden.data());
