@@ -268,7 +268,7 @@ TEST_CASE("every schedule, with and without 2BP, equals whole-batch SGD on a sma
 TEST_CASE("every schedule equals whole-batch SGD on a pre-norm transformer cut inside its blocks",
           "[sync][executor][reference][transformer]") {
     openblas_set_num_threads(1);
-    using net = pp::network<shape<4, 6>, pp::prenorm_transformer_block<2, 8>, pp::rms_norm<>, pp::flatten,
+    using net = pp::network<shape<4, 8>, pp::prenorm_transformer_block<2, 8>, pp::rms_norm<>, pp::flatten,
                             pp::dense<3>>;
     // Boundaries before node 2 (the attention, inside the first residual block) and 6 (the SwiGLU).
     check_against_reference<net, float>({{{2, 6}, 3, 7}, {{5}, 4, 8}}, 3e-6, true);

@@ -17,7 +17,7 @@ namespace {
 template <std::size_t L, std::size_t D>
 using tiny_transformer = pp::network<shape<L, D>, pp::prenorm_transformer_block<2, 10>,
                                      pp::prenorm_transformer_block<2, 10>, pp::rms_norm<>, pp::flatten, pp::dense<3>>;
-using net = tiny_transformer<5, 6>;
+using net = tiny_transformer<5, 8>;
 using stack = pp::layer_stack<net, float>;
 // Per block: fork, norm, attention, add, fork, norm, swiglu, add; then norm, flatten, dense.
 static_assert(stack::layer_count == 2 * 8 + 3);
@@ -32,7 +32,7 @@ TEST_CASE("pre-norm transformer block: names and network gradient check in doubl
         pp::testing::network_gradient_check_options o;
         o.batch = b;
         o.max_checked = 250;
-        const auto r = pp::testing::check_network_gradients<tiny_transformer<5, 6>>(o);
+        const auto r = pp::testing::check_network_gradients<tiny_transformer<5, 8>>(o);
         INFO("b = " << b << ": " << r.report);
         CHECK(r.passed);
         const auto one = pp::testing::check_network_gradients<pp::network<shape<1, 6>, pp::prenorm_transformer_block<3, 4>>>(o);
