@@ -41,16 +41,22 @@ if(PIPEPROP_BUILD_TESTS)
   pipeprop_train_test(pb_nesterov EXPECT 2 ARGS --mode pb --nesterov REGEX "--nesterov.*Usage:")
 endif()
 
-# A diverging PB run stops with exit 1 and leaves the last good checkpoint untouched (PB cannot undo its updates).
-add_test(NAME pipeprop_train_pb_divergence
-         COMMAND pipeprop_train --mode pb --network mlp --lr 1000 --max-samples 500 --max-test-samples 100
-                 --progress none)
-set_tests_properties(pipeprop_train_pb_divergence PROPERTIES
-  ENVIRONMENT "OPENBLAS_NUM_THREADS=1"
-  WILL_FAIL TRUE)
-add_test(NAME pipeprop_train_pb_divergence_message
-         COMMAND ${CMAKE_COMMAND} -E env OPENBLAS_NUM_THREADS=1
-                 $<TARGET_FILE:pipeprop_train> --mode pb --network mlp --lr 1000 --max-samples 500
-                 --max-test-samples 100 --progress none)
-set_tests_properties(pipeprop_train_pb_divergence_message PROPERTIES
-  PASS_REGULAR_EXPRESSION "training diverged: pipeprop::pb::engine: the loss of micro-batch [0-9]+ became")
+# A diverging run exits 1 with the divergence message, and leaves the last good checkpoint byte-identical (README),
+# for --mode sgd and --mode pb (PB cannot undo its updates, so nothing may be saved after the divergence).
+if(PIPEPROP_BUILD_TESTS)
+  pipeprop_train_test(pb_diverged EXPECT 1
+    ARGS --mode pb --network mlp --lr 1000 --max-samples 500 --max-test-samples 100 --progress none
+         --data ${pipeprop_train_data}
+    REGEX "training diverged: pipeprop::pb::engine: the loss of micro-batch [0-9]+ became (NaN|infinite)")
+  foreach(case IN ITEMS "sgd:--batch|32|--lr|0.05" "pb:--mode|pb|--lr|0.001|--momentum|0.9")
+    string(REGEX REPLACE ":.*" "" mode "${case}")
+    string(REGEX REPLACE "^[a-z]*:" "" options "${case}")
+    add_test(NAME pipeprop_train_divergence_keeps_checkpoint_${mode}
+             COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:pipeprop_train> -DDATA=${pipeprop_train_data}
+                     -DWORK=${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_divergence_${mode}
+                     "-DOPTIONS=--network|mlp|--max-samples|500|--max-test-samples|100|${options}"
+                     -P ${CMAKE_CURRENT_SOURCE_DIR}/train/check_divergence_keeps_checkpoint.cmake)
+    set_tests_properties(pipeprop_train_divergence_keeps_checkpoint_${mode}
+                         PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300)
+  endforeach()
+endif()

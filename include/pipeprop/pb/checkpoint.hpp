@@ -47,10 +47,12 @@ inline std::string stage_scalar(std::size_t s, const char* what) {
 }  // namespace detail
 
 /// Adds the state of engine e (any pb::engine / pb::pipeline) to checkpoint c (see the file comment). Throws
-/// std::logic_error when micro-batches are in flight (drain() first), checkpoint_error on a name clash.
+/// std::logic_error when micro-batches are in flight (drain() first) or the engine failed (engine::failed()),
+/// checkpoint_error on a name clash.
 template <network_type Net, mitigation_policy Policy, class T>
 void save_state(const engine<Net, Policy, T>& e, checkpoint& c) {
     using stack = layer_stack<Net, T>;
+    e.require_usable("save_state");
     if (e.in_flight() != 0)
         throw std::logic_error("pipeprop::pb::save_state: " + std::to_string(e.in_flight()) +
                                " micro-batches are in flight; a PB checkpoint is taken at a drained point (drain())");
@@ -93,6 +95,7 @@ void save_state(const engine<Net, Policy, T>& e, checkpoint& c) {
 template <network_type Net, mitigation_policy Policy, class T>
 void load_state(engine<Net, Policy, T>& e, const checkpoint& c, const std::string& where = "checkpoint") {
     using stack = layer_stack<Net, T>;
+    e.require_usable("save_state");
     if (e.in_flight() != 0)
         throw std::logic_error("pipeprop::pb::load_state: " + std::to_string(e.in_flight()) +
                                " micro-batches are in flight; drain() first");

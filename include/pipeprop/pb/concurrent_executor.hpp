@@ -51,7 +51,11 @@
 // graph.wait_for_all() until the graph stalls (stage s then has completed tick T + s, T = last token tick). drain()
 // adds 2 (S - 1) empty ticks, which complete every backward. A micro-batch is reported as completed by the
 // push()/drain() call during which its backward at stage 0 ran (its loss travels back with the backward messages).
-// Exceptions thrown by a stage propagate out of wait_for_all(); the executor is then unusable (std::logic_error).
+// Failures: a layer that throws in a stage's forward or backward is rethrown as pipeprop::stage_error naming the
+// stage and the micro-batch (the original exception nested, stage_error.hpp); the flow graph is cancelled (no
+// hang: wait_for_all() returns once the running ticks end) and the exception leaves push() / drain(). The other
+// lanes may have run further ticks, so the pipeline state is that of an interrupted tick: the executor refuses
+// every later push / drain with std::logic_error, and pb::engine refuses every later call (pb/engine.hpp).
 // Call openblas_set_num_threads(1) in programs that use it (stages must not oversubscribe the cores).
 #pragma once
 
@@ -75,6 +79,7 @@
 #include "pipeprop/optim/momentum_update.hpp"
 #include "pipeprop/pb/executor.hpp"
 #include "pipeprop/pb/stage_state.hpp"
+#include "pipeprop/stage_error.hpp"
 #include "pipeprop/sync/balanced_partition.hpp"
 
 namespace pipeprop::pb {
@@ -461,7 +466,11 @@ private:
             const std::size_t pc = st.parameter_count();
             const T* fw = p.forward_weights.empty() ? st.weights().data() : p.forward_weights.data();
             if (!p.stash.empty()) std::copy_n(st.weights().data(), pc, stash_of(p, sl, pc));
-            st.program().forward(stack_, {fw, pc}, sl.act, b, p.ws, st.state());
+            try {
+                st.program().forward(stack_, {fw, pc}, sl.act, b, p.ws, st.state());
+            } catch (...) {
+                rethrow_as_stage_error(who, s, sl.info.id, "forward");
+            }
             if (!last) {
                 boundary_channel<T>& ch = *forward_[s];
                 const std::size_t buffer = ch.acquire();
@@ -501,7 +510,11 @@ private:
         const std::size_t pc = st.parameter_count();
         const std::span<const T> bw =
             p.stash.empty() ? st.backward_weights() : std::span<const T>(stash_of(p, sl, pc), pc);
-        st.program().backward(stack_, bw, st.gradient(), sl.act, b, p.ws, s > 0, st.state());
+        try {
+            st.program().backward(stack_, bw, st.gradient(), sl.act, b, p.ws, s > 0, st.state());
+        } catch (...) {
+            rethrow_as_stage_error(who, s, sl.info.id, "backward");
+        }
         st.record_delay(st.updates() - sl.forward_version);
         if (s > 0) {
             boundary_channel<T>& ch = *backward_[s - 1];
@@ -517,6 +530,8 @@ private:
         st.update(sl.info, p.forward_weights.empty() ? nullptr : p.forward_weights.data());
         --p.in_flight;
     }
+
+    static constexpr const char* who = "pipeprop::pb::concurrent_executor";
 
     const stack_type& stack_;
     std::vector<stage_type>& stages_;

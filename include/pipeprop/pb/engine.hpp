@@ -13,6 +13,15 @@
 // The static pipeline types with compile-time stage counts and delays (pb::pipeline, pb/pipeline.hpp) derive from
 // it and share all of its code. Requirements: the network's output is rank 1 [classes] (softmax cross-entropy
 // against int32 labels).
+//
+// Failures inside a stage (a layer throws in its forward or backward): push() / drain() throw
+// pipeprop::stage_error naming the stage and the micro-batch (stage_error.hpp; the layer's exception nested). The
+// pipeline was then interrupted in the middle of a tick (some stages applied updates the others did not), so the
+// engine is FAILED from then on: every later call that trains, evaluates, reads, loads or saves state (push, drain,
+// evaluate, copy_parameters, copy_velocities, load_parameters, restore_counters, pb::save_state) throws
+// std::logic_error repeating the first failure; failed() tells. There is no reset: make a new engine (and load
+// the last checkpoint to continue). Destroying a failed engine is safe. Bad arguments (std::invalid_argument) and
+// non_finite_loss_error do not make it fail.
 #pragma once
 
 #include <algorithm>
@@ -150,9 +159,12 @@ public:
     /// every push_buffer pushes), valid until the next call. Throws std::invalid_argument (sizes, label range, b)
     /// naming the micro-batch and sample, before anything is changed; pipeprop::non_finite_loss_error (after the
     /// call's work is done) when a completed micro-batch's loss is NaN or infinite: PB has then already applied that
-    /// micro-batch's update at every stage, so the weights are not usable any more (stop; do not save them).
+    /// micro-batch's update at every stage, so the weights are not usable any more (stop; do not save them);
+    /// pipeprop::stage_error when a layer throws inside a stage, std::logic_error once the engine failed (see the
+    /// file comment).
     std::span<const completed_micro_batch<T>> push(std::span<const T> x, std::span<const std::int32_t> labels,
                                                    std::size_t b) {
+        require_usable("push");
         // Messages are built only on error: push allocates nothing on the good path.
         auto fail = [&](const std::string& why) {
             throw std::invalid_argument("pipeprop::pb::engine::push (micro-batch " + std::to_string(next_id_) +
@@ -176,7 +188,13 @@ public:
         mb.first_sample = samples_pushed_;
         mb.hyper = hyper_;
         const auto t0 = std::chrono::steady_clock::now();
-        auto done = executor_->push(x.data(), labels.data(), mb);
+        std::span<const completed_micro_batch<T>> done;
+        try {
+            done = executor_->push(x.data(), labels.data(), mb);
+        } catch (...) {
+            record_failure();
+            throw;
+        }
         wall_ += std::chrono::steady_clock::now() - t0;
         ++next_id_;
         samples_pushed_ += b;
@@ -186,10 +204,17 @@ public:
 
     /// Completes every micro-batch in flight (end of an epoch, before evaluation or a checkpoint); returns those
     /// completed during this call. The next micro-batch starts a new pipeline fill (n0 := its index). Throws
-    /// pipeprop::non_finite_loss_error like push().
+    /// pipeprop::non_finite_loss_error, pipeprop::stage_error and std::logic_error like push().
     std::span<const completed_micro_batch<T>> drain() {
+        require_usable("drain");
         const auto t0 = std::chrono::steady_clock::now();
-        auto done = executor_->drain();
+        std::span<const completed_micro_batch<T>> done;
+        try {
+            done = executor_->drain();
+        } catch (...) {
+            record_failure();
+            throw;
+        }
         wall_ += std::chrono::steady_clock::now() - t0;
         account(done);
         return done;
@@ -205,6 +230,7 @@ public:
     /// are in flight (call drain() first: evaluation must see all updates) and std::invalid_argument for sizes or
     /// labels out of range. Allocates its buffers on first use.
     [[nodiscard]] evaluation evaluate(std::span<const T> x, std::span<const std::int32_t> labels, std::size_t n) {
+        require_usable("evaluate");
         if (in_flight() != 0)
             throw std::logic_error("pipeprop::pb::engine::evaluate: " + std::to_string(in_flight()) +
                                    " micro-batches are in flight; call drain() first so evaluation sees all updates");
@@ -245,16 +271,19 @@ public:
     /// Copies the network's parameter block [stack_type::parameter_count] (all stages' current weights, layers in
     /// order) into out. Throws std::invalid_argument for a wrong size.
     void copy_parameters(std::span<T> out) const {
+        require_usable("copy_parameters");
         gather(out, [](const stage_type& st) { return st.weights(); });
     }
     /// Same for the momentum velocities.
     void copy_velocities(std::span<T> out) const {
+        require_usable("copy_velocities");
         gather(out, [](const stage_type& st) { return st.velocity(); });
     }
     /// Replaces every stage's weights with slices of a network parameter block [parameter_count] (e.g. an SGD
     /// checkpoint); velocities and policy state are left as they are. Throws std::logic_error when micro-batches
     /// are in flight, std::invalid_argument for a wrong size.
     void load_parameters(std::span<const T> block) {
+        require_usable("load_parameters");
         require_drained("load_parameters");
         if (block.size() != stack_type::parameter_count)
             throw std::invalid_argument("pipeprop::pb::engine::load_parameters: block has " +
@@ -303,6 +332,7 @@ public:
     /// every stage's scalar state, then lets the executor rebuild what it derives from the state. Throws
     /// std::logic_error when micro-batches are in flight.
     void restore_counters(std::size_t micro_batches, std::size_t samples, std::span<const T> last_learning_rates) {
+        require_usable("restore_counters");
         require_drained("restore_counters");
         next_id_ = micro_batches;
         samples_pushed_ = samples;
@@ -310,7 +340,27 @@ public:
         executor_->resynchronize();
     }
 
+    /// True once an exception inside a stage interrupted the pipeline (see the file comment).
+    [[nodiscard]] bool failed() const noexcept { return !failure_.empty(); }
+    /// Throws std::logic_error naming `what` and the first failure when failed().
+    void require_usable(const char* what) const {
+        if (!failure_.empty()) [[unlikely]]
+            throw std::logic_error(std::string("pipeprop::pb::engine::") + what + ": the engine failed earlier (" +
+                                   failure_ + "); its state is that of an interrupted tick and it refuses every "
+                                   "call: make a new engine (and load the last checkpoint to continue)");
+    }
+
 private:
+    void record_failure() {
+        try {
+            throw;
+        } catch (const std::exception& e) {
+            failure_ = e.what();
+        } catch (...) {
+            failure_ = "an exception not derived from std::exception";
+        }
+        if (failure_.empty()) failure_ = "an exception with an empty message";
+    }
     void require_drained(const char* what) const {
         if (in_flight() != 0)
             throw std::logic_error(std::string("pipeprop::pb::engine::") + what + ": " + std::to_string(in_flight()) +
@@ -361,6 +411,7 @@ private:
     std::size_t completed_micro_batches_ = 0;
     std::size_t completed_samples_ = 0;
     std::chrono::steady_clock::duration wall_{};
+    std::string failure_;  // what() of the exception that made the engine fail; empty while usable
 };
 
 }  // namespace pipeprop::pb

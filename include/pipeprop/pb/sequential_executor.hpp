@@ -12,6 +12,9 @@
 //   4. every stage applies the update of micro-batch n.
 // Stage boundaries are explicit copies of the boundary tensors (the output of s into the input of s + 1, the input
 // gradient of s + 1 into the output gradient of s). push() returns the micro-batch it was given, completed.
+// A layer that throws in a stage's forward or backward: pipeprop::stage_error naming the stage and micro-batch (the
+// original exception nested); earlier stages of that micro-batch may have run, so pb::engine then refuses every
+// later call (pb/engine.hpp).
 #pragma once
 
 #include <algorithm>
@@ -25,6 +28,7 @@
 #include "pipeprop/loss/softmax_cross_entropy.hpp"
 #include "pipeprop/pb/executor.hpp"
 #include "pipeprop/pb/stage_state.hpp"
+#include "pipeprop/stage_error.hpp"
 
 namespace pipeprop::pb {
 
@@ -67,7 +71,11 @@ public:
             stage_type& st = stages_[s];
             per_stage& p = per_[s];
             p.version = std::max(n0_, n >= st.delay() ? n - st.delay() : std::size_t{0});
-            st.program().forward(stack_, forward_weights(s), p.act, b, p.ws, st.state());
+            try {
+                st.program().forward(stack_, forward_weights(s), p.act, b, p.ws, st.state());
+            } catch (...) {
+                rethrow_as_stage_error(who, s, n, "forward");
+            }
             if (s + 1 < count) std::copy_n(p.act.output(), b * p.act.output_size(), per_[s + 1].act.input());
             p.busy += clock::now() - t0;
         }
@@ -86,7 +94,11 @@ public:
             const auto t0 = clock::now();
             stage_type& st = stages_[s];
             per_stage& p = per_[s];
-            st.program().backward(stack_, backward_weights(s), st.gradient(), p.act, b, p.ws, s > 0, st.state());
+            try {
+                st.program().backward(stack_, backward_weights(s), st.gradient(), p.act, b, p.ws, s > 0, st.state());
+            } catch (...) {
+                rethrow_as_stage_error(who, s, n, "backward");
+            }
             if (s > 0) std::copy_n(p.act.input_gradient(), b * p.act.input_size(), per_[s - 1].act.output_gradient());
             st.record_delay(n - p.version);
             p.busy += clock::now() - t0;
@@ -154,6 +166,8 @@ private:
             if (per_[s].versions > 0) return forward_weights(s);
         return stages_[s].backward_weights();
     }
+
+    static constexpr const char* who = "pipeprop::pb::sequential_executor";
 
     const stack_type& stack_;
     std::vector<stage_type>& stages_;

@@ -29,6 +29,10 @@
 //   sequential: a single thread runs all ops in global_order() (a valid interleaving).
 // Every op and the optimizer step are recorded as op_spans (seconds since the step started) for traces.
 //
+// Failures: a layer that throws in F, B (p1), W (p2) or BW is rethrown as pipeprop::stage_error naming the stage, the
+// micro-batch and the step; the flow graph is cancelled (no hang) and reset. The executor is usable again once the
+// caller restores the parameters and velocity from before the step (see step()).
+//
 // Global reductions (pitfalls.md item 7): every step reports the L2 norm of the whole network's gradient (all
 // stages, fixed order); optional gradient clipping (executor_options::max_gradient_norm) clips that global norm,
 // never a per-stage one, so with clipping the updates wait until every stage's p2 is done (a barrier after the
@@ -59,6 +63,7 @@
 #include "pipeprop/optim/sgd.hpp"
 #include "pipeprop/pipeline_layout.hpp"
 #include "pipeprop/stage_program.hpp"
+#include "pipeprop/stage_error.hpp"
 #include "pipeprop/sync/op_span.hpp"
 #include "pipeprop/sync/schedule.hpp"
 #include "pipeprop/sync/schedule_analysis.hpp"
@@ -189,8 +194,15 @@ public:
     /// One optimizer step on the batch x [B, input_size] (row-major, B = labels.size()) with labels [B] and
     /// learning rate lr (per mean-loss gradient). Throws, before any work: std::invalid_argument when B == 0,
     /// B > max_batch, x.size() != B * input_size or lr is not finite; std::out_of_range for a label outside
-    /// [0, classes) (naming the sample). std::logic_error on a broken invariant (p2 incomplete before the
-    /// optimizer step, a message of the wrong size); after such an error the parameters are unspecified.
+    /// [0, classes) (naming the sample). pipeprop::stage_error when a layer or the loss throws inside a stage
+    /// (stage, micro-batch within the step, phase and step named; the original exception nested), std::logic_error
+    /// on a broken invariant (p2 incomplete before the optimizer step, a message of the wrong size).
+    /// After any exception during the work the executor is usable again (the graph and channels are reset before
+    /// the exception leaves step()), but the step was interrupted: stages that had reached their optimizer step
+    /// keep its update (their step counts are rolled back), the others do not. Reset: restore the parameters and
+    /// velocity from before the step (set_parameters / set_velocity, e.g. from parameters() / velocity() saved
+    /// before it, or a checkpoint); the next step then gives exactly the result of an executor that never failed
+    /// (tests/unit/test_stage_failures.cpp).
     step_result step(std::span<const T> x, std::span<const std::int32_t> labels, double lr) {
         const std::size_t batch = labels.size();
         check_step_input(x, labels, lr);
@@ -215,6 +227,11 @@ public:
         } catch (...) {
             graph_.reset();
             make_channels();
+            for (std::size_t s = 0; s < ranges_.size(); ++s)  // the failed step does not count as a step anywhere
+                if (runtime_[s].updated) {
+                    auto& o = stages_[s]->optimizer();
+                    o.set_step_count(o.step_count() - 1);
+                }
             throw;
         }
         const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
@@ -517,6 +534,16 @@ private:
 
     double now() const { return std::chrono::duration<double>(clock::now() - t0_).count(); }
 
+    static const char* phase_name(op_kind k) noexcept {
+        switch (k) {
+            case op_kind::forward: return "forward";
+            case op_kind::backward_input: return "backward-p1";
+            case op_kind::backward_weight: return "backward-p2";
+            case op_kind::backward_fused: return "backward (fused)";
+        }
+        return "op";
+    }
+
     template <class Send>
     void run_next(std::size_t s, Send& send) {
         auto& rt = runtime_[s];
@@ -533,6 +560,7 @@ private:
         const double t = now();
         bool send_forward = false, send_backward = false;
         const std::int32_t* sent_labels = nullptr;
+        try {
         switch (o.kind) {
             case op_kind::forward: {
                 std::int32_t* lab = st.labels(slot);
@@ -570,6 +598,10 @@ private:
                 st.backward_weight(slot, b);
                 ++rt.p2_done;
                 break;
+        }
+        } catch (...) {
+            rethrow_as_stage_error("pipeprop::sync::pipeline_executor", s, j, phase_name(o.kind),
+                                   " (of step " + std::to_string(steps_) + ")");
         }
         // The span ends before its message leaves, so a receiver's span never starts before the sender's ends.
         rt.spans.push_back({s, span_kind_of(o.kind), j, t, now(), steps_});
