@@ -27,6 +27,10 @@ struct stage_program {
     using activations = typename Stack::activations;
     using workspaces = typename Stack::workspaces;
 
+    /// Not an aggregate (a user-declared constructor), so that a braced layer range {b, e} never converts to a
+    /// program: constructors that take ranges or programs stay unambiguous.
+    stage_program() = default;
+
     layer_range range{};
     bool static_code = false;  ///< instantiated for exactly this stage's layers (a static pipeline's stage type)
     void (*forward)(const Stack& stack, std::span<const T> w, activations& act, std::size_t b, workspaces& ws,
