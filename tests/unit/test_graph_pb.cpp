@@ -166,3 +166,22 @@ TEST_CASE("stages are types: layers, delay, horizon and spike coefficients as co
         pp::stage_ranges<pipe::layout>(), pb::options<pb::policy::sc_lwp<std::ratio<9, 10>>>{});
     for (const auto& st : dynamic.stages()) CHECK_FALSE(st.program().static_code);
 }
+
+TEST_CASE("embedding: the engine trains the caller's parameter storage in place, same bits as its own",
+          "[pb][embedding]") {
+    openblas_set_num_threads(1);
+    using policy = pb::policy::sc_lwp<>;
+    using pipe = pb::pipeline<small_resnet, pp::fine_grained<>, policy>;
+    auto o = opts<policy>(pb::executor_kind::concurrent, 1);
+    pipe own(o);
+    std::vector<float> storage(pipe::stack_type::parameter_count);
+    own.copy_parameters(storage);  // the caller's initial weights: the same as the engine's own seed-13 ones
+    pipe embedded(o, storage);
+    const auto r_own = drive(own, 60, 1, 0, 30);
+    const auto r_emb = drive(embedded, 60, 1, 0, 30);
+    CHECK(bitwise_equal(r_emb.weights, r_own.weights));
+    CHECK(bitwise_equal(storage, r_own.weights));  // the caller's storage holds the current weights
+    CHECK(bitwise_equal(r_emb.losses, r_own.losses));
+    std::vector<float> short_storage(10);
+    CHECK_THROWS_WITH(pipe(o, short_storage), Catch::Contains("storage has 10 elements"));
+}

@@ -98,17 +98,36 @@ public:
     /// As above, with each stage's code given (stage_program.hpp): static_stage_programs<Layout>() for a static
     /// pipeline (pb::pipeline), whose stage passes are instantiated per stage type. Throws as above.
     engine(std::vector<stage_program<stack_type>> programs, const options_type& opt)
+        : engine(std::move(programs), opt, std::span<T>{}) {}
+
+    /// Embedding (issue 10 item 7): the engine runs on parameter storage the caller owns, `storage`
+    /// [stack_type::parameter_count] in the network's block layout (layer_stack: layers in order, each layer's
+    /// tensors in parameter_tensors() order). Its values are the initial weights (options.seed is not used for
+    /// them); every update writes into it in place, so the caller (a framework keeping the weights in its own
+    /// tensors) sees the current weights between calls once the pipeline is drained. The storage must outlive the
+    /// engine and must not be written by the caller while micro-batches are in flight. Velocities and policy state
+    /// stay inside the engine. Throws std::invalid_argument for a wrong storage size, and as the constructors above.
+    engine(std::vector<layer_range> stages, const options_type& opt, std::span<T> storage)
+        : engine(checked_programs(stages), opt, storage) {}
+    engine(std::vector<stage_program<stack_type>> programs, const options_type& opt, std::span<T> storage)
         : options_(opt), ranges_(ranges_of(programs)) {
         check_partition(ranges_, stack_type::layer_count);
         check_cuts_allowed<stack_type>(ranges_);
         if (opt.max_batch == 0) throw std::invalid_argument("pipeprop::pb::engine: max_batch must be >= 1");
         if (opt.push_buffer == 0) throw std::invalid_argument("pipeprop::pb::engine: push_buffer must be >= 1");
         if (opt.eval_batch == 0) throw std::invalid_argument("pipeprop::pb::engine: eval_batch must be >= 1");
+        if (!storage.empty() && storage.size() != stack_type::parameter_count)
+            throw std::invalid_argument("pipeprop::pb::engine: the caller's parameter storage has " +
+                                        std::to_string(storage.size()) + " elements, the network has " +
+                                        std::to_string(stack_type::parameter_count) + " parameters");
         aligned_vector<T> block(stack_type::parameter_count);
-        stack_.init_parameters(block, opt.seed);
+        if (storage.empty())
+            stack_.init_parameters(block, opt.seed);
+        else
+            std::copy(storage.begin(), storage.end(), block.begin());
         stages_.reserve(ranges_.size());
         for (std::size_t s = 0; s < ranges_.size(); ++s)
-            stages_.emplace_back(s, ranges_.size(), programs[s], std::span<const T>(block), opt.policy);
+            stages_.emplace_back(s, ranges_.size(), programs[s], std::span<const T>(block), opt.policy, storage);
         if constexpr (Policy::fixed_momentum) hyper_.momentum = static_cast<T>(Policy::momentum);
         if (opt.executor == executor_kind::sequential)
             executor_ = std::make_unique<sequential_executor<Net, Policy, T>>(stack_, stages_, opt.max_batch);

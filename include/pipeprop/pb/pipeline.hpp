@@ -77,6 +77,9 @@ public:
     /// over exactly its layers).
     explicit pipeline(const options<Policy>& opt = {})
         : engine<Net, Policy, T>(static_stage_programs<layout>(), opt) {}
+    /// On parameter storage the caller owns [parameter_count] (see pb::engine's embedding constructor).
+    pipeline(const options<Policy>& opt, std::span<T> storage)
+        : engine<Net, Policy, T>(static_stage_programs<layout>(), opt, storage) {}
 };
 
 /// Spike-compensation coefficients a_s = m^D_s, b_s = (1 - m^D_s)/(1 - m) of every stage of a static pipeline

@@ -2,7 +2,8 @@
 //
 // PB-paper (Kosson et al., arXiv 2003.11666) §3; shared/docs/pb-semantics.md §1-3. A stage is a contiguous layer
 // range [begin, end) of the network with delay D = 2 (S - 1 - s). It owns (all aligned, allocated once):
-//   weights     w [P]   its slice of the network's parameter block (P = parameter_count_of(range))
+//   weights     w [P]   its slice of the network's parameter block (P = parameter_count_of(range)): a copy it
+//                       owns, or a view of the caller's storage (embedding in another framework)
 //   velocity    v [P]   momentum buffer
 //   gradient    g [P]   the loss gradient of the micro-batch being applied (backward-p2 ADDS into it; the update
 //                       zeroes it again)
@@ -58,8 +59,10 @@ public:
 
     /// As above, with the stage's code given: a program instantiated for its stage type (static pipeline,
     /// stage_program.hpp) or for a runtime range (dynamic variant).
+    /// storage (optional): the caller's parameter block [stack_type::parameter_count] (embedding, issue 10 item 7):
+    /// the stage's weights are then its slice of that block, updated in place, instead of a copy the stage owns.
     stage_state(std::size_t index, std::size_t stage_count, const stage_program<stack_type>& program,
-                std::span<const T> network_block, const policy_parameters& parameters)
+                std::span<const T> network_block, const policy_parameters& parameters, std::span<T> storage = {})
         : program_(program),
           index_(index),
           delay_(pb_delay(index, stage_count)),
@@ -90,7 +93,16 @@ public:
         }
         const auto first =
             network_block.begin() + static_cast<std::ptrdiff_t>(stack_type::parameter_offset[range.begin]);
-        weights_.assign(first, first + static_cast<std::ptrdiff_t>(parameter_count_));
+        if (!storage.empty()) {
+            if (storage.size() != stack_type::parameter_count)
+                throw std::invalid_argument("pipeprop::pb::stage_state: the caller's parameter storage has " +
+                                            std::to_string(storage.size()) + " elements, expected " +
+                                            std::to_string(stack_type::parameter_count));
+            weights_ = storage.subspan(stack_type::parameter_offset[range.begin], parameter_count_);
+        } else {
+            owned_weights_.assign(first, first + static_cast<std::ptrdiff_t>(parameter_count_));
+            weights_ = owned_weights_;
+        }
         if constexpr (stack_type::state_count > 0) {
             std::vector<T> s(stack_type::state_count);
             stack_type{}.init_state(s);
@@ -283,7 +295,8 @@ private:
     T one_minus_gamma_ = T(1);
     sc_coefficients<T> fixed_sc_{};
 
-    aligned_vector<T> weights_;      // w [P]
+    aligned_vector<T> owned_weights_;  // w [P] when the stage owns its weights
+    std::span<T> weights_;             // w [P]: owned_weights_ or the slice of the caller's storage
     aligned_vector<T> state_;        // running state of the stage's stateful layers
     aligned_vector<T> velocity_;     // v [P]
     aligned_vector<T> gradient_;     // g [P]
