@@ -14,6 +14,8 @@
 #include <pipeprop/optim/sgd.hpp>
 #include <pipeprop/sequential_trainer.hpp>
 
+#include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "train/mode.hpp"
@@ -118,9 +120,10 @@ private:
         c.optimizer = {.beta1 = beta1_, .beta2 = beta2_, .eps = eps_, .weight_decay = o.weight_decay};
         c.schedule = make_schedule(oa, epoch_size);
         c.seed = o.seed;
-        note(o, "optimizer: AdamW, lr " + std::to_string(oa.lr) + ", betas (" + std::to_string(beta1_) + ", " +
-                    std::to_string(beta2_) + "), eps " + std::to_string(eps_) + ", decoupled weight decay " +
-                    std::to_string(o.weight_decay));
+        char line[200];
+        std::snprintf(line, sizeof line, "optimizer: AdamW, lr %g, betas (%g, %g), eps %g, decoupled weight decay %g",
+                      oa.lr, beta1_, beta2_, eps_, o.weight_decay);
+        note(o, line);
         pipeprop::sequential_trainer<Net, float, loss, pipeprop::optim::adamw<float>> trainer(c);
         json_line j = run_training<Net>(trainer, oa, data, mode_name).to_json();
         j.add("optimizer", "adamw").add("beta1", beta1_).add("beta2", beta2_).add("eps", eps_);
