@@ -1,10 +1,12 @@
 // pipeprop_train: the main program. Trains one of the networks of examples/train/networks.hpp on an image dataset
-// (default: Fashion-MNIST from Debian's dataset-fashion-mnist) in a chosen mode, shows progress on stderr, writes
+// (default: Fashion-MNIST from Debian's dataset-fashion-mnist), or the LLaMA-like llama-tiny on a text corpus
+// (default: Debian's fortunes, --mode sgd), in a chosen mode, shows progress on stderr, writes
 // per-epoch metrics as JSON lines (--metrics), checkpoints (--checkpoint-in / --checkpoint-out) and prints one JSON
 // object as its last stdout line.
 //
 //   pipeprop_train --network cnn --batch 32 --lr 0.05 --momentum 0.9 --epochs 1
 //   pipeprop_train --network mlp --max-samples 2000 --metrics metrics.jsonl --checkpoint-out ckpt
+//   pipeprop_train --network llama-tiny --epochs 3 --max-samples 2000 --max-test-samples 500   (AdamW, fortunes)
 //
 // Exit codes: 0 success; 1 runtime error (missing or corrupt data, bad checkpoint, NaN/inf loss, I/O); 2 bad options.
 #include <cblas.h>
@@ -48,8 +50,9 @@ int main(int argc, char** argv) {
         mode_names.push_back(row.name);
     }
 
-    CLI::App app{"pipeprop_train: train a network on an image dataset with pipeprop (sequential SGD reference and "
-                 "pipelined modes). Prints one JSON result object as the last stdout line."};
+    CLI::App app{"pipeprop_train: train a network on an image dataset (or llama-tiny on a text corpus) with pipeprop "
+                 "(sequential SGD reference and pipelined modes). Prints one JSON result object as the last stdout "
+                 "line."};
     app.name("pipeprop_train");
     train::common_options options;
     train::add_common_options(app, options, mode_names, train::network_names());
@@ -64,6 +67,8 @@ int main(int argc, char** argv) {
     train::mode* selected = nullptr;
     try {
         app.parse(argc, argv);
+        options.data_given = app.get_option("--data")->count() > 0;
+        options.lr_given = app.get_option("--lr")->count() > 0;
         train::validate_common_options(options);
         for (auto& m : modes)
             if (m->name() == options.mode) selected = m.get();
@@ -75,6 +80,9 @@ int main(int argc, char** argv) {
                                                                     ", not of --mode " + options.mode);
         }
         if (selected == nullptr) throw CLI::ValidationError("--mode", "unknown mode " + options.mode);
+        if (train::is_text_network(options.network) && !selected->supports_text_networks())
+            throw CLI::ValidationError("--network", options.network + " is not available in --mode " + options.mode +
+                                                        " yet (only in --mode sgd)");
         selected->validate(options);
     } catch (const CLI::Success& e) {  // --help
         return app.exit(e);

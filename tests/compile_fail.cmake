@@ -38,3 +38,5 @@ pipeprop_compile_fail(attention_heads
   "layer_at_position<1, pipeprop::causal_self_attention<5>.*static assertion failed.*pipeprop::causal_self_attention: the number of features D must be divisible by the number of heads")
 pipeprop_compile_fail(attention_odd_head_dim
   "layer_at_position<0, pipeprop::causal_self_attention<4>.*static assertion failed.*pipeprop::causal_self_attention: the head dimension D / Heads must be even")
+pipeprop_compile_fail(token_loss_rank1_output
+  "static assertion failed.*pipeprop: the loss does not fit the network's output: their ranks differ")

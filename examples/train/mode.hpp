@@ -35,6 +35,9 @@ public:
         (void)option_name;
         return false;
     }
+    /// True for a mode that trains the text networks (train::text_network_names: next-token sequences, token loss);
+    /// the program rejects a text network with any other mode (exit 2).
+    [[nodiscard]] virtual bool supports_text_networks() const { return false; }
     /// Trains and evaluates; returns the result object printed as the last stdout line. Throws pipeprop::data_error,
     /// pipeprop::checkpoint_error, pipeprop::non_finite_loss_error or std::runtime_error (message, exit 1).
     virtual json_line run(const common_options& options) = 0;

@@ -5,12 +5,17 @@
 #include <pipeprop/layers/conv2d.hpp>
 #include <pipeprop/layers/dense.hpp>
 #include <pipeprop/graph/blocks.hpp>
+#include <pipeprop/graph/transformer_block.hpp>
 #include <pipeprop/layers/flatten.hpp>
 #include <pipeprop/layers/global_avg_pool.hpp>
 #include <pipeprop/layers/group_norm.hpp>
 #include <pipeprop/layers/max_pool2d.hpp>
 #include <pipeprop/layers/online_norm.hpp>
 #include <pipeprop/layers/relu.hpp>
+#include <pipeprop/layers/rms_norm.hpp>
+#include <pipeprop/layers/token_embedding.hpp>
+#include <pipeprop/layers/token_linear.hpp>
+#include <pipeprop/layer_stack.hpp>
 #include <pipeprop/network.hpp>
 #include <pipeprop/seed.hpp>
 #include <pipeprop/shape.hpp>
@@ -124,11 +129,37 @@ using resnet = boost::mp11::mp_apply<
 /// stage, the projection shortcuts with their add's stage, the dense layer its own).
 using resnet20 = resnet<pp::shape<1, 28, 28>, 3, pp::group_norm<8>>;
 
-/// Names accepted by --network, in the order shown in the help.
-inline std::vector<std::string> network_names() { return {"cnn", "cnn-on", "mlp", "resnet20"}; }
+/// llama-tiny: a 2-block LLaMA-like byte-level decoder (Touvron et al. 2023, arXiv 2302.13971, §2: pre-norm RMSNorm,
+/// rotary embeddings in causal multi-head attention, SwiGLU), sized to train in minutes on 2 cores:
+/// token ids [64] -> token_embedding<256, 64> [64, 64] -> 2 x prenorm_transformer_block<4 heads, SwiGLU hidden 172>
+/// -> rms_norm -> token_linear<256, false> (LM head, no bias) -> logits [64, 256]. Sequence length L = 64, byte
+/// vocabulary V = 256, model width D = 64 (head dimension 16); 16,384 + 2 x 49,536 + 64 + 16,384 = 131,904
+/// parameters (embedding and head not tied). Trained with token_cross_entropy<float, 64, 256> (mean over tokens).
+inline constexpr std::size_t llama_tiny_length = 64;
+inline constexpr std::size_t llama_tiny_vocabulary = 256;
+using llama_tiny = pp::network<pp::shape<llama_tiny_length>, pp::token_embedding<llama_tiny_vocabulary, 64>,
+                               pp::prenorm_transformer_block<4, 172>, pp::prenorm_transformer_block<4, 172>,
+                               pp::rms_norm<>, pp::token_linear<llama_tiny_vocabulary, false>>;
 
-/// Calls f.template operator()<Net>() with the network type named `name` ("cnn" or "mlp") and returns its result.
-/// The name is validated by the option parser; an unknown name here is a programming error (std::logic_error).
+/// Names of the image classification networks, in the order shown in the help (every mode trains them).
+inline std::vector<std::string> image_network_names() { return {"cnn", "cnn-on", "mlp", "resnet20"}; }
+/// Names of the text (next-token) networks (modes whose supports_text_networks() is true).
+inline std::vector<std::string> text_network_names() { return {"llama-tiny"}; }
+/// Names accepted by --network, in the order shown in the help.
+inline std::vector<std::string> network_names() {
+    auto names = image_network_names();
+    for (auto& n : text_network_names()) names.push_back(n);
+    return names;
+}
+/// True for a text network name (train::with_text_network).
+inline bool is_text_network(std::string_view name) { return name == "llama-tiny"; }
+/// True for a network type whose output is per-token logits [L, V] (a sequence model, trained on text).
+template <class Net>
+inline constexpr bool is_sequence_model = pp::layer_stack<Net, float>::output_shape::rank == 2;
+
+/// Calls f.template operator()<Net>() with the image network type named `name` (image_network_names) and returns its
+/// result. The name is validated by the option parser; an unknown name here is a programming error
+/// (std::logic_error).
 template <class F>
 decltype(auto) with_network(std::string_view name, F&& f) {
     if (name == "cnn") return f.template operator()<small_cnn>();
@@ -136,6 +167,13 @@ decltype(auto) with_network(std::string_view name, F&& f) {
     if (name == "mlp") return f.template operator()<mlp>();
     if (name == "resnet20") return f.template operator()<resnet20>();
     throw std::logic_error("train::with_network: unknown network '" + std::string(name) + "'");
+}
+
+/// As with_network, for the text networks (text_network_names).
+template <class F>
+decltype(auto) with_text_network(std::string_view name, F&& f) {
+    if (name == "llama-tiny") return f.template operator()<llama_tiny>();
+    throw std::logic_error("train::with_text_network: unknown text network '" + std::string(name) + "'");
 }
 
 /// Per-sample image geometry [C, H, W] of a network's input (static-asserts a rank-3 input).

@@ -41,6 +41,9 @@ struct common_options {
     double warmup_epochs = 0.0;         ///< linear warm-up length in epochs
     int blas_threads = 1;               ///< openblas_set_num_threads
     std::string progress = "auto";      ///< auto (bar on a terminal, log lines otherwise), bar, log, none
+    // Set by the program after parsing: whether an option was given (per-network defaults apply otherwise).
+    bool data_given = false;            ///< --data given (a text network reads the fortunes corpus by default)
+    bool lr_given = false;              ///< --lr given (AdamW on a text network defaults to 3e-3)
 };
 
 /// Validator for a momentum in [0, 1) (CLI::Range cannot express the open end).
@@ -76,7 +79,10 @@ inline CLI::Validator not_negative() {
 inline void add_common_options(CLI::App& app, common_options& o, const std::vector<std::string>& modes,
                                const std::vector<std::string>& networks) {
     app.add_option("--mode", o.mode, "Training mode")->check(CLI::IsMember(modes))->capture_default_str();
-    app.add_option("--network", o.network, "Network: cnn (small CNN with group norm) or mlp (784-256-256-10)")
+    app.add_option("--network", o.network,
+                   "Network: cnn (small CNN with group norm), cnn-on (with Online Norm), mlp (784-256-256-10), "
+                   "resnet20 (group norm), llama-tiny (2-block LLaMA-like byte-level decoder on a text corpus; "
+                   "--mode sgd only)")
         ->check(CLI::IsMember(networks))
         ->capture_default_str();
     app.add_option("--batch", o.batch, "Batch size B (samples per update; micro-batch size b in pipelined modes)")
@@ -97,19 +103,20 @@ inline void add_common_options(CLI::App& app, common_options& o, const std::vect
         ->check(CLI::Range(std::size_t(0), std::size_t(1000000)))
         ->capture_default_str();
     app.add_option("--max-samples", o.max_samples,
-                   "Use at most this many training samples per epoch (the first ones of the epoch's shuffled order; "
-                   "0 = all), for quick runs")
+                   "Use at most this many training samples (llama-tiny: sequences) per epoch (the first ones of the "
+                   "epoch's shuffled order; 0 = all), for quick runs")
         ->check(not_negative())
         ->capture_default_str();
     app.add_option("--max-test-samples", o.max_test_samples,
-                   "Evaluate on at most this many test samples (0 = all)")
+                   "Evaluate on at most this many test samples (llama-tiny: the first validation sequences; 0 = all)")
         ->check(not_negative())
         ->capture_default_str();
     app.add_option("--seed", o.seed, "Seed of the parameter initialization and of the per-epoch shuffling")
         ->check(not_negative())
         ->capture_default_str();
     app.add_option("--data", o.data, "Dataset directory (MNIST / Fashion-MNIST IDX files, gzip or plain, or CIFAR-10 "
-                                     "binary batches)")
+                                     "binary batches); for llama-tiny a text corpus directory of fortune files "
+                                     "(default there: /usr/share/games/fortunes)")
         ->capture_default_str();
     app.add_option("--metrics", o.metrics, "Write per-epoch metrics as JSON lines to this file");
     app.add_option("--checkpoint-in", o.checkpoint_in,

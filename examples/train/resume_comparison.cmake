@@ -3,7 +3,8 @@
 #   A: 2 epochs straight, checkpoint a       B: 1 epoch, checkpoint b       C: from b to 2 epochs, checkpoint c
 # Every .npy file of a and c must be byte-identical, the result lines of A and C must agree on every key in `keys`,
 # and the first epoch alone must differ from two (so that the comparison can fail).
-# Set by the including script: PROGRAM, WORK, quick (options of every run), min_tensors, tensors_what, keys, label.
+# Set by the including script: PROGRAM, WORK, quick (options of every run), min_tensors, tensors_what, keys, label;
+# optionally changed_tensor (a tensor the second epoch must change; default layer_01.weight.npy).
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
 
@@ -44,8 +45,11 @@ foreach(key IN LISTS keys)
     message(FATAL_ERROR "${key}: straight run '${va}', resumed run '${vc}'")
   endif()
 endforeach()
-file(SHA256 ${WORK}/a/layer_01.weight.npy h2)
-file(SHA256 ${WORK}/b/layer_01.weight.npy h1)
+if(NOT DEFINED changed_tensor)
+  set(changed_tensor layer_01.weight.npy)
+endif()
+file(SHA256 ${WORK}/a/${changed_tensor} h2)
+file(SHA256 ${WORK}/b/${changed_tensor} h1)
 if(h1 STREQUAL h2)
   message(FATAL_ERROR "the second epoch did not change the weights")
 endif()

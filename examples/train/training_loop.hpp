@@ -2,9 +2,14 @@
 // per-epoch order, batches, progress, evaluation after each epoch, per-epoch metrics (JSON lines), checkpoints
 // (resume from --checkpoint-in, save to --checkpoint-out after each epoch) and the result summary.
 //
+// Two kinds of data (a training_source each, below): an image classification dataset (pipeprop::data::dataset_pair:
+// samples are images, targets class labels, evaluation on the test split: test_loss, test_accuracy) and a text
+// dataset (pipeprop::data::text_dataset: samples are next-token sequences [L], targets [L], evaluation on the
+// validation split: validation_loss per token, validation_perplexity = exp(validation_loss), token accuracy).
+//
 // An engine is what a mode trains with. Required members (pipeprop::sequential_trainer has all of them):
-//   float train_batch(const float* x, const std::int32_t* labels, std::size_t b);   // x [b, C, H, W]; mean loss
-//   pipeprop::evaluation evaluate(const float* x, const std::int32_t* labels, std::size_t n);
+//   float train_batch(const float* x, const std::int32_t* targets, std::size_t b);  // x [b, input...]; mean loss
+//   pipeprop::evaluation evaluate(const float* x, const std::int32_t* targets, std::size_t n);
 //   void save_state(pipeprop::checkpoint&) const;  void load_state(const pipeprop::checkpoint&, const std::string&);
 //   std::uint64_t samples_seen() const;  double current_learning_rate() const;
 // Optional: void end_of_epoch();  called after the last batch of each epoch, before evaluation and checkpointing
@@ -13,11 +18,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -25,6 +32,7 @@
 #include "pipeprop/checkpoint.hpp"
 #include "pipeprop/data/dataset.hpp"
 #include "pipeprop/data/epoch_permutation.hpp"
+#include "pipeprop/data/text_dataset.hpp"
 #include "pipeprop/layer_stack.hpp"
 #include "pipeprop/optim/lr_schedule.hpp"
 #include "pipeprop/sequential_trainer.hpp"
@@ -43,22 +51,32 @@ struct run_summary {
     std::uint64_t samples = 0;          ///< training samples processed by this run
     double seconds = 0.0;               ///< wall-clock seconds spent in training batches (no evaluation, no I/O)
     std::optional<double> train_loss;   ///< mean per-sample training loss of this run's last epoch
-    double test_loss = 0.0;
-    double test_accuracy = 0.0;
-    std::size_t test_samples = 0;
+    double test_loss = 0.0;             ///< image data: test split; text data: validation loss per token
+    double test_accuracy = 0.0;         ///< image data: test accuracy; text data: validation token accuracy
+    std::size_t test_samples = 0;       ///< evaluated samples (images, or validation sequences)
+    std::size_t test_targets = 0;       ///< evaluated targets (text data: validation tokens)
+    bool text = false;                  ///< text data: the validation_* keys instead of the test_* ones
     std::size_t parameters = 0;
     double total_seconds = 0.0;         ///< whole run including data loading and evaluation
     const common_options* options = nullptr;
 
     /// The result object: mode, network, batch, epochs, samples, seconds, samples_per_second, train_loss, test_loss,
-    /// test_accuracy, then the hyperparameters and sizes.
+    /// test_accuracy (text data: validation_loss, validation_perplexity, validation_token_accuracy,
+    /// validation_sequences, validation_tokens), then the hyperparameters and sizes.
     [[nodiscard]] json_line to_json() const {
         json_line j;
         j.add("mode", mode).add("network", network).add("batch", batch).add("epochs", epochs).add("samples", samples);
         j.add("seconds", seconds).add("samples_per_second", seconds > 0 ? static_cast<double>(samples) / seconds : 0.0);
         if (train_loss) j.add("train_loss", *train_loss);
         else j.add_null("train_loss");
-        j.add("test_loss", test_loss).add("test_accuracy", test_accuracy).add("test_samples", test_samples);
+        if (text)
+            j.add("validation_loss", test_loss)
+                .add("validation_perplexity", std::exp(test_loss))
+                .add("validation_token_accuracy", test_accuracy)
+                .add("validation_sequences", test_samples)
+                .add("validation_tokens", test_targets);
+        else
+            j.add("test_loss", test_loss).add("test_accuracy", test_accuracy).add("test_samples", test_samples);
         if (options != nullptr)
             j.add("lr", options->lr)
                 .add("lr_schedule", options->lr_schedule)
@@ -91,16 +109,79 @@ pipeprop::data::dataset_pair load_data(const common_options& o) {
     return d;
 }
 
-/// Training samples per epoch: the training set, capped by --max-samples. Throws CLI::ValidationError (a bad option:
-/// exit 2) when --batch exceeds it: the buffers are sized for --batch samples, so a batch larger than the epoch
-/// would only allocate memory no step can use (--batch 1048576 grew past 5 GB).
-inline std::size_t epoch_samples(const common_options& o, const pipeprop::data::dataset_pair& d) {
-    const std::size_t n = o.max_samples > 0 ? std::min(o.max_samples, d.train.count) : d.train.count;
+/// Training samples per epoch: the training set's `train_count` samples, capped by --max-samples. Throws
+/// CLI::ValidationError (a bad option: exit 2) when --batch exceeds it: the buffers are sized for --batch samples, so
+/// a batch larger than the epoch would only allocate memory no step can use (--batch 1048576 grew past 5 GB).
+inline std::size_t epoch_samples(const common_options& o, std::size_t train_count) {
+    const std::size_t n = o.max_samples > 0 ? std::min(o.max_samples, train_count) : train_count;
     if (o.batch > n)
         throw CLI::ValidationError("--batch", std::to_string(o.batch) + " is larger than the " + std::to_string(n) +
                                                   " training samples of an epoch");
     return n;
 }
+inline std::size_t epoch_samples(const common_options& o, const pipeprop::data::dataset_pair& d) {
+    return epoch_samples(o, d.train.count);
+}
+inline std::size_t epoch_samples(const common_options& o, const pipeprop::data::text_dataset& d) {
+    return epoch_samples(o, d.train().count());
+}
+
+/// Loads the text corpus of --data (default: the fortunes corpus) as next-token sequences of L tokens for a model of
+/// vocabulary `model_vocabulary` (byte level). Throws data_error.
+inline pipeprop::data::text_dataset load_text_data(const common_options& o, std::size_t length,
+                                                   std::size_t model_vocabulary) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string dir = o.data_given ? o.data : std::string(pipeprop::data::default_text_directory);
+    pipeprop::data::text_dataset d(pipeprop::data::load_text_corpus(dir, model_vocabulary), length);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "data: %zu training and %zu validation sequences of %zu tokens (byte vocabulary %zu; %zu files, "
+                  "%zu bytes, %zu / %zu fortunes) from %s in %.1f s",
+                  d.train().count(), d.validation().count(), length, d.vocabulary_size(), d.corpus().files.size(),
+                  d.corpus().file_bytes, d.corpus().train_fortunes, d.corpus().validation_fortunes, dir.c_str(), s);
+    note(o, buf);
+    return d;
+}
+
+/// The data of an image classification run as the loop sees it: images [C, H, W], labels, the test split.
+struct image_source {
+    const pipeprop::data::dataset_pair& data;
+    std::size_t eval_n;  ///< test samples per evaluation (--max-test-samples)
+    static constexpr bool text = false;
+    [[nodiscard]] std::size_t train_count() const { return data.train.count; }
+    [[nodiscard]] std::size_t input_size() const { return data.train.geometry.size(); }
+    [[nodiscard]] std::size_t targets_per_sample() const { return 1; }
+    void gather(std::span<const std::uint32_t> order, std::size_t first, std::size_t b, float* x,
+                std::int32_t* targets) const {
+        pipeprop::data::gather_batch(data.train, order, first, b, x, targets);
+    }
+    template <class Engine>
+    pipeprop::evaluation evaluate(Engine& engine) const {
+        return engine.evaluate(data.test.images.data(), data.test.labels.data(), eval_n);
+    }
+};
+
+/// The data of a language-model run as the loop sees it: token sequences [L], next-token targets [L], the
+/// validation split (its first --max-test-samples sequences, or all of them).
+struct text_source {
+    const pipeprop::data::text_dataset& data;
+    pipeprop::data::sequence_arrays<float> validation;
+    static constexpr bool text = true;
+    text_source(const pipeprop::data::text_dataset& d, std::size_t max_validation)
+        : data(d), validation(d.validation_arrays<float>(max_validation)) {}
+    [[nodiscard]] std::size_t train_count() const { return data.train().count(); }
+    [[nodiscard]] std::size_t input_size() const { return data.length(); }
+    [[nodiscard]] std::size_t targets_per_sample() const { return data.length(); }
+    void gather(std::span<const std::uint32_t> order, std::size_t first, std::size_t b, float* x,
+                std::int32_t* targets) const {
+        data.gather_train(order, first, b, x, targets);
+    }
+    template <class Engine>
+    pipeprop::evaluation evaluate(Engine& engine) const {
+        return engine.evaluate(validation.inputs.data(), validation.targets.data(), validation.count);
+    }
+};
 
 /// The learning-rate schedule of the options, in samples (epochs converted with `epoch_size`; a cosine schedule
 /// spans all --epochs). Throws std::invalid_argument for invalid values.
@@ -120,14 +201,13 @@ inline pipeprop::optim::lr_schedule make_schedule(const common_options& o, std::
 /// Throws pipeprop::data_error, pipeprop::checkpoint_error (bad --checkpoint-in, failed save),
 /// pipeprop::non_finite_loss_error (checkpoint of the last good epoch left as it was), std::runtime_error (metrics
 /// file).
-template <class Net, class Engine>
-run_summary run_training(Engine& engine, const common_options& o, const pipeprop::data::dataset_pair& data,
-                         const std::string& mode_name) {
+template <class Net, class Engine, class Source>
+run_summary run_training_on(Engine& engine, const common_options& o, const Source& data,
+                            const std::string& mode_name) {
     namespace pd = pipeprop::data;
     const auto run_start = std::chrono::steady_clock::now();
-    const std::size_t epoch_size = epoch_samples(o, data);
-    const std::size_t in = data.train.geometry.size();
-    const std::size_t test_n = o.max_test_samples > 0 ? std::min(o.max_test_samples, data.test.count) : data.test.count;
+    const std::size_t epoch_size = epoch_samples(o, data.train_count());
+    const std::size_t in = data.input_size();
 
     std::size_t start_epoch = 0, start_position = 0;
     std::uint64_t data_seed = o.seed;
@@ -160,9 +240,9 @@ run_summary run_training(Engine& engine, const common_options& o, const pipeprop
     }
 
     // Buffers, allocated once: the epoch order and one batch.
-    std::vector<std::uint32_t> order(data.train.count);
+    std::vector<std::uint32_t> order(data.train_count());
     std::vector<float> x(o.batch * in);
-    std::vector<std::int32_t> labels(o.batch);
+    std::vector<std::int32_t> labels(o.batch * data.targets_per_sample());
 
     run_summary r;
     r.mode = mode_name;
@@ -170,6 +250,7 @@ run_summary run_training(Engine& engine, const common_options& o, const pipeprop
     r.batch = o.batch;
     r.options = &o;
     r.parameters = pipeprop::layer_stack<Net, float>::parameter_count;
+    r.text = Source::text;
     r.epochs = std::min(start_epoch, o.epochs);
     const progress_style style = progress_style_from(o.progress);
 
@@ -182,7 +263,7 @@ run_summary run_training(Engine& engine, const common_options& o, const pipeprop
         const auto t0 = std::chrono::steady_clock::now();
         while (pos < epoch_size) {
             const std::size_t b = std::min(o.batch, epoch_size - pos);
-            pd::gather_batch(data.train, order, pos, b, x.data(), labels.data());
+            data.gather(order, pos, b, x.data(), labels.data());
             const float loss = engine.train_batch(x.data(), labels.data(), b);
             loss_sum += static_cast<double>(loss) * static_cast<double>(b);
             loss_n += b;
@@ -199,22 +280,31 @@ run_summary run_training(Engine& engine, const common_options& o, const pipeprop
         if constexpr (requires { engine.epoch_train_loss(); }) r.train_loss = engine.epoch_train_loss();
         r.epochs = epoch + 1;
 
-        const pipeprop::evaluation e = engine.evaluate(data.test.images.data(), data.test.labels.data(), test_n);
+        const pipeprop::evaluation e = data.evaluate(engine);
         r.test_loss = e.loss;
         r.test_accuracy = e.accuracy;
         r.test_samples = e.samples;
-        char buf[200];
-        std::snprintf(buf, sizeof buf, "epoch %zu/%zu: train loss %.4f, test loss %.4f, test accuracy %.4f", epoch + 1,
-                      o.epochs, *r.train_loss, e.loss, e.accuracy);
+        r.test_targets = e.targets;
+        char buf[240];
+        if constexpr (Source::text)
+            std::snprintf(buf, sizeof buf,
+                          "epoch %zu/%zu: train loss %.4f, validation loss %.4f (perplexity %.3f), token accuracy "
+                          "%.4f",
+                          epoch + 1, o.epochs, *r.train_loss, e.loss, std::exp(e.loss), e.accuracy);
+        else
+            std::snprintf(buf, sizeof buf, "epoch %zu/%zu: train loss %.4f, test loss %.4f, test accuracy %.4f",
+                          epoch + 1, o.epochs, *r.train_loss, e.loss, e.accuracy);
         progress.message(buf);
         if (metrics.is_open()) {
             json_line m;
-            m.add("epoch", epoch + 1)
-                .add("samples", engine.samples_seen())
-                .add("train_loss", *r.train_loss)
-                .add("test_loss", e.loss)
-                .add("test_accuracy", e.accuracy)
-                .add("lr", engine.current_learning_rate())
+            m.add("epoch", epoch + 1).add("samples", engine.samples_seen()).add("train_loss", *r.train_loss);
+            if constexpr (Source::text)
+                m.add("validation_loss", e.loss)
+                    .add("validation_perplexity", std::exp(e.loss))
+                    .add("validation_token_accuracy", e.accuracy);
+            else
+                m.add("test_loss", e.loss).add("test_accuracy", e.accuracy);
+            m.add("lr", engine.current_learning_rate())
                 .add("seconds", epoch_seconds)
                 .add("samples_per_second", epoch_seconds > 0 ? static_cast<double>(loss_n) / epoch_seconds : 0.0);
             metrics << m.str() << '\n' << std::flush;
@@ -236,13 +326,29 @@ run_summary run_training(Engine& engine, const common_options& o, const pipeprop
     }
 
     if (r.test_samples == 0) {  // nothing left to train: evaluate the starting point
-        const pipeprop::evaluation e = engine.evaluate(data.test.images.data(), data.test.labels.data(), test_n);
+        const pipeprop::evaluation e = data.evaluate(engine);
         r.test_loss = e.loss;
         r.test_accuracy = e.accuracy;
         r.test_samples = e.samples;
+        r.test_targets = e.targets;
     }
     r.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
     return r;
+}
+
+/// run_training_on for an image classification dataset (evaluation on its test split, --max-test-samples of it).
+template <class Net, class Engine>
+run_summary run_training(Engine& engine, const common_options& o, const pipeprop::data::dataset_pair& data,
+                         const std::string& mode_name) {
+    const std::size_t test_n = o.max_test_samples > 0 ? std::min(o.max_test_samples, data.test.count) : data.test.count;
+    return run_training_on<Net>(engine, o, image_source{data, test_n}, mode_name);
+}
+
+/// run_training_on for a text dataset (evaluation on the first --max-test-samples validation sequences, or all).
+template <class Net, class Engine>
+run_summary run_training(Engine& engine, const common_options& o, const pipeprop::data::text_dataset& data,
+                         const std::string& mode_name) {
+    return run_training_on<Net>(engine, o, text_source(data, o.max_test_samples), mode_name);
 }
 
 }  // namespace train

@@ -1,10 +1,14 @@
-// pipeprop/sequential_trainer.hpp: the sequential (non-pipelined) reference trainer: mini-batch momentum SGD on the
-// whole network, one batch at a time, driven by the caller's loop.
+// pipeprop/sequential_trainer.hpp: the sequential (non-pipelined) reference trainer: mini-batch training of the
+// whole network, one batch at a time, driven by the caller's loop, with the loss and the optimizer as policies
+// (issue 10, item 6): Loss a loss policy (loss/loss_policy.hpp; default softmax cross-entropy over the output
+// classes, or token_cross_entropy for a sequence model), Optimizer an optimizer policy (optim/optimizer_policy.hpp;
+// default momentum SGD, or optim::adamw).
 //
 // Per train_batch call with a batch of b samples (shared/docs/pb-semantics.md §2; 2bp-schedules.md §3):
-//   forward over all layers; loss = mean softmax cross-entropy over the b samples; gradient of that mean;
-//   fused backward (p1 + p2 per layer) into a zeroed gradient block; one momentum-SGD update with the learning rate
-//   lr(t) of the schedule at t = samples consumed before this batch.
+//   forward over all layers; N = Loss::count_targets(targets, b) (b for a classifier, the non-ignored tokens of a
+//   token loss); loss = mean over those N targets; its gradient (gradient_scale 1 / N); fused backward (p1 + p2 per
+//   layer) into a zeroed gradient block; one optimizer step with the learning rate lr(t) of the schedule at
+//   t = samples consumed before this batch.
 // This is the reference every pipeline executor is compared with, so its arithmetic is kept plain and fixed: the
 // same inputs give bit-identical results (no threads, fixed summation order).
 #pragma once
@@ -20,50 +24,86 @@
 
 #include "pipeprop/checkpoint.hpp"
 #include "pipeprop/layer_stack.hpp"
+#include "pipeprop/loss/loss_policy.hpp"
 #include "pipeprop/loss/softmax_cross_entropy.hpp"
 #include "pipeprop/network.hpp"
 #include "pipeprop/non_finite_loss_error.hpp"
 #include "pipeprop/optim/lr_schedule.hpp"
+#include "pipeprop/optim/optimizer_policy.hpp"
 #include "pipeprop/optim/sgd.hpp"
 
 namespace pipeprop {
 
-/// Result of an evaluation: accuracy in [0, 1], mean loss per sample (nats), number of samples.
+/// Result of an evaluation: accuracy in [0, 1] and mean loss (nats) per counted target (per sample for a
+/// classifier, per non-ignored token for a token loss), number of samples and of counted targets.
 struct evaluation {
     double accuracy = 0.0;
     double loss = 0.0;
     std::size_t samples = 0;
+    std::size_t targets = 0;  ///< counted targets N over the samples (= samples for a classifier)
 };
 
-/// Configuration of a sequential_trainer.
-struct sequential_trainer_config {
+/// Configuration of a sequential_trainer whose optimizer has hyperparameters OptimizerConfig (optim::sgd_config for
+/// momentum SGD, optim::adamw_config for AdamW).
+template <class OptimizerConfig>
+struct basic_sequential_trainer_config {
     std::size_t max_batch = 32;           ///< largest batch train_batch / evaluate chunks will see (B)
-    optim::sgd_config optimizer{};        ///< momentum, weight decay, Nesterov
+    OptimizerConfig optimizer{};          ///< the optimizer's hyperparameters (SGD: momentum, weight decay, Nesterov)
     optim::lr_schedule schedule{};        ///< learning rate as a function of samples consumed
     std::uint64_t seed = 1;               ///< parameter initialization seed (layer i uses derive_seed(seed, i))
 };
 
-/// Sequential trainer of network Net (value type T) for a classifier with softmax cross-entropy.
-/// Owns the parameter block w [P], the gradient block [P], the optimizer state (velocity [P], step count), the
-/// activations of one batch [max_batch, ...] and the layers' workspaces. No global state: several trainers can live
-/// side by side (one thread each). After construction, train_batch and evaluate do not allocate.
-/// Static-asserts that the network output is a vector of at least two classes.
-template <network_type Net, class T = float>
+/// Configuration of a sequential_trainer with the default optimizer (momentum SGD).
+using sequential_trainer_config = basic_sequential_trainer_config<optim::sgd_config>;
+
+namespace detail {
+/// The default loss of a trainer of Net: softmax cross-entropy over the output's elements (the classes).
+template <network_type Net, class T>
+using default_loss_t = softmax_cross_entropy<T, layer_stack<Net, T>::output_shape::size>;
+}  // namespace detail
+
+/// Sequential trainer of network Net (value type T) with loss policy Loss and optimizer policy Optimizer.
+///   Loss (loss/loss_policy.hpp): default softmax_cross_entropy<T, classes> (targets: labels [b]);
+///     token_cross_entropy<T, L, V> for a sequence model with output [L, V] (targets [b, L], loss = mean over the
+///     batch's non-ignored tokens).
+///   Optimizer (optim/optimizer_policy.hpp): default optim::sgd<T> (momentum SGD, config optim::sgd_config);
+///     optim::adamw<T> (config optim::adamw_config).
+/// Owns the parameter block w [P], the gradient block [P], the optimizer state (its state buffers [P] each and the
+/// step count), the activations of one batch [max_batch, ...] and the layers' workspaces. No global state: several
+/// trainers can live side by side (one thread each). After construction, train_batch and evaluate do not allocate.
+/// Static-asserts, with a sentence, that Loss is a loss policy whose logits_shape is the network's per-sample output
+/// (e.g. a token loss on a rank-1 output is rejected), that the default loss has at least two classes, and that
+/// Optimizer is an optimizer policy over T.
+template <network_type Net, class T = float, class Loss = detail::default_loss_t<Net, T>,
+          class Optimizer = optim::sgd<T>>
 class sequential_trainer {
 public:
     using stack_type = layer_stack<Net, T>;
     using value_type = T;
     using output_shape = typename stack_type::output_shape;
-    static_assert(vector_shape<output_shape> && output_shape::size >= 2,
-                  "pipeprop::sequential_trainer: the network must end in a vector of class logits [classes >= 2].");
-    using loss_type = softmax_cross_entropy<T, output_shape::size>;
+    static_assert(check_loss_fits_output<Loss, output_shape>(),
+                  "pipeprop::sequential_trainer: the Loss does not fit the network's output (see the message above).");
+    static_assert(std::is_same_v<typename Loss::value_type, T>,
+                  "pipeprop::sequential_trainer: the Loss must be instantiated for the trainer's value type T.");
+    static_assert(optim::optimizer_policy<Optimizer>,
+                  "pipeprop::sequential_trainer: the Optimizer is not an optimizer policy "
+                  "(optim/optimizer_policy.hpp: config_type, name, state_buffer_names, step, step_count, "
+                  "state_buffer).");
+    static_assert(std::is_same_v<typename Optimizer::value_type, T>,
+                  "pipeprop::sequential_trainer: the Optimizer must be instantiated for the trainer's value type T.");
+    using loss_type = Loss;
+    using optimizer_type = Optimizer;
+    using config_type = basic_sequential_trainer_config<typename Optimizer::config_type>;
+    /// Logits per sample (output_shape::size; the classes of a classifier).
     static constexpr std::size_t classes = output_shape::size;
+    /// int32 targets per sample: 1 (a label) or the sequence length L.
+    static constexpr std::size_t targets_per_sample = Loss::targets_per_sample;
     static constexpr std::size_t parameter_count = stack_type::parameter_count;
     static constexpr std::size_t input_size = stack_type::input_shape::size;
 
-    /// Sets up a trainer: parameters initialized from config.seed, zero velocity, no samples consumed.
+    /// Sets up a trainer: parameters initialized from config.seed, zero optimizer state, no samples consumed.
     /// Throws std::invalid_argument for max_batch == 0 or an invalid optimizer / schedule configuration.
-    explicit sequential_trainer(const sequential_trainer_config& config)
+    explicit sequential_trainer(const config_type& config)
         : config_(config),
           parameters_(parameter_count),
           gradient_(parameter_count),
@@ -79,7 +119,7 @@ public:
         if constexpr (stack_type::state_count > 0) stack_.init_state(std::span<T>(state_));
     }
 
-    [[nodiscard]] const sequential_trainer_config& config() const noexcept { return config_; }
+    [[nodiscard]] const config_type& config() const noexcept { return config_; }
     [[nodiscard]] std::size_t max_batch() const noexcept { return config_.max_batch; }
     /// Parameter block w [parameter_count] (layer blocks in order; see layer_stack).
     [[nodiscard]] std::span<T> parameters() noexcept { return parameters_; }
@@ -87,7 +127,7 @@ public:
     /// Running state of the stateful layers [state_count] (empty when there are none).
     [[nodiscard]] std::span<T> state() noexcept { return state_; }
     [[nodiscard]] std::span<const T> state() const noexcept { return state_; }
-    [[nodiscard]] const optim::sgd<T>& optimizer() const noexcept { return optimizer_; }
+    [[nodiscard]] const Optimizer& optimizer() const noexcept { return optimizer_; }
     /// Updates applied so far.
     [[nodiscard]] std::uint64_t step_count() const noexcept { return optimizer_.step_count(); }
     /// Training samples consumed so far (the position t of the learning-rate schedule).
@@ -100,24 +140,31 @@ public:
         config_.schedule = s;
     }
 
-    /// One training step on a batch: x [b, input_size] (the network's per-sample input, row-major), labels [b] in
-    /// [0, classes). Uses the schedule's learning rate at samples_seen(), then advances samples_seen() by b.
-    /// Returns the mean loss over the batch (nats), computed before the update.
-    /// Throws std::invalid_argument for b == 0 or b > max_batch(), std::out_of_range for a label outside
-    /// [0, classes), non_finite_loss_error when the loss is NaN or infinite; in all these cases the trainer's state
-    /// is unchanged.
+    /// One training step on a batch: x [b, input_size] (the network's per-sample input, row-major), targets
+    /// [b, targets_per_sample] (labels [b] in [0, classes) for the default loss; next-token ids [b, L] for a token
+    /// loss). Uses the schedule's learning rate at samples_seen(), then advances samples_seen() by b.
+    /// Returns the mean loss over the batch's N = Loss::count_targets(targets, b) counted targets (nats), computed
+    /// before the update (0, with no update of the weights but a step of the optimizer, when N == 0).
+    /// Throws std::invalid_argument for b == 0 or b > max_batch(), std::out_of_range for an invalid target (the
+    /// loss's target check), non_finite_loss_error when the loss is NaN or infinite; in all these cases the trainer's
+    /// state is unchanged.
     T train_batch(const T* x, const std::int32_t* labels, std::size_t b) {
         return train_batch(x, labels, b, current_learning_rate());
     }
 
-    /// As train_batch(x, labels, b), with an explicit learning rate lr (per mean-loss gradient) instead of the
+    /// As train_batch(x, targets, b), with an explicit learning rate lr (per mean-loss gradient) instead of the
     /// schedule's. samples_seen() still advances by b.
     T train_batch(const T* x, const std::int32_t* labels, std::size_t b, double lr) {
         check_batch(b, "train_batch");
+        const std::size_t counted = Loss::count_targets(labels, b);  // the target check, before anything changes
         std::copy_n(x, b * input_size, act_.input());
         std::copy(state_.begin(), state_.end(), state_backup_.begin());  // restored on a bad loss
         stack_.forward(std::span<const T>(parameters_), act_, b, ws_, std::span<T>(state_));
-        const T loss = loss_type::loss_and_gradient(act_.output(), labels, b, act_.output_gradient());
+        // The gradient of the mean over the batch's counted targets (for softmax cross-entropy N = b: 1 / b).
+        const T scale = counted > 0 ? T(1) / static_cast<T>(counted) : T(0);
+        const loss_totals totals =
+            Loss::totals_and_gradient(act_.output(), labels, b, act_.output_gradient(), scale);
+        const T loss = static_cast<T>(totals.mean());
         if (!std::isfinite(loss)) {
             std::copy(state_backup_.begin(), state_backup_.end(), state_.begin());
             throw non_finite_loss_error(
@@ -135,8 +182,8 @@ public:
         return loss;
     }
 
-    /// Forward only on a batch x [b, input_size]; returns a pointer to the logits [b, classes] (valid until the
-    /// next call on this trainer). Throws std::invalid_argument for b == 0 or b > max_batch().
+    /// Forward only on a batch x [b, input_size]; returns a pointer to the logits [b, output_shape...] (valid until
+    /// the next call on this trainer). Throws std::invalid_argument for b == 0 or b > max_batch().
     const T* predict(const T* x, std::size_t b) {
         check_batch(b, "predict");
         std::copy_n(x, b * input_size, act_.input());
@@ -144,52 +191,70 @@ public:
         return act_.output();
     }
 
-    /// Accuracy and mean loss of the current parameters on n samples x [n, input_size], labels [n], processed in
-    /// chunks of max_batch() (the result does not depend on the chunking up to float rounding of the loss sum,
-    /// which is accumulated in double in a fixed order). Works before any training. Does not change the trainer's
-    /// parameters, optimizer state or samples_seen(). Throws std::invalid_argument for n == 0, std::out_of_range
-    /// for a label outside [0, classes).
+    /// Accuracy and mean loss per counted target of the current parameters on n samples x [n, input_size], targets
+    /// [n, targets_per_sample], processed in chunks of max_batch(): the loss sums of the chunks (Loss::totals) are
+    /// added in double in a fixed order, then divided by the counted targets (the result does not depend on the
+    /// chunking up to float rounding). For a token loss: mean loss per non-ignored token (exp of it is the
+    /// perplexity) and token accuracy. Works before any training. Does not change the trainer's parameters, optimizer
+    /// state, running state or samples_seen(). Throws std::invalid_argument for n == 0, std::out_of_range for an
+    /// invalid target.
     evaluation evaluate(const T* x, const std::int32_t* labels, std::size_t n) {
         if (n == 0) throw std::invalid_argument("pipeprop::sequential_trainer::evaluate: no samples");
         double loss_sum = 0.0;
-        std::size_t hits = 0;
+        std::size_t hits = 0, counted = 0;
         for (std::size_t first = 0; first < n; first += config_.max_batch) {
             const std::size_t b = std::min(config_.max_batch, n - first);
             const T* logits = predict(x + first * input_size, b);
-            loss_sum += static_cast<double>(loss_type::loss(logits, labels + first, b)) * static_cast<double>(b);
-            hits += loss_type::correct(logits, labels + first, b);
+            const loss_totals t = Loss::totals(logits, labels + first * targets_per_sample, b);
+            loss_sum += t.loss_sum;
+            hits += t.correct;
+            counted += t.count;
         }
-        return {static_cast<double>(hits) / static_cast<double>(n), loss_sum / static_cast<double>(n), n};
+        const double d = counted > 0 ? static_cast<double>(counted) : 1.0;
+        return {static_cast<double>(hits) / d, loss_sum / d, n, counted};
     }
 
-    /// Adds the trainer's state to checkpoint c: signature, parameters ("layer_XX.<tensor>"), velocity
-    /// ("layer_XX.<tensor>.velocity"), scalars step_count, samples_seen, init_seed. The caller adds its own
-    /// scalars (epoch, data position, ...). Throws checkpoint_error on a name clash with what c already holds.
+    /// Adds the trainer's state to checkpoint c: signature, parameters ("layer_XX.<tensor>"), the optimizer's
+    /// state buffers ("layer_XX.<tensor>.<buffer>": velocity for SGD, first_moment and second_moment for AdamW),
+    /// the running state of stateful layers, scalars optimizer (Optimizer::name), step_count, samples_seen,
+    /// init_seed. The caller adds its own scalars (epoch, data position, ...). Throws checkpoint_error on a name
+    /// clash with what c already holds.
     void save_state(checkpoint& c) const {
         c.signature = signature_of<Net, T>();
         add_network_tensors<Net, T>(c, std::span<const T>(parameters_));
-        add_network_tensors<Net, T>(c, optimizer_.velocity(), "velocity");
+        for (std::size_t k = 0; k < Optimizer::state_buffer_names.size(); ++k)
+            add_network_tensors<Net, T>(c, optimizer_.state_buffer(k), Optimizer::state_buffer_names[k]);
         add_network_state<Net, T>(c, std::span<const T>(state_));
+        c.set_scalar("optimizer", std::string(Optimizer::name));
         c.set_scalar("step_count", optimizer_.step_count());
         c.set_scalar("samples_seen", samples_seen_);
         c.set_scalar("init_seed", config_.seed);
     }
 
-    /// Restores parameters, velocity, step count and samples_seen from c. All-or-nothing: on any error the trainer
-    /// is unchanged. Throws checkpoint_error when c was made for another network (the message names the first
-    /// difference) or a tensor / scalar is missing or has the wrong shape.
+    /// Restores parameters, the optimizer's state buffers and step count, the running state and samples_seen from
+    /// c. All-or-nothing: on any error the trainer is unchanged. Throws checkpoint_error when c was made for another
+    /// network (the message names the first difference) or by another optimizer (scalar optimizer; a checkpoint
+    /// without it, e.g. a PB one, is read as momentum SGD's), or a tensor / scalar is missing or has the wrong shape.
     void load_state(const checkpoint& c, const std::string& where = "checkpoint") {
         require_signature(c, signature_of<Net, T>(), where);
-        std::vector<T> w(parameter_count), v(parameter_count);
+        const std::string made_by = c.has_scalar("optimizer") ? c.scalar("optimizer") : std::string("sgd");
+        if (made_by != Optimizer::name)
+            throw checkpoint_error(where + ": the checkpoint holds the state of optimizer " + made_by +
+                                   ", this trainer uses " + Optimizer::name +
+                                   " (resume with the optimizer that made it)");
+        std::vector<T> w(parameter_count);
         read_network_tensors<Net, T>(c, std::span<T>(w));
-        read_network_tensors<Net, T>(c, std::span<T>(v), "velocity");
+        std::vector<std::vector<T>> buffers(Optimizer::state_buffer_names.size(), std::vector<T>(parameter_count));
+        for (std::size_t k = 0; k < buffers.size(); ++k)
+            read_network_tensors<Net, T>(c, std::span<T>(buffers[k]), Optimizer::state_buffer_names[k]);
         std::vector<T> st(stack_type::state_count);
         read_network_state<Net, T>(c, std::span<T>(st));
         const auto steps = c.scalar_as<std::uint64_t>("step_count");
         const auto seen = c.scalar_as<std::uint64_t>("samples_seen");
         parameters_ = std::move(w);
         state_ = std::move(st);
-        std::copy(v.begin(), v.end(), optimizer_.velocity().begin());
+        for (std::size_t k = 0; k < buffers.size(); ++k)
+            std::copy(buffers[k].begin(), buffers[k].end(), optimizer_.state_buffer(k).begin());
         optimizer_.set_step_count(steps);
         samples_seen_ = seen;
     }
@@ -202,13 +267,13 @@ private:
                                         std::to_string(config_.max_batch) + "]");
     }
 
-    sequential_trainer_config config_;
+    config_type config_;
     stack_type stack_{};
     std::vector<T> parameters_;  // [P]
     std::vector<T> gradient_;    // [P], zeroed per batch
     std::vector<T> state_;       // [state_count] running state of the stateful layers
     std::vector<T> state_backup_;  // [state_count] state before the current batch
-    optim::sgd<T> optimizer_;
+    Optimizer optimizer_;
     typename stack_type::activations act_;
     typename stack_type::workspaces ws_;
     std::uint64_t samples_seen_ = 0;

@@ -5,6 +5,7 @@
 
 #include <pipeprop/data/epoch_permutation.hpp>
 #include <pipeprop/data/text_corpus.hpp>
+#include <pipeprop/data/text_dataset.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -155,6 +156,44 @@ TEST_CASE("text corpus: next-token sequences and their seeded order", "[data][te
     CHECK_THROWS_AS(seqs.gather(order, order.size() - 1, 2, inputs.data(), targets.data()), std::out_of_range);
     const std::vector<std::uint32_t> bad{static_cast<std::uint32_t>(seqs.count())};
     CHECK_THROWS_AS(seqs.gather(bad, 0, 1, inputs.data(), targets.data()), std::out_of_range);
+}
+
+TEST_CASE("text dataset: float-valued token inputs, next-token targets, validation arrays", "[data][text]") {
+    temp_dir d("dataset");
+    write_small_corpus(d.path);
+    const auto c = pd::load_text_corpus(d.path, 256, {.validation_every = 2});
+    const std::string train = as_string(c.train), validation = as_string(c.validation);
+    pd::text_dataset moved(pd::load_text_corpus(d.path, 256, {.validation_every = 2}), 3);
+    const pd::text_dataset ds = std::move(moved);  // the sequences still refer to the corpus after a move
+    REQUIRE(ds.length() == 3);
+    REQUIRE(ds.train().count() == (train.size() - 1) / 3);
+    REQUIRE(ds.validation().count() == (validation.size() - 1) / 3);
+    CHECK(ds.vocabulary_size() == 256);
+
+    const auto order = pd::epoch_permutation(3, 1, ds.train().count());
+    std::vector<float> x(2 * 3);
+    std::vector<std::int32_t> y(2 * 3);
+    ds.gather_train(order, 2, 2, x.data(), y.data());
+    for (std::size_t n = 0; n < 2; ++n)
+        for (std::size_t l = 0; l < 3; ++l) {
+            const std::size_t at = order[2 + n] * 3 + l;
+            CHECK(x[n * 3 + l] == static_cast<float>(static_cast<unsigned char>(train[at])));
+            CHECK(y[n * 3 + l] == static_cast<unsigned char>(train[at + 1]));
+        }
+    CHECK_THROWS_AS(ds.gather_train(order, order.size() - 1, 2, x.data(), y.data()), std::out_of_range);
+
+    const auto all = ds.validation_arrays<double>();
+    CHECK(all.count == ds.validation().count());
+    const auto two = ds.validation_arrays<float>(2);
+    REQUIRE(two.count == 2);
+    REQUIRE(two.inputs.size() == 6);
+    for (std::size_t i = 0; i < 6; ++i) {  // stream order: sequence 0 then 1
+        CHECK(two.inputs[i] == static_cast<float>(static_cast<unsigned char>(validation[i])));
+        CHECK(two.targets[i] == static_cast<unsigned char>(validation[i + 1]));
+    }
+    CHECK(ds.validation_arrays<float>(1000).count == all.count);
+    CHECK_THAT(data_error_message([&] { pd::text_dataset(pd::load_text_corpus(d.path, 256), 1000); }),
+               Contains("sequence length 1000"));
 }
 
 TEST_CASE("text corpus: errors name the path and the reason", "[data][text]") {

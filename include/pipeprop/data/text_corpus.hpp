@@ -38,6 +38,7 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -232,22 +233,28 @@ public:
     [[nodiscard]] std::size_t length() const noexcept { return length_; }
     [[nodiscard]] const std::string& source() const noexcept { return source_; }
 
-    /// Writes sequence i: inputs [L] and targets [L] (int32 token ids). Throws std::out_of_range when i >= count().
-    void sequence(std::size_t i, std::int32_t* inputs, std::int32_t* targets) const {
+    /// Writes sequence i: inputs [L] and targets [L] (int32 token ids). The inputs may also be written as another
+    /// arithmetic type In (e.g. float: a network's token-id input values, exact below 2^24). Throws
+    /// std::out_of_range when i >= count().
+    template <class In>
+        requires std::is_arithmetic_v<In>
+    void sequence(std::size_t i, In* inputs, std::int32_t* targets) const {
         if (i >= count())
             throw std::out_of_range("pipeprop::data::token_sequences: sequence " + std::to_string(i) + " of " +
                                     source_ + " exceeds its " + std::to_string(count()) + " sequences");
         const std::uint8_t* s = stream_.data() + i * length_;
         for (std::size_t l = 0; l < length_; ++l) {
-            inputs[l] = s[l];
+            inputs[l] = static_cast<In>(s[l]);
             targets[l] = s[l + 1];
         }
     }
 
     /// Copies sequences order[first, first + b) into inputs [b, L] and targets [b, L] (a micro-batch; order is e.g.
-    /// epoch_permutation(seed, epoch, count())). No allocation. Throws std::out_of_range when first + b exceeds
-    /// order.size() or an order entry is >= count().
-    void gather(std::span<const std::uint32_t> order, std::size_t first, std::size_t b, std::int32_t* inputs,
+    /// epoch_permutation(seed, epoch, count())); inputs as int32 or another arithmetic type In (as sequence). No
+    /// allocation. Throws std::out_of_range when first + b exceeds order.size() or an order entry is >= count().
+    template <class In>
+        requires std::is_arithmetic_v<In>
+    void gather(std::span<const std::uint32_t> order, std::size_t first, std::size_t b, In* inputs,
                 std::int32_t* targets) const {
         if (first + b > order.size())
             throw std::out_of_range("pipeprop::data::token_sequences::gather: sequences [" + std::to_string(first) +

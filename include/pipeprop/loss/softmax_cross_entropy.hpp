@@ -8,6 +8,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "pipeprop/loss/loss_policy.hpp"
+#include "pipeprop/shape.hpp"
+
 namespace pipeprop {
 
 /// Softmax cross-entropy over Classes logits. Logits [b, Classes], labels [b] (int32 in [0, Classes)).
@@ -15,10 +18,16 @@ namespace pipeprop {
 /// passes gradient_scale = 1 / (whole batch size) so that the gradient is that of the mean over the whole batch
 /// (shared/docs/2bp-schedules.md §3, shared/docs/pitfalls.md item 1); the default 1 / b is the micro-batch mean.
 /// Throws std::out_of_range when a label is outside [0, Classes).
+/// A loss policy (loss/loss_policy.hpp): logits_shape [Classes], one target (the label) per sample, every sample
+/// counts (count_targets = b); totals / totals_and_gradient give the loss sum accumulated in T in sample order (the
+/// same float sum as loss(), so totals().mean() rounded to T equals loss()) and the arg-max hits.
 template <class T, std::size_t Classes>
 struct softmax_cross_entropy {
     static_assert(Classes >= 2, "pipeprop::softmax_cross_entropy: needs at least two classes.");
     static constexpr std::size_t classes = Classes;
+    using value_type = T;
+    using logits_shape = shape<Classes>;
+    static constexpr std::size_t targets_per_sample = 1;
 
     static void check_label(std::int32_t label, std::size_t n) {
         if (label < 0 || static_cast<std::size_t>(label) >= Classes)
@@ -49,6 +58,47 @@ struct softmax_cross_entropy {
     /// the micro-batch. gradient_scale <= 0 means 1 / b.
     static T loss_and_gradient(const T* logits, const std::int32_t* labels, std::size_t b, T* dlogits,
                                T gradient_scale = T(0)) {
+        return sum_and_gradient(logits, labels, b, dlogits, gradient_scale) / static_cast<T>(b);
+    }
+
+    /// Number of samples whose arg-max logit equals the label (ties: the lowest class index wins).
+    [[nodiscard]] static std::size_t correct(const T* logits, const std::int32_t* labels, std::size_t b) {
+        std::size_t hits = 0;
+        for (std::size_t n = 0; n < b; ++n) {
+            const T* z = logits + n * Classes;
+            const auto arg = static_cast<std::int32_t>(std::max_element(z, z + Classes) - z);
+            hits += arg == labels[n] ? 1 : 0;
+        }
+        return hits;
+    }
+
+    /// Loss policy: checks labels [b] (throws std::out_of_range as check_label) and returns b.
+    static std::size_t count_targets(const std::int32_t* labels, std::size_t b) {
+        for (std::size_t n = 0; n < b; ++n) check_label(labels[n], n);
+        return b;
+    }
+
+    /// Loss policy: loss sum (nats, accumulated in T as loss()), count b and hits of the micro-batch. Writes nothing.
+    [[nodiscard]] static loss_totals totals(const T* logits, const std::int32_t* labels, std::size_t b) {
+        T total = 0;
+        for (std::size_t n = 0; n < b; ++n) {
+            check_label(labels[n], n);
+            total += sample_loss(logits + n * Classes, labels[n]);
+        }
+        return {static_cast<double>(total), b, correct(logits, labels, b)};
+    }
+
+    /// Loss policy: loss_and_gradient's dlogits (gradient_scale <= 0: 1 / b) with the loss sum, count b and hits.
+    static loss_totals totals_and_gradient(const T* logits, const std::int32_t* labels, std::size_t b, T* dlogits,
+                                           T gradient_scale) {
+        const T total = sum_and_gradient(logits, labels, b, dlogits, gradient_scale);
+        return {static_cast<double>(total), b, correct(logits, labels, b)};
+    }
+
+private:
+    /// dlogits as loss_and_gradient; returns the loss SUM over the b samples (accumulated in T, sample order).
+    static T sum_and_gradient(const T* logits, const std::int32_t* labels, std::size_t b, T* dlogits,
+                              T gradient_scale) {
         const T scale = gradient_scale > T(0) ? gradient_scale : T(1) / static_cast<T>(b);
         T total = 0;
         for (std::size_t n = 0; n < b; ++n) {
@@ -66,18 +116,7 @@ struct softmax_cross_entropy {
             for (std::size_t c = 0; c < Classes; ++c) d[c] *= inv;
             d[labels[n]] -= scale;
         }
-        return total / static_cast<T>(b);
-    }
-
-    /// Number of samples whose arg-max logit equals the label (ties: the lowest class index wins).
-    [[nodiscard]] static std::size_t correct(const T* logits, const std::int32_t* labels, std::size_t b) {
-        std::size_t hits = 0;
-        for (std::size_t n = 0; n < b; ++n) {
-            const T* z = logits + n * Classes;
-            const auto arg = static_cast<std::int32_t>(std::max_element(z, z + Classes) - z);
-            hits += arg == labels[n] ? 1 : 0;
-        }
-        return hits;
+        return total;
     }
 };
 

@@ -36,6 +36,9 @@
 #include <string>
 #include <type_traits>
 
+#include "pipeprop/loss/loss_policy.hpp"
+#include "pipeprop/shape.hpp"
+
 namespace pipeprop {
 
 /// Result of one micro-batch of token_cross_entropy: summed loss, token and hit counts (see the file comment).
@@ -119,6 +122,9 @@ void scale_row(T* d, std::size_t n, T f) noexcept {
 /// static_asserts Length >= 1 and 2 <= Vocab <= INT32_MAX. Every function validates all targets first and throws
 /// std::out_of_range (naming the sample n and position l) for a target outside [0, Vocab) that is not IgnoreIndex;
 /// nothing is written then.
+/// A loss policy (loss/loss_policy.hpp): logits_shape [Length, Vocab], Length targets per sample, the counted targets
+/// are the non-ignored tokens (count_targets = count_tokens), so a trainer's batch loss is the mean over the batch's
+/// non-ignored tokens; totals / totals_and_gradient are loss / loss_and_gradient as loss_totals.
 template <class T, std::size_t Length, std::size_t Vocab, std::int32_t IgnoreIndex = -100>
 struct token_cross_entropy {
     static_assert(std::is_floating_point_v<T>, "pipeprop::token_cross_entropy: T must be float or double.");
@@ -130,6 +136,9 @@ struct token_cross_entropy {
     static constexpr std::size_t vocabulary = Vocab;      ///< V, logits per token
     static constexpr std::int32_t ignore_index = IgnoreIndex;
     static constexpr std::size_t logits_per_sample = Length * Vocab;
+    using value_type = T;
+    using logits_shape = shape<Length, Vocab>;
+    static constexpr std::size_t targets_per_sample = Length;
 
     /// Throws std::out_of_range when target y of sample n, position l is neither in [0, Vocab) nor IgnoreIndex.
     static void check_target(std::int32_t y, std::size_t n, std::size_t l) {
@@ -213,6 +222,20 @@ struct token_cross_entropy {
             hits += first_max(z, detail::row_max(z, Vocab)) == y ? 1 : 0;
         }
         return hits;
+    }
+
+    /// Loss policy: count_tokens (the target check; N of the gradient scale 1 / N).
+    static std::size_t count_targets(const std::int32_t* targets, std::size_t b) { return count_tokens(targets, b); }
+    /// Loss policy: loss() as loss_totals {loss_sum, tokens, correct}.
+    [[nodiscard]] static loss_totals totals(const T* logits, const std::int32_t* targets, std::size_t b) {
+        const token_loss r = loss(logits, targets, b);
+        return {r.loss_sum, r.tokens, r.correct};
+    }
+    /// Loss policy: loss_and_gradient() as loss_totals {loss_sum, tokens, correct}.
+    static loss_totals totals_and_gradient(const T* logits, const std::int32_t* targets, std::size_t b, T* dlogits,
+                                           T gradient_scale) {
+        const token_loss r = loss_and_gradient(logits, targets, b, dlogits, gradient_scale);
+        return {r.loss_sum, r.tokens, r.correct};
     }
 
 private:

@@ -17,6 +17,7 @@
 
 #include "pipeprop/kernels/fma.hpp"
 
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -127,10 +128,15 @@ struct adamw_config {
 
 /// AdamW state of one parameter block of n elements: first moment m [n] and second moment v [n] (zero at start)
 /// and the number of updates applied t. The parameters themselves belong to the caller (trainer or pipeline stage).
+/// An optimizer policy (optim/optimizer_policy.hpp): state buffers "first_moment" (m) and "second_moment" (v); the
+/// step count t, which the bias corrections depend on, is part of the state a checkpoint restores.
 template <class T>
 class adamw {
 public:
     using value_type = T;
+    using config_type = adamw_config;
+    static constexpr const char* name = "adamw";
+    static constexpr std::array<const char*, 2> state_buffer_names{"first_moment", "second_moment"};
 
     adamw() = default;
     /// State for a block of n parameters. Throws std::invalid_argument for an invalid config (adamw_config::validate).
@@ -148,6 +154,15 @@ public:
     [[nodiscard]] std::span<const T> second_moment() const noexcept { return v_; }
     /// Sets the step count (when restoring a checkpoint).
     void set_step_count(std::uint64_t steps) noexcept { steps_ = steps; }
+    /// State buffer k of the optimizer policy: k = 0 is m [n], k = 1 is v [n]. Throws std::out_of_range for k >= 2.
+    [[nodiscard]] std::span<T> state_buffer(std::size_t k) {
+        check_buffer(k);
+        return k == 0 ? std::span<T>(m_) : std::span<T>(v_);
+    }
+    [[nodiscard]] std::span<const T> state_buffer(std::size_t k) const {
+        check_buffer(k);
+        return k == 0 ? std::span<const T>(m_) : std::span<const T>(v_);
+    }
 
     /// Coefficients of the next update (t = step_count() + 1) with learning rate lr.
     [[nodiscard]] adamw_coefficients<T> coefficients(double lr) const {
@@ -171,6 +186,12 @@ public:
     }
 
 private:
+    static void check_buffer(std::size_t k) {
+        if (k >= state_buffer_names.size())
+            throw std::out_of_range("pipeprop::optim::adamw::state_buffer: buffer " + std::to_string(k) +
+                                    " of 2 (first_moment, second_moment)");
+    }
+
     adamw_config config_{};
     std::vector<T> m_;
     std::vector<T> v_;

@@ -6,6 +6,7 @@
 // compensation is another coefficient choice of the same update (step_with).
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -42,10 +43,14 @@ struct sgd_config {
 
 /// Momentum-SGD state of one parameter block of n elements: velocity v [n] (zero at start) and the number of
 /// updates applied. The parameters themselves belong to the caller (trainer or pipeline stage).
+/// An optimizer policy (optim/optimizer_policy.hpp): one state buffer, "velocity".
 template <class T>
 class sgd {
 public:
     using value_type = T;
+    using config_type = sgd_config;
+    static constexpr const char* name = "sgd";
+    static constexpr std::array<const char*, 1> state_buffer_names{"velocity"};
 
     sgd() = default;
     /// State for a block of n parameters. Throws std::invalid_argument for an invalid config (sgd_config::validate).
@@ -60,6 +65,15 @@ public:
     [[nodiscard]] std::span<const T> velocity() const noexcept { return velocity_; }
     /// Sets the step count (when restoring a checkpoint).
     void set_step_count(std::uint64_t steps) noexcept { steps_ = steps; }
+    /// State buffer k of the optimizer policy: k = 0 is the velocity [n]. Throws std::out_of_range for k >= 1.
+    [[nodiscard]] std::span<T> state_buffer(std::size_t k) {
+        check_buffer(k);
+        return velocity_;
+    }
+    [[nodiscard]] std::span<const T> state_buffer(std::size_t k) const {
+        check_buffer(k);
+        return velocity_;
+    }
 
     /// Coefficients of the update with learning rate lr (per mean-loss gradient): heavy_ball or nesterov.
     [[nodiscard]] update_coefficients<T> coefficients(double lr) const noexcept {
@@ -84,6 +98,12 @@ public:
     }
 
 private:
+    static void check_buffer(std::size_t k) {
+        if (k >= state_buffer_names.size())
+            throw std::out_of_range("pipeprop::optim::sgd::state_buffer: buffer " + std::to_string(k) +
+                                    " of 1 (velocity)");
+    }
+
     sgd_config config_{};
     std::vector<T> velocity_;
     std::uint64_t steps_ = 0;

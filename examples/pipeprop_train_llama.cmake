@@ -1,0 +1,42 @@
+# --network llama-tiny of the main program (train/networks.hpp: a 2-block LLaMA-like byte-level decoder) in
+# --mode sgd (AdamW by default) on Debian's fortunes corpus: ctest runs. Included after pipeprop_train.cmake (the
+# globbed extras are sorted), whose pipeprop_train_test() helper it uses.
+if(PIPEPROP_BUILD_TESTS)
+  set(pipeprop_text_data /usr/share/games/fortunes)
+  # A validation loss (nats per byte) below 5.545, the uniform-byte baseline ln(256) = 5.5452.
+  set(below_uniform "([0-4]\\.[0-9]+|5\\.[0-4][0-9]*|5\\.5[0-3][0-9]*|5\\.54[0-4][0-9]*)")
+  # Quick run (a few hundred sequences, one epoch): the JSON result with the validation keys, below the baseline.
+  pipeprop_train_test(llama_smoke EXPECT 0
+    ARGS --network llama-tiny --mode sgd --batch 16 --max-samples 320 --max-test-samples 64 --progress log
+         --data ${pipeprop_text_data}
+    REGEX "data: [0-9]+ training and [0-9]+ validation sequences of 64 tokens.*optimizer: AdamW.*epoch 1/1: train loss [0-9.]+, validation loss [0-9.]+ .perplexity"
+    LAST_LINE_REGEX "^\\{\"mode\":\"sgd\",\"network\":\"llama-tiny\",\"batch\":16,\"epochs\":1,\"samples\":320,.*\"validation_loss\":${below_uniform},\"validation_perplexity\":[0-9.e+-]+,\"validation_token_accuracy\":0\\.[0-9]+,\"validation_sequences\":64,\"validation_tokens\":4096,.*\"optimizer\":\"adamw\",\"beta1\":0\\.9,\"beta2\":0\\.99,.*\\}$")
+  set_tests_properties(pipeprop_train_llama_smoke PROPERTIES TIMEOUT 120)
+
+  # The validation loss falls between epoch 1 and epoch 2.
+  add_test(NAME pipeprop_train_llama_validation_falls
+           COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:pipeprop_train> -DDATA=${pipeprop_text_data}
+                   -DWORK=${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_llama_validation_falls
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/train/check_validation_falls.cmake)
+  set_tests_properties(pipeprop_train_llama_validation_falls PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1"
+                       TIMEOUT 180)
+
+  # Bit-identical resume (AdamW moments and step count in the checkpoint).
+  add_test(NAME pipeprop_train_llama_resume
+           COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:pipeprop_train> -DDATA=${pipeprop_text_data}
+                   -DWORK=${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_llama_resume
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/train/check_resume_llama.cmake)
+  set_tests_properties(pipeprop_train_llama_resume PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 180)
+
+  # Not available yet: the pipelined modes, AdamW on the image networks (exit 2 with the usage text).
+  pipeprop_train_test(llama_mode_pb EXPECT 2 ARGS --network llama-tiny --mode pb
+    REGEX "--network: llama-tiny is not available in --mode pb yet .only in --mode sgd.*Usage:")
+  pipeprop_train_test(llama_mode_sync EXPECT 2 ARGS --network llama-tiny --mode sync
+    REGEX "--network: llama-tiny is not available in --mode sync yet .only in --mode sgd.*Usage:")
+  pipeprop_train_test(adamw_image_network EXPECT 2 ARGS --network mlp --optimizer adamw
+    REGEX "--optimizer: adamw is not available for the image networks yet.*Usage:")
+  # A missing text corpus: a message naming the path, exit 1.
+  pipeprop_train_test(llama_missing_corpus EXPECT 1
+    ARGS --network llama-tiny --data ${CMAKE_CURRENT_BINARY_DIR}/no-such-corpus
+    REGEX "no-such-corpus: text corpus directory not found")
+endif()
