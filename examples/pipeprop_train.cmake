@@ -9,21 +9,7 @@ target_link_libraries(pipeprop_train PRIVATE CLI11::CLI11)
 # One translation unit per (mode, network): train::run_on_network<mode_M, Net> instantiated in its own file, so that
 # the program builds in parallel and no unit holds every network of every mode (train/mode.hpp).
 # Keep in step with train::with_network (examples/train/networks.hpp).
-set(pipeprop_train_networks cnn:small_cnn cnn-on:small_cnn_on mlp:mlp resnet20:resnet20)
-foreach(unit_mode IN ITEMS sgd pb sync)
-  foreach(pair IN LISTS pipeprop_train_networks)
-    string(REPLACE ":" ";" pair_list ${pair})
-    list(GET pair_list 0 unit_network)
-    list(GET pair_list 1 unit_type)
-    string(REPLACE "-" "_" unit_file_name ${unit_mode}_${unit_network})
-    set(unit_file ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_units/${unit_file_name}.cpp)
-    configure_file(${CMAKE_CURRENT_SOURCE_DIR}/train/unit.cpp.in ${unit_file} @ONLY)
-    target_sources(pipeprop_train PRIVATE ${unit_file})
-  endforeach()
-endforeach()
-# Text networks (next-token training on a text corpus): --mode sgd only for now (the other modes reject them).
-foreach(pair IN ITEMS llama-tiny:llama_tiny)
-  set(unit_mode sgd)
+function(pipeprop_train_unit unit_mode pair)
   string(REPLACE ":" ";" pair_list ${pair})
   list(GET pair_list 0 unit_network)
   list(GET pair_list 1 unit_type)
@@ -31,7 +17,15 @@ foreach(pair IN ITEMS llama-tiny:llama_tiny)
   set(unit_file ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_units/${unit_file_name}.cpp)
   configure_file(${CMAKE_CURRENT_SOURCE_DIR}/train/unit.cpp.in ${unit_file} @ONLY)
   target_sources(pipeprop_train PRIVATE ${unit_file})
+endfunction()
+# Image networks in every mode; text networks (next-token training on a text corpus) in --mode sgd only for now
+# (the other modes reject them).
+foreach(unit_mode IN ITEMS sgd pb sync)
+  foreach(pair IN ITEMS cnn:small_cnn cnn-on:small_cnn_on mlp:mlp resnet20:resnet20)
+    pipeprop_train_unit(${unit_mode} ${pair})
+  endforeach()
 endforeach()
+pipeprop_train_unit(sgd llama-tiny:llama_tiny)
 
 if(PIPEPROP_BUILD_TESTS)
   set(pipeprop_train_data /usr/share/datasets/fashion-mnist)

@@ -160,25 +160,6 @@ template <network_type Net, class T = float>
     return s;
 }
 
-/// Name of a network tensor in a checkpoint: "layer_<i>.<tensor>" with i zero-padded to at least two digits (to the
-/// digits of layer_count - 1 when more), plus ".<suffix>" when suffix is not empty, e.g. "layer_03.weight",
-/// "layer_03.weight.velocity". Exact: distinct (layer, tensor, suffix) triples give distinct names.
-[[nodiscard]] inline std::string network_tensor_name(std::size_t layer, std::size_t layer_count,
-                                                     std::string_view tensor, std::string_view suffix = {}) {
-    const std::size_t width = std::max<std::size_t>(2, std::to_string(layer_count > 0 ? layer_count - 1 : 0).size());
-    const std::string idx = std::to_string(layer);
-    std::string name = "layer_";
-    if (idx.size() < width) name.append(width - idx.size(), '0');
-    name += idx;
-    name += '.';
-    name += tensor;
-    if (!suffix.empty()) {
-        name += '.';
-        name += suffix;
-    }
-    return name;
-}
-
 /// Name of a tensor of network node `node` (its hierarchical name, layer_stack::node_names: "layer_03" or
 /// "layer_03.body_01"): "<node>.<tensor>[.<suffix>]", e.g. "layer_03.body_01.weight.velocity". For a network without
 /// blocks this is network_tensor_name(i, layer_count, tensor, suffix).
@@ -192,6 +173,19 @@ template <network_type Net, class T = float>
         name += suffix;
     }
     return name;
+}
+
+/// Name of a network tensor in a checkpoint: "layer_<i>.<tensor>" with i zero-padded to at least two digits (to the
+/// digits of layer_count - 1 when more), plus ".<suffix>" when suffix is not empty, e.g. "layer_03.weight",
+/// "layer_03.weight.velocity". Exact: distinct (layer, tensor, suffix) triples give distinct names.
+[[nodiscard]] inline std::string network_tensor_name(std::size_t layer, std::size_t layer_count,
+                                                     std::string_view tensor, std::string_view suffix = {}) {
+    const std::size_t width = std::max<std::size_t>(2, std::to_string(layer_count > 0 ? layer_count - 1 : 0).size());
+    const std::string idx = std::to_string(layer);
+    std::string node = "layer_";
+    if (idx.size() < width) node.append(width - idx.size(), '0');
+    node += idx;
+    return node_tensor_name(node, tensor, suffix);
 }
 
 /// One tensor of a checkpoint: exact name, shape (row-major; may be rank 0) and values (float32 or float64).

@@ -65,25 +65,9 @@ void check_policy() {
     check_agree<pb::pipeline<small_resnet, pp::split_at<5, 13, 16>, Policy>>(3, 1);
 }
 
-struct temp_dir {
-    std::filesystem::path path;
-    temp_dir() : path(std::filesystem::temp_directory_path() / ("pipeprop_graph_pb_" + std::to_string(::getpid()))) {
-        std::filesystem::remove_all(path);
-        std::filesystem::create_directories(path);
-    }
-    ~temp_dir() { std::filesystem::remove_all(path); }
-};
-
 template <class Engine>
 std::vector<float> run_span(Engine& e, std::size_t from, std::size_t to, std::size_t b) {
-    data_stream<small_resnet> data(220 * b, 3, 23);
-    std::vector<float> losses;
-    for (std::size_t n = from; n < to; ++n) {
-        e.set_hyperparameters(schedule(n));
-        for (const auto& c : e.push(data.xs(n * b, b), data.ys(n * b, b), b)) losses.push_back(c.loss);
-    }
-    for (const auto& c : e.drain()) losses.push_back(c.loss);
-    return losses;
+    return pb_test::run_span(e, from, to, b, 220 * b, 23);
 }
 
 template <class Engine>
@@ -122,7 +106,7 @@ TEST_CASE("small ResNet: a cut inside a projection shortcut is rejected", "[grap
 TEST_CASE("small ResNet fine-grained: resuming from a checkpoint continues bit-identically", "[graph][pb][checkpoint]") {
     openblas_set_num_threads(1);
     using pipe = pb::pipeline<small_resnet, pp::fine_grained<>, pb::policy::sc_lwp<>>;
-    temp_dir dir;
+    temp_dir dir("pipeprop_graph_pb_");
     auto o = opts<pb::policy::sc_lwp<>>(pb::executor_kind::concurrent, 3);
     pipe whole(o);
     (void)run_span(whole, 0, 110, 3);

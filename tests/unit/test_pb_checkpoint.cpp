@@ -16,27 +16,10 @@ using namespace pb_test;
 
 namespace {
 
-struct temp_dir {
-    std::filesystem::path path;
-    temp_dir() : path(std::filesystem::temp_directory_path() / ("pipeprop_pb_ckpt_" + std::to_string(::getpid()))) {
-        std::filesystem::remove_all(path);
-        std::filesystem::create_directories(path);
-    }
-    ~temp_dir() { std::filesystem::remove_all(path); }
-};
-
-/// Pushes micro-batches [from, to) of a fixed stream of b-sample micro-batches (hyperparameters by schedule(n)),
-/// collects losses; drains at the end.
+/// The fixed stream of these tests: 200 micro-batches of b samples, data seed 21.
 template <class Engine>
 std::vector<float> run_span(Engine& e, std::size_t from, std::size_t to, std::size_t b) {
-    data_stream<cnn> data(200 * b, 3, 21);
-    std::vector<float> losses;
-    for (std::size_t n = from; n < to; ++n) {
-        e.set_hyperparameters(schedule(n));
-        for (const auto& c : e.push(data.xs(n * b, b), data.ys(n * b, b), b)) losses.push_back(c.loss);
-    }
-    for (const auto& c : e.drain()) losses.push_back(c.loss);
-    return losses;
+    return pb_test::run_span(e, from, to, b, 200 * b, 21);
 }
 
 template <class Engine>
@@ -56,7 +39,7 @@ template <class Policy>
 void check_resume(pb::executor_kind save_with, pb::executor_kind resume_with) {
     openblas_set_num_threads(1);
     using pipe = pb::pipeline<cnn, pp::fine_grained<>, Policy>;
-    temp_dir dir;
+    temp_dir dir("pipeprop_pb_ckpt_");
     pb::options<Policy> o;
     o.max_batch = 2;
     o.push_buffer = 8;
@@ -105,7 +88,7 @@ TEST_CASE("resuming from a PB checkpoint continues bit-identically", "[pb][check
 TEST_CASE("PB checkpoints are rejected for another policy, partition or network, and need a drain",
           "[pb][checkpoint]") {
     openblas_set_num_threads(1);
-    temp_dir dir;
+    temp_dir dir("pipeprop_pb_ckpt_");
     using policy = pb::policy::sc_lwp<>;
     pb::pipeline<cnn, pp::fine_grained<>, policy> p;
     (void)run_span(p, 0, 10, 1);
@@ -132,7 +115,7 @@ TEST_CASE("PB checkpoints are rejected for another policy, partition or network,
 
 TEST_CASE("a PB checkpoint's weights and velocity load into the sequential trainer", "[pb][checkpoint]") {
     openblas_set_num_threads(1);
-    temp_dir dir;
+    temp_dir dir("pipeprop_pb_ckpt_");
     pb::pipeline<cnn, pp::fine_grained<>, pb::policy::none> p;
     (void)run_span(p, 0, 12, 1);
     pb::save_checkpoint(p, dir.path / "c");

@@ -8,6 +8,9 @@
 #include <pipeprop/pipeprop.hpp>
 
 #include <cstdint>
+#include <filesystem>
+#include <string>
+#include <unistd.h>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -92,6 +95,32 @@ run_record drive(Engine& e, std::size_t count, std::size_t b, std::size_t partia
     e.copy_parameters(r.weights);
     e.copy_velocities(r.velocities);
     return r;
+}
+
+/// A fresh temporary directory named after `tag` and the process id, removed with its contents at scope exit.
+struct temp_dir {
+    std::filesystem::path path;
+    explicit temp_dir(const std::string& tag)
+        : path(std::filesystem::temp_directory_path() / (tag + std::to_string(::getpid()))) {
+        std::filesystem::remove_all(path);
+        std::filesystem::create_directories(path);
+    }
+    ~temp_dir() { std::filesystem::remove_all(path); }
+};
+
+/// Pushes micro-batches [from, to) of a fixed stream of b-sample micro-batches (`stream_samples` samples from
+/// data_stream(seed); hyperparameters by schedule(n)) and drains at the end; returns the completed losses in order.
+template <class Engine>
+std::vector<float> run_span(Engine& e, std::size_t from, std::size_t to, std::size_t b, std::size_t stream_samples,
+                            std::uint64_t seed) {
+    data_stream<typename Engine::network_type> data(stream_samples, Engine::classes, seed);
+    std::vector<float> losses;
+    for (std::size_t n = from; n < to; ++n) {
+        e.set_hyperparameters(schedule(n));
+        for (const auto& c : e.push(data.xs(n * b, b), data.ys(n * b, b), b)) losses.push_back(c.loss);
+    }
+    for (const auto& c : e.drain()) losses.push_back(c.loss);
+    return losses;
 }
 
 /// Bitwise equality of two float vectors (distinguishes -0 and +0, equal NaN payloads compare equal).

@@ -68,16 +68,6 @@ using net = pp::network<shape<6>, pp::dense<8>, running_center, pp::relu,
 using stack = pp::layer_stack<net, float>;
 static_assert(stack::state_count == 4 && stack::state_offset[1] == 0 && stack::state_offset[2] == 2);
 
-struct temp_dir {
-    std::filesystem::path path;
-    explicit temp_dir(const char* tag)
-        : path(std::filesystem::temp_directory_path() / (std::string(tag) + std::to_string(::getpid()))) {
-        std::filesystem::remove_all(path);
-        std::filesystem::create_directories(path);
-    }
-    ~temp_dir() { std::filesystem::remove_all(path); }
-};
-
 template <class Pipe>
 std::vector<float> state_of(const Pipe& p) {
     std::vector<float> s;

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <span>
 
+#include "pipeprop/graph/wrapped_layer.hpp"
 #include "pipeprop/layer_concept.hpp"
 #include "pipeprop/shape.hpp"
 
@@ -21,49 +22,20 @@ namespace pipeprop {
 
 /// Layer L applied to the skip tensor behind F front elements, with C elements carried behind it.
 template <class L, std::size_t F, std::size_t C>
-struct on_shortcut {
-    using layer_type = L;
-    using value_type = typename L::value_type;
-    using T = value_type;
+struct on_shortcut : wrapped_layer<L> {
+    using base = wrapped_layer<L>;
+    using T = typename L::value_type;
+    using typename base::stash_type;
+    using typename base::workspace_type;
+    using base::layer;
+    using base::parameter_count;
+    using base::state_count;
     static constexpr std::size_t in_size = L::input_shape::size;
     static constexpr std::size_t out_size = L::output_shape::size;
     using input_shape = shape<F + in_size + C>;
     using output_shape = shape<F + out_size + C>;
-    static constexpr std::size_t parameter_count = L::parameter_count;
-    static constexpr std::size_t state_count = state_count_v<L>;
     /// Partitions may not put a stage boundary in front of this node (see the file comment).
     static constexpr bool cut_allowed_before = false;
-    using stash_type = stash_t<L>;
-    using workspace_type = workspace_t<L>;
-
-    L layer{};
-
-    [[nodiscard]] stash_type make_stash(std::size_t max_b) const { return pipeprop::make_stash(layer, max_b); }
-    [[nodiscard]] workspace_type make_workspace(std::size_t max_b) const {
-        return pipeprop::make_workspace(layer, max_b);
-    }
-    [[nodiscard]] std::size_t stash_bytes(const stash_type& st) const { return pipeprop::stash_bytes(layer, st); }
-
-    static constexpr auto parameter_tensors()
-        requires requires { L::parameter_tensors(); }
-    {
-        return L::parameter_tensors();
-    }
-    static constexpr auto state_tensors()
-        requires requires { L::state_tensors(); }
-    {
-        return L::state_tensors();
-    }
-    void init_parameters(std::span<T> w, std::uint64_t seed) const
-        requires(parameter_count > 0)
-    {
-        layer.init_parameters(w, seed);
-    }
-    void init_state(std::span<T> s) const
-        requires(state_count > 0)
-    {
-        layer.init_state(s);
-    }
 
     void forward(std::span<const T> w, const T* x, T* y, std::size_t b, stash_type& st, workspace_type& ws) const
         requires(state_count == 0)
