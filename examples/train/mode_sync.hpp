@@ -26,6 +26,8 @@
 #include <pipeprop/sync/simulator.hpp>
 #include <pipeprop/sync/trace.hpp>
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -328,10 +330,9 @@ private:
                 svg = (dot != std::string::npos && svg.find('/', dot) == std::string::npos ? svg.substr(0, dot) : svg) +
                       ".svg";
                 ps::write_svg_gantt_file(svg, {label + " simulated step (times in s)", sim.spans, 1}, "s");
-                char buf[200];
-                std::snprintf(buf, sizeof buf, "sync: trace %s and %s written; last full step %.3f ms measured, "
-                              "%.3f ms simulated", trace_.c_str(), svg.c_str(), measured * 1e3, sim.makespan * 1e3);
-                note(o, buf);
+                note(o, fmt::format("sync: trace {} and {} written; last full step {:.3f} ms measured, {:.3f} ms "
+                                    "simulated",
+                                    trace_, svg, measured * 1e3, sim.makespan * 1e3));
                 j.add("step_seconds_measured", measured).add("step_seconds_simulated", sim.makespan);
             }
         }

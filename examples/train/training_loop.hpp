@@ -12,6 +12,8 @@
 #pragma once
 
 #include <algorithm>
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -84,10 +86,8 @@ pipeprop::data::dataset_pair load_data(const common_options& o) {
     const auto t0 = std::chrono::steady_clock::now();
     auto d = pipeprop::data::load_image_dataset(o.data, input_geometry<Net>());
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    char buf[256];
-    std::snprintf(buf, sizeof buf, "data: %zu training and %zu test images %s (%s) from %s in %.1f s", d.train.count,
-                  d.test.count, d.train.geometry.to_string().c_str(), d.format.c_str(), o.data.c_str(), s);
-    note(o, buf);
+    note(o, fmt::format("data: {} training and {} test images {} ({}) from {} in {:.1f} s", d.train.count,
+                        d.test.count, d.train.geometry.to_string(), d.format, o.data, s));
     return d;
 }
 
@@ -203,10 +203,8 @@ run_summary run_training(Engine& engine, const common_options& o, const pipeprop
         r.test_loss = e.loss;
         r.test_accuracy = e.accuracy;
         r.test_samples = e.samples;
-        char buf[200];
-        std::snprintf(buf, sizeof buf, "epoch %zu/%zu: train loss %.4f, test loss %.4f, test accuracy %.4f", epoch + 1,
-                      o.epochs, *r.train_loss, e.loss, e.accuracy);
-        progress.message(buf);
+        progress.message(fmt::format("epoch {}/{}: train loss {:.4f}, test loss {:.4f}, test accuracy {:.4f}",
+                                     epoch + 1, o.epochs, *r.train_loss, e.loss, e.accuracy));
         if (metrics.is_open()) {
             json_line m;
             m.add("epoch", epoch + 1)
