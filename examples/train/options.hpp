@@ -113,7 +113,9 @@ inline void add_common_options(CLI::App& app, common_options& o, const std::vect
         ->capture_default_str();
     app.add_option("--metrics", o.metrics, "Write per-epoch metrics as JSON lines to this file");
     app.add_option("--checkpoint-in", o.checkpoint_in,
-                   "Start from this checkpoint directory (weights, optimizer state, data position)");
+                   "Start from this checkpoint directory (weights, optimizer state, data position). sgd and sync "
+                   "checkpoints resume in either mode; a pb one only in --mode pb (exit 1 otherwise); pb starts "
+                   "from an sgd / sync checkpoint's weights with zero velocity");
     app.add_option("--checkpoint-out", o.checkpoint_out,
                    "Save a checkpoint directory here after every epoch (atomically replaced)");
     app.add_option("--lr-schedule", o.lr_schedule, "Learning-rate schedule over samples: constant, step, cosine")

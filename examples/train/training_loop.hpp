@@ -91,6 +91,29 @@ pipeprop::data::dataset_pair load_data(const common_options& o) {
     return d;
 }
 
+/// Checks that a checkpoint of --mode `saved` may be resumed with --mode `mode_name` (issue 12): sgd and sync share
+/// one optimizer state (parameters, batch momentum velocity, step count: the same update up to float summation
+/// order), so their checkpoints move freely between them. A pb checkpoint holds per-stage velocities of micro-batch
+/// updates under the scaled learning rate and momentum (and the mitigation's state); it has no exact counterpart in
+/// sgd's or sync's batch SGD, and reusing it wrecked training (issue 12: train loss 60.75), so it is refused:
+/// throws pipeprop::checkpoint_error naming both modes (exit 1). A pb run from an sgd or sync checkpoint starts from
+/// its weights and data position with zero velocity (a note says so). A checkpoint without a "mode" scalar counts as
+/// pb when it has PB's "pb_format" scalar.
+inline void check_resume_mode(const pipeprop::checkpoint& c, const std::string& mode_name, const std::string& where,
+                              const common_options& o) {
+    const std::string saved = c.has_scalar("mode") ? c.scalar("mode") : c.has_scalar("pb_format") ? "pb" : "";
+    if (saved == "pb" && mode_name != "pb")
+        throw pipeprop::checkpoint_error(fmt::format(
+            "{}: a --mode pb checkpoint cannot be resumed with --mode {}: PB's optimizer state (per-stage velocities "
+            "of micro-batch updates, mitigation state) does not convert exactly to the batch momentum SGD of --mode "
+            "{}; resume it with --mode pb, or start --mode {} without --checkpoint-in",
+            where, mode_name, mode_name, mode_name));
+    if (mode_name == "pb" && !saved.empty() && saved != "pb")
+        note(o, fmt::format("note: --mode pb starts from the weights and data position of the --mode {} checkpoint "
+                            "{}; its velocity (batch updates) is not used",
+                            saved, where));
+}
+
 /// Training samples per epoch: the training set, capped by --max-samples. Throws CLI::ValidationError (a bad option:
 /// exit 2) when --batch exceeds it: the buffers are sized for --batch samples, so a batch larger than the epoch
 /// would only allocate memory no step can use (--batch 1048576 grew past 5 GB).
@@ -133,6 +156,7 @@ run_summary run_training(Engine& engine, const common_options& o, const pipeprop
     std::uint64_t data_seed = o.seed;
     if (!o.checkpoint_in.empty()) {
         const pipeprop::checkpoint c = pipeprop::load_checkpoint(o.checkpoint_in);
+        check_resume_mode(c, mode_name, o.checkpoint_in, o);
         engine.load_state(c, o.checkpoint_in);
         start_epoch = c.scalar_as<std::size_t>("epoch");
         start_position = c.scalar_as<std::size_t>("position");

@@ -1,0 +1,12 @@
+# The main program on bad input and output (issue 12, item 6): each test failed before its fix. Included after
+# pipeprop_train.cmake (the globbed extras are sorted), whose pipeprop_train_test() helper and variables it uses.
+if(PIPEPROP_BUILD_TESTS)
+  include(${CMAKE_CURRENT_SOURCE_DIR}/train/pipeprop_train_test.cmake)
+
+  # A --mode pb checkpoint is refused by --mode sgd / sync (exit 1, both modes named); sgd -> sync / pb still works.
+  add_test(NAME pipeprop_train_cross_mode_resume
+           COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:pipeprop_train> -DDATA=${pipeprop_train_data}
+                   -DWORK=${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_cross_mode_resume
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/train/check_cross_mode_resume.cmake)
+  set_tests_properties(pipeprop_train_cross_mode_resume PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300)
+endif()
