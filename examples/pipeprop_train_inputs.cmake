@@ -9,4 +9,12 @@ if(PIPEPROP_BUILD_TESTS)
                    -DWORK=${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_cross_mode_resume
                    -P ${CMAKE_CURRENT_SOURCE_DIR}/train/check_cross_mode_resume.cmake)
   set_tests_properties(pipeprop_train_cross_mode_resume PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300)
+
+  # NaN passes CLI11's range checks: --pipemare-warmup / --pipemare-decay nan are bad options (exit 2 at parsing,
+  # before the data are loaded: no data directory is needed).
+  foreach(option pipemare-warmup pipemare-decay)
+    pipeprop_train_test(pb_${option}_nan EXPECT 2
+      ARGS --mode pb --mitigation pipemare --${option} nan --data ${CMAKE_CURRENT_BINARY_DIR}/no-such-dataset
+      REGEX "--${option}: must be a finite number, got nan.*Usage:")
+  endforeach()
 endif()

@@ -26,6 +26,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "train/mode.hpp"
@@ -186,6 +187,12 @@ public:
     }
 
     void validate(const common_options& o) const override {
+        // CLI11's range checks let NaN through (every comparison with NaN is false): a bad option, exit 2.
+        const std::pair<const char*, double> reals[] = {{"--pipemare-warmup", pipemare_warmup_epochs_},
+                                                        {"--pipemare-decay", pipemare_decay_}};
+        for (const auto& [name, value] : reals)
+            if (!std::isfinite(value))
+                throw CLI::ValidationError(name, fmt::format("must be a finite number, got {}", value));
         if (o.nesterov)
             throw CLI::ValidationError("--nesterov",
                                        "is not available in --mode pb (stages use heavy-ball momentum; "
