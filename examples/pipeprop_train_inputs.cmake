@@ -17,4 +17,12 @@ if(PIPEPROP_BUILD_TESTS)
       ARGS --mode pb --mitigation pipemare --${option} nan --data ${CMAKE_CURRENT_BINARY_DIR}/no-such-dataset
       REGEX "--${option}: must be a finite number, got nan.*Usage:")
   endforeach()
+
+  # A seed (or sample count) above 2^64 - 1 is a bad option, not silently capped.
+  pipeprop_train_test(seed_too_large EXPECT 2
+    ARGS --seed 99999999999999999999 --data ${CMAKE_CURRENT_BINARY_DIR}/no-such-dataset
+    REGEX "--seed: must be at most 18446744073709551615 \\(2\\^64 - 1\\), got 99999999999999999999.*Usage:")
+  pipeprop_train_test(max_samples_too_large EXPECT 2 ARGS --max-samples 18446744073709551616
+    --data ${CMAKE_CURRENT_BINARY_DIR}/no-such-dataset
+    REGEX "--max-samples: must be at most 18446744073709551615.*Usage:")
 endif()

@@ -2,9 +2,14 @@
 // registration and their validation. Modes add their own options in their own option group (see mode.hpp).
 #pragma once
 
-#include <cmath>
-#include <utility>
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <string_view>
+#include <system_error>
+#include <utility>
 
 #include <cstddef>
 #include <cstdint>
@@ -60,12 +65,20 @@ inline CLI::Validator momentum_range() {
         "in [0, 1)");
 }
 
-/// Validator for an unsigned count or seed: rejects a leading minus sign (CLI11 would wrap "-5" to 2^64 - 5).
+/// Validator for an unsigned 64-bit count or seed: rejects a leading minus sign (CLI11 would wrap "-5" to
+/// 2^64 - 5) and a decimal number above 2^64 - 1 (CLI11 capped "99999999999999999999" to 2^64 - 1 silently).
 inline CLI::Validator not_negative() {
     return CLI::Validator(
         [](std::string& text) -> std::string {
             const auto first = text.find_first_not_of(" \t");
             if (first != std::string::npos && text[first] == '-') return "must not be negative, got " + text;
+            const auto last = text.find_last_not_of(" \t");
+            if (first == std::string::npos) return {};
+            const std::string_view digits(text.data() + first, last - first + 1);
+            std::uint64_t v = 0;
+            const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+            if (r.ec == std::errc::result_out_of_range)
+                return fmt::format("must be at most {} (2^64 - 1), got {}", UINT64_MAX, text);
             return {};
         },
         "NONNEGATIVE");
