@@ -10,6 +10,13 @@ if(PIPEPROP_BUILD_TESTS)
                    -P ${CMAKE_CURRENT_SOURCE_DIR}/train/check_cross_mode_resume.cmake)
   set_tests_properties(pipeprop_train_cross_mode_resume PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300)
 
+  # A resumed run appends to its --metrics file (the earlier epochs' lines were erased).
+  add_test(NAME pipeprop_train_resume_metrics
+           COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:pipeprop_train> -DDATA=${pipeprop_train_data}
+                   -DWORK=${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_resume_metrics
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/train/check_resume_metrics.cmake)
+  set_tests_properties(pipeprop_train_resume_metrics PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300)
+
   # NaN passes CLI11's range checks: --pipemare-warmup / --pipemare-decay nan are bad options (exit 2 at parsing,
   # before the data are loaded: no data directory is needed).
   foreach(option pipemare-warmup pipemare-decay)

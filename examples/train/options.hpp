@@ -124,7 +124,8 @@ inline void add_common_options(CLI::App& app, common_options& o, const std::vect
     app.add_option("--data", o.data, "Dataset directory (MNIST / Fashion-MNIST IDX files, gzip or plain, or CIFAR-10 "
                                      "binary batches)")
         ->capture_default_str();
-    app.add_option("--metrics", o.metrics, "Write per-epoch metrics as JSON lines to this file");
+    app.add_option("--metrics", o.metrics, "Write per-epoch metrics as JSON lines to this file (a run resumed with --checkpoint-in "
+                                       "appends, after the lines of the epochs the checkpoint completed)");
     app.add_option("--checkpoint-in", o.checkpoint_in,
                    "Start from this checkpoint directory (weights, optimizer state, data position). sgd and sync "
                    "checkpoints resume in either mode; a pb one only in --mode pb (exit 1 otherwise); pb starts "

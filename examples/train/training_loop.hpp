@@ -11,17 +11,22 @@
 // (a pipelined engine can finish its in-flight micro-batches there).
 #pragma once
 
-#include <algorithm>
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <vector>
 
 #include "pipeprop/checkpoint.hpp"
@@ -114,6 +119,54 @@ inline void check_resume_mode(const pipeprop::checkpoint& c, const std::string& 
                             saved, where));
 }
 
+/// Opens the --metrics file. A fresh run truncates it. A resumed run (--checkpoint-in) appends: it keeps the lines
+/// of the epochs the checkpoint has completed (epoch <= `completed_epochs`; a line that does not start with
+/// {"epoch":N is kept too) and drops those of later epochs, which the resumed run computes again, so that resuming
+/// with the same file gives the same lines as an uninterrupted run. The kept lines are rewritten atomically (a
+/// temporary file renamed over it). Throws std::runtime_error naming the file (exit 1).
+inline std::ofstream open_metrics(const common_options& o, bool resumed, std::size_t completed_epochs) {
+    std::ofstream metrics;
+    if (o.metrics.empty()) return metrics;
+    std::error_code ec;
+    if (resumed && std::filesystem::exists(o.metrics, ec)) {
+        std::ifstream in(o.metrics);
+        if (!in) throw std::runtime_error(o.metrics + ": cannot read the metrics file to append to it");
+        std::string kept, line;
+        std::size_t lines = 0, dropped = 0;
+        while (std::getline(in, line)) {
+            constexpr std::string_view prefix = "{\"epoch\":";
+            std::size_t epoch = 0;
+            const bool numbered = line.rfind(prefix, 0) == 0 &&
+                                  std::from_chars(line.data() + prefix.size(), line.data() + line.size(), epoch).ec ==
+                                      std::errc{};
+            if (numbered && epoch > completed_epochs) {
+                ++dropped;
+                continue;
+            }
+            kept += line + '\n';
+            ++lines;
+        }
+        if (in.bad()) throw std::runtime_error(o.metrics + ": reading the metrics file failed");
+        in.close();
+        const std::string tmp = o.metrics + ".tmp-" + std::to_string(::getpid());
+        {
+            std::ofstream out(tmp, std::ios::out | std::ios::trunc);
+            out << kept << std::flush;
+            if (!out) throw std::runtime_error(tmp + ": cannot write the metrics file");
+        }
+        std::filesystem::rename(tmp, o.metrics, ec);
+        if (ec) throw std::runtime_error(o.metrics + ": cannot replace the metrics file: " + ec.message());
+        note(o, fmt::format("metrics: appending to {} after its {} line(s) up to epoch {}{}", o.metrics, lines,
+                            completed_epochs,
+                            dropped > 0 ? fmt::format(" ({} line(s) of later epochs dropped)", dropped) : ""));
+        metrics.open(o.metrics, std::ios::out | std::ios::app);
+    } else {
+        metrics.open(o.metrics, std::ios::out | std::ios::trunc);
+    }
+    if (!metrics) throw std::runtime_error(o.metrics + ": cannot open the metrics file for writing");
+    return metrics;
+}
+
 /// Training samples per epoch: the training set, capped by --max-samples. Throws CLI::ValidationError (a bad option:
 /// exit 2) when --batch exceeds it: the buffers are sized for --batch samples, so a batch larger than the epoch
 /// would only allocate memory no step can use (--batch 1048576 grew past 5 GB).
@@ -177,11 +230,7 @@ run_summary run_training(Engine& engine, const common_options& o, const pipeprop
                     " samples trained before)");
     }
 
-    std::ofstream metrics;
-    if (!o.metrics.empty()) {
-        metrics.open(o.metrics, std::ios::out | std::ios::trunc);
-        if (!metrics) throw std::runtime_error(o.metrics + ": cannot open the metrics file for writing");
-    }
+    std::ofstream metrics = open_metrics(o, !o.checkpoint_in.empty(), start_epoch);
 
     // Buffers, allocated once: the epoch order and one batch.
     std::vector<std::uint32_t> order(data.train.count);
