@@ -103,6 +103,14 @@ inline std::size_t shape_size(const std::vector<std::size_t>& shape) {
     return n;
 }
 
+/// Product of the dimensions, or false when it overflows std::size_t.
+inline bool checked_shape_size(const std::vector<std::size_t>& shape, std::size_t& n) noexcept {
+    n = 1;
+    for (auto d : shape)
+        if (__builtin_mul_overflow(n, d, &n)) return false;
+    return true;
+}
+
 /// Tensor and scalar names: non-empty, [A-Za-z0-9_.-], not starting with '.', not "manifest".
 inline bool valid_name(std::string_view n) {
     if (n.empty() || n.front() == '.' || n == "manifest" || n.size() > 200) return false;
@@ -430,15 +438,102 @@ inline bool parse_named_shape(std::string_view tok, std::string* name_out, std::
     return true;
 }
 
+/// The parts of a .npy header (NEP 1: magic "\x93NUMPY", version 1.0 / 2.0 / 3.0, little-endian header length,
+/// then a Python dict literal) that decide how many bytes follow: dtype text and shape.
+struct npy_header {
+    std::size_t data_offset = 0;  ///< bytes before the data
+    std::string descr;            ///< e.g. "<f4"
+    std::vector<std::size_t> shape;
+};
+
+/// Reads and parses the .npy header of `file` (of `file_size` bytes) without allocating anything the header
+/// declares beyond the header text itself, whose length is checked against the file size first. Throws
+/// checkpoint_error naming the file for a malformed header.
+inline npy_header read_npy_header(const std::filesystem::path& file, std::uintmax_t file_size,
+                                  std::string_view dtype_name) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw checkpoint_error(file.string() + ": cannot open the file");
+    auto bad = [&](const std::string& why) {
+        return checkpoint_error(file.string() + ": not a valid " + std::string(dtype_name) + " .npy file (" + why + ")");
+    };
+    unsigned char pre[12] = {};
+    in.read(reinterpret_cast<char*>(pre), 10);
+    if (in.gcount() != 10 || std::memcmp(pre, "\x93NUMPY", 6) != 0) throw bad("no .npy magic string");
+    npy_header h;
+    std::uintmax_t header_len = 0;
+    if (pre[6] == 1 && pre[7] == 0) {
+        header_len = std::uintmax_t(pre[8]) | (std::uintmax_t(pre[9]) << 8);
+        h.data_offset = 10;
+    } else if ((pre[6] == 2 || pre[6] == 3) && pre[7] == 0) {
+        in.read(reinterpret_cast<char*>(pre + 10), 2);
+        if (in.gcount() != 2) throw bad("truncated header");
+        header_len = std::uintmax_t(pre[8]) | (std::uintmax_t(pre[9]) << 8) | (std::uintmax_t(pre[10]) << 16) |
+                     (std::uintmax_t(pre[11]) << 24);
+        h.data_offset = 12;
+    } else {
+        throw bad("unsupported format version " + std::to_string(pre[6]) + "." + std::to_string(pre[7]));
+    }
+    if (header_len > file_size - h.data_offset)
+        throw bad("the header length " + std::to_string(header_len) + " exceeds the file size " +
+                  std::to_string(file_size));
+    std::string text(static_cast<std::size_t>(header_len), '\0');
+    in.read(text.data(), static_cast<std::streamsize>(header_len));
+    if (static_cast<std::uintmax_t>(in.gcount()) != header_len) throw bad("truncated header");
+    h.data_offset += static_cast<std::size_t>(header_len);
+    // 'descr': '<f4'
+    const auto d = text.find("'descr'");
+    const auto q1 = d == std::string::npos ? d : text.find('\'', text.find(':', d));
+    const auto q2 = q1 == std::string::npos ? q1 : text.find('\'', q1 + 1);
+    if (q2 == std::string::npos) throw bad("no 'descr' in the header");
+    h.descr = text.substr(q1 + 1, q2 - q1 - 1);
+    // 'shape': (d0, d1, ...)
+    const auto s = text.find("'shape'");
+    const auto open = s == std::string::npos ? s : text.find('(', s);
+    const auto close = open == std::string::npos ? open : text.find(')', open);
+    if (close == std::string::npos) throw bad("no 'shape' in the header");
+    std::string_view dims(text.data() + open + 1, close - open - 1);
+    while (!dims.empty()) {
+        while (!dims.empty() && dims.front() == ' ') dims.remove_prefix(1);
+        if (dims.empty()) break;
+        std::size_t v = 0;
+        const auto r = std::from_chars(dims.data(), dims.data() + dims.size(), v);
+        if (r.ec != std::errc{}) throw bad("malformed shape in the header");
+        h.shape.push_back(v);
+        dims.remove_prefix(static_cast<std::size_t>(r.ptr - dims.data()));
+        while (!dims.empty() && dims.front() == ' ') dims.remove_prefix(1);
+        if (!dims.empty() && dims.front() != ',') throw bad("malformed shape in the header");
+        if (!dims.empty()) dims.remove_prefix(1);
+    }
+    return h;
+}
+
+/// Loads the values of a .npy file that the manifest lists with dtype T and `shape`. Before xtensor reads the file
+/// (and allocates what its header declares), the header is parsed and checked: dtype, shape equal to the manifest's,
+/// and header + data size exactly the file size (overflow-checked). So a lying header allocates nothing.
 template <class T>
 std::vector<T> load_npy_values(const std::filesystem::path& file, const std::vector<std::size_t>& shape) {
     std::error_code ec;
     const auto file_size = std::filesystem::file_size(file, ec);
     if (ec) throw checkpoint_error(file.string() + ": missing tensor file (" + ec.message() + ")");
-    const std::size_t n = shape_size(shape);
-    if (file_size < n * sizeof(T) + 10)
+    std::size_t n = 0, data_bytes = 0;
+    if (!checked_shape_size(shape, n) || __builtin_mul_overflow(n, sizeof(T), &data_bytes))
+        throw checkpoint_error(file.string() + ": the manifest's shape " + shape_to_string(shape) +
+                               " overflows the address space");
+    if (file_size < data_bytes + 10)
         throw checkpoint_error(file.string() + ": truncated .npy file (" + std::to_string(file_size) +
                                " bytes for " + std::to_string(n) + " values)");
+    const npy_header h = read_npy_header(file, file_size, std::is_same_v<T, float> ? "float32" : "float64");
+    const char* want_descr = std::is_same_v<T, float> ? "<f4" : "<f8";
+    if (h.descr != want_descr)
+        throw checkpoint_error(file.string() + ": dtype '" + h.descr + "' in the .npy header, the manifest says " +
+                               (std::is_same_v<T, float> ? "float32 ('<f4')" : "float64 ('<f8')"));
+    if (h.shape != shape)
+        throw checkpoint_error(file.string() + ": the .npy header declares shape " + shape_to_string(h.shape) +
+                               ", the manifest " + shape_to_string(shape));
+    if (file_size != h.data_offset + data_bytes)
+        throw checkpoint_error(file.string() + ": " + std::to_string(file_size) + " bytes, but its header (" +
+                               std::to_string(h.data_offset) + " bytes) and " + std::to_string(n) + " values need " +
+                               std::to_string(h.data_offset + data_bytes) + " (truncated .npy file, or bytes after it)");
     std::ifstream in(file, std::ios::binary);
     if (!in) throw checkpoint_error(file.string() + ": cannot open the file");
     try {

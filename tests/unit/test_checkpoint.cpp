@@ -263,3 +263,40 @@ TEST_CASE("checkpoint: missing, corrupt and truncated checkpoints name the file"
     CHECK_THAT(checkpoint_error_of([&] { (void)pp::load_checkpoint(dir); }),
                Catch::Contains(dir.string()) && Catch::Contains("manifest.txt"));
 }
+
+TEST_CASE("checkpoint: a .npy header is checked against the manifest and the file size before allocation",
+          "[checkpoint]") {
+    temp_dir tmp("npy-header");
+    const auto dir = tmp.path / "ckpt";
+    pp::save_checkpoint(sample_checkpoint(1.0f), dir);
+    const auto npy = dir / "layer_01.weight.npy";  // manifest: float32 [2,3]
+    const std::string full = read_text(npy);
+    const std::string data = full.substr(full.size() - 6 * sizeof(float));
+    // A version 1.0 .npy file with the given header dict (padded to a 64-byte multiple) and the 24 data bytes.
+    auto npy_with = [&](const std::string& dict) {
+        std::string header = dict;
+        while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+        header += '\n';
+        std::string out("\x93NUMPY\x01\x00", 8);
+        out += static_cast<char>(header.size() & 0xff);
+        out += static_cast<char>(header.size() >> 8);
+        std::ofstream(npy, std::ios::binary | std::ios::trunc) << out << header << data;
+    };
+    // The header claims 10^12 x 256 floats (1 PB): before the check, xtensor allocated that before reading.
+    npy_with("{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000000, 256), }");
+    auto msg = checkpoint_error_of([&] { (void)pp::load_checkpoint(dir); });
+    CHECK_THAT(msg, Catch::Contains(npy.string()) &&
+                        Catch::Contains("the .npy header declares shape [1000000000000,256], the manifest [2,3]"));
+    // The right shape, another dtype.
+    npy_with("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }");
+    msg = checkpoint_error_of([&] { (void)pp::load_checkpoint(dir); });
+    CHECK_THAT(msg, Catch::Contains("dtype '<f8'"));
+    // A header length beyond the file.
+    std::ofstream(npy, std::ios::binary | std::ios::trunc) << std::string("\x93NUMPY\x02\x00\xf0\xff\xff\xff", 12)
+                                                           << std::string(40, ' ');
+    msg = checkpoint_error_of([&] { (void)pp::load_checkpoint(dir); });
+    CHECK_THAT(msg, Catch::Contains("header length 4294967280 exceeds the file size"));
+    // The original header and data load again.
+    npy_with("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }");
+    CHECK_NOTHROW(pp::load_checkpoint(dir));
+}
