@@ -13,10 +13,14 @@
 //
 // Atomicity (shared/docs/pitfalls.md item 10): save_checkpoint writes everything into <dir>.tmp-<pid> (files
 // fsync'ed, manifest last), then swaps it with <dir> in one rename (renameat2 RENAME_EXCHANGE on Linux) and removes
-// the old content. A failed or interrupted save leaves the previous checkpoint intact.
+// the old content. A failed or interrupted save leaves the previous checkpoint intact. A process killed during a save
+// leaves its <dir>.tmp-<pid> (or <dir>.old-<pid>) behind: the next save removes those of processes that no longer
+// exist (kill(pid, 0) fails with ESRCH), never those of a live process (a concurrent writer). This assumes the writers
+// of one checkpoint path share a PID namespace (one host); a leftover of a reused pid is kept until that pid ends.
 #pragma once
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -34,6 +38,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <span>
 #include <sstream>
@@ -555,6 +560,30 @@ std::vector<T> load_npy_values(const std::filesystem::path& file, const std::vec
 }  // namespace detail
 
 namespace detail {
+/// Removes <parent>/<name>.tmp-<pid> and <name>.old-<pid> left by save_checkpoint in processes that no longer exist
+/// (a kill during a save). Keeps this process's, a live process's, and everything else. Best effort (no throw).
+inline void remove_stale_save_directories(const std::filesystem::path& parent, const std::string& name) noexcept {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string entry = it->path().filename().string();
+        for (const std::string kind : {".tmp-", ".old-"}) {
+            const std::string prefix = name + kind;
+            if (entry.size() <= prefix.size() || entry.compare(0, prefix.size(), prefix) != 0) continue;
+            const std::string_view digits = std::string_view(entry).substr(prefix.size());
+            long long pid = 0;
+            const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
+            if (r.ec != std::errc{} || r.ptr != digits.data() + digits.size() || pid <= 0 || pid == ::getpid() ||
+                pid > std::numeric_limits<pid_t>::max())
+                continue;
+            if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+                std::error_code rm;
+                fs::remove_all(it->path(), rm);
+            }
+        }
+    }
+}
+
 /// save_checkpoint with a hook called after each file of the temporary directory is written (tests use it to
 /// simulate a failure in the middle of a save).
 template <class AfterFile>
@@ -571,6 +600,7 @@ void save_checkpoint_impl(const checkpoint& c, const std::filesystem::path& dir,
     const fs::path tmp = parent / (target.filename().string() + ".tmp-" + std::to_string(::getpid()));
     try {
         fs::create_directories(parent);
+        remove_stale_save_directories(parent, target.filename().string());
         fs::remove_all(tmp);
         fs::create_directory(tmp);
         for (const auto& t : c.tensors()) {
@@ -626,6 +656,7 @@ void save_checkpoint_impl(const checkpoint& c, const std::filesystem::path& dir,
 ///   end
 /// Throws checkpoint_error naming the path when `dir` exists but is not a pipeprop checkpoint (it is never
 /// replaced), or when writing, syncing or renaming fails; the previous checkpoint then survives unchanged.
+/// Also removes the temporary directories of earlier saves to `dir` whose process no longer exists (file comment).
 inline void save_checkpoint(const checkpoint& c, const std::filesystem::path& dir) {
     detail::save_checkpoint_impl(c, dir, [](const std::filesystem::path&) {});
 }

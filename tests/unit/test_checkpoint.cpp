@@ -300,3 +300,28 @@ TEST_CASE("checkpoint: a .npy header is checked against the manifest and the fil
     npy_with("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }");
     CHECK_NOTHROW(pp::load_checkpoint(dir));
 }
+
+TEST_CASE("checkpoint: a save removes the temporary directories of dead processes, not of live ones",
+          "[checkpoint][atomic]") {
+    temp_dir tmp("stale");
+    const auto dir = tmp.path / "ckpt";
+    pp::save_checkpoint(sample_checkpoint(1.0f), dir);
+    // Leftovers of saves killed with kill -9: pids beyond pid_max (never alive). The parent process is alive: its
+    // directory stands for a concurrent writer's and must survive, as must another checkpoint's leftovers.
+    const auto dead_tmp = tmp.path / "ckpt.tmp-999999999", dead_old = tmp.path / "ckpt.old-999999998";
+    const auto live_tmp = tmp.path / ("ckpt.tmp-" + std::to_string(::getppid()));
+    const auto other = tmp.path / "other.tmp-999999999", not_a_pid = tmp.path / "ckpt.tmp-12x";
+    for (const auto& d : {dead_tmp, dead_old, live_tmp, other, not_a_pid}) {
+        fs::create_directories(d);
+        std::ofstream(d / "layer_01.weight.npy") << "partial";
+    }
+    pp::save_checkpoint(sample_checkpoint(2.0f), dir);
+    CHECK_FALSE(fs::exists(dead_tmp));
+    CHECK_FALSE(fs::exists(dead_old));
+    CHECK(fs::exists(live_tmp / "layer_01.weight.npy"));
+    CHECK(fs::exists(other / "layer_01.weight.npy"));
+    CHECK(fs::exists(not_a_pid));
+    std::vector<float> v(6);
+    pp::load_checkpoint(dir).read_tensor<float>("layer_01.weight", {2, 3}, std::span<float>(v));
+    CHECK(v[0] == 2.0f);
+}
