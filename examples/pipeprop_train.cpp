@@ -6,7 +6,9 @@
 //   pipeprop_train --network cnn --batch 32 --lr 0.05 --momentum 0.9 --epochs 1
 //   pipeprop_train --network mlp --max-samples 2000 --metrics metrics.jsonl --checkpoint-out ckpt
 //
-// Exit codes: 0 success; 1 runtime error (missing or corrupt data, bad checkpoint, NaN/inf loss, I/O); 2 bad options.
+// Exit codes: 0 success; 1 runtime error (missing or corrupt data, bad checkpoint, NaN/inf loss, I/O; an output path
+// that cannot be written is reported before the data are loaded); 2 bad options. When training finished but a final
+// output (--trace) could not be written, the JSON result line is still printed, then the error, exit 1.
 #include <cblas.h>
 
 #include <CLI/CLI.hpp>
@@ -23,6 +25,7 @@
 #include "train/mode.hpp"
 #include "train/networks.hpp"
 #include "train/options.hpp"
+#include "train/output_paths.hpp"
 
 // ---- Modes -------------------------------------------------------------------------------------------------------
 // Adding a mode is two lines: include its header examples/train/mode_<name>.hpp here, and add
@@ -86,9 +89,14 @@ int main(int argc, char** argv) {
     openblas_set_num_threads(options.blas_threads);
 
     try {
+        train::check_output_paths(options);
+        selected->check_outputs(options);
         const train::json_line result = selected->run(options);
         std::cout << result.str() << std::endl;
         return 0;
+    } catch (const train::output_failed_after_training& e) {
+        std::cout << e.result().str() << std::endl;
+        std::cerr << "\npipeprop_train: error: " << e.what() << std::endl;
     } catch (const CLI::ParseError& e) {  // an option found bad once the data are known (e.g. --batch > samples)
         std::cerr << "\npipeprop_train: " << e.what() << std::endl;
         return 2;

@@ -17,6 +17,36 @@ if(PIPEPROP_BUILD_TESTS)
                    -P ${CMAKE_CURRENT_SOURCE_DIR}/train/check_resume_metrics.cmake)
   set_tests_properties(pipeprop_train_resume_metrics PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300)
 
+  # Output paths that cannot be written are reported before the data are loaded (exit 1, option and path named): a
+  # path below a regular file (works for root too, unlike permissions).
+  set(not_a_dir ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_not_a_directory)
+  file(WRITE ${not_a_dir} "a file\n")
+  foreach(case IN ITEMS trace:--mode|sync|--trace:trace.json checkpoint_out:--checkpoint-out:ckpt
+                        metrics:--metrics:m.jsonl)
+    string(REPLACE ":" ";" parts "${case}")
+    list(GET parts 0 name)
+    list(GET parts 1 options)
+    list(GET parts 2 file)
+    string(REPLACE "|" ";" options "${options}")
+    list(GET options -1 option)
+    pipeprop_train_test(${name}_unwritable EXPECT 1
+      ARGS --network mlp --max-samples 320 --data ${pipeprop_train_data} ${options} ${not_a_dir}/${file}
+      REGEX "${option}: .*pipeprop_train_not_a_directory.* is not a directory"
+      NOT_REGEX "data: |epoch 1/1")
+  endforeach()
+  # Training finished, then writing the trace failed (a trace path that is a link to /dev/full: it opens, every write
+  # fails with ENOSPC; its .svg is a plain file next to it): the JSON result line is still printed, naming the
+  # failure, then the error; exit 1.
+  if(EXISTS /dev/full)
+    set(full_trace ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_trace_full.json)
+    file(CREATE_LINK /dev/full ${full_trace} SYMBOLIC)
+    pipeprop_train_test(trace_write_fails EXPECT 1
+      ARGS --mode sync --network mlp --batch 32 --micro-batches 2 --max-samples 320 --max-test-samples 100
+           --progress log --data ${pipeprop_train_data} --trace ${full_trace}
+      REGEX "pipeprop_train: error: --trace: .*writing '.*pipeprop_train_trace_full\\.json' failed"
+      LAST_LINE_REGEX "^\\{\"mode\":\"sync\",.*\"test_accuracy\":.*\"trace_error\":\".*trace_full\\.json.*\\}$")
+  endif()
+
   # NaN passes CLI11's range checks: --pipemare-warmup / --pipemare-decay nan are bad options (exit 2 at parsing,
   # before the data are loaded: no data directory is needed).
   foreach(option pipemare-warmup pipemare-decay)

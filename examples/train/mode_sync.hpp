@@ -40,6 +40,7 @@
 
 #include "train/mode.hpp"
 #include "train/networks.hpp"
+#include "train/output_paths.hpp"
 #include "train/training_loop.hpp"
 
 namespace train {
@@ -264,6 +265,14 @@ public:
                                                               std::to_string(o.batch) + " samples (need m <= B)");
     }
 
+    void check_outputs(const common_options& o) const override {
+        (void)o;
+        if (trace_.empty()) return;
+        const trace_files files = trace_paths(trace_);
+        check_writable_file("--trace", files.json);
+        check_writable_file("--trace", files.svg);
+    }
+
     json_line run(const common_options& o) override {
         return with_network(o.network, [&]<class Net>() { return run_with<Net>(o); });
     }
@@ -342,13 +351,19 @@ private:
                 double measured = 0;
                 for (const auto& sp : spans) measured = std::max(measured, sp.end);
                 const trace_files files = trace_paths(trace_);
-                ps::write_chrome_trace_file(files.json, {{label + " measured (last full step)", spans, 1},
-                                                         {label + " simulated from the same op durations", sim.spans, 1}});
-                ps::write_svg_gantt_file(files.svg, {label + " simulated step (times in s)", sim.spans, 1}, "s");
+                j.add("step_seconds_measured", measured).add("step_seconds_simulated", sim.makespan);
+                try {
+                    ps::write_chrome_trace_file(files.json,
+                                                {{label + " measured (last full step)", spans, 1},
+                                                 {label + " simulated from the same op durations", sim.spans, 1}});
+                    ps::write_svg_gantt_file(files.svg, {label + " simulated step (times in s)", sim.spans, 1}, "s");
+                } catch (const std::exception& e) {  // training is done: the result line is still printed (exit 1)
+                    j.add("trace_error", e.what());
+                    throw output_failed_after_training(std::string("--trace: ") + e.what(), j);
+                }
                 note(o, fmt::format("sync: trace {} and {} written; last full step {:.3f} ms measured, {:.3f} ms "
                                     "simulated",
                                     files.json, files.svg, measured * 1e3, sim.makespan * 1e3));
-                j.add("step_seconds_measured", measured).add("step_seconds_simulated", sim.makespan);
             }
         }
         return j;

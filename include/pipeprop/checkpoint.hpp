@@ -646,6 +646,35 @@ void save_checkpoint_impl(const checkpoint& c, const std::filesystem::path& dir,
 }
 }  // namespace detail
 
+/// Checks, without writing anything, that save_checkpoint(c, dir) can create or replace `dir`: `dir` is not an
+/// existing path other than a pipeprop checkpoint directory, and the nearest existing ancestor of its parent (the
+/// save creates missing directories) is a writable directory. For a program that wants to fail before a long run
+/// rather than at its first save. Throws checkpoint_error naming the path and the reason.
+inline void check_checkpoint_destination(const std::filesystem::path& dir) {
+    namespace fs = std::filesystem;
+    if (dir.empty()) throw checkpoint_error("pipeprop::check_checkpoint_destination: empty checkpoint path");
+    const fs::path target = dir.has_filename() ? dir : dir.parent_path();
+    std::error_code ec;
+    if (fs::exists(fs::symlink_status(target, ec)) &&
+        (!fs::is_directory(target, ec) || !fs::is_regular_file(target / detail::manifest_name, ec)))
+        throw checkpoint_error(target.string() +
+                               ": exists and is not a pipeprop checkpoint directory; refusing to replace it");
+    fs::path ancestor = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    while (!fs::exists(fs::status(ancestor, ec))) {
+        if (!ancestor.has_parent_path() || ancestor.parent_path() == ancestor) {
+            ancestor = ".";
+            break;
+        }
+        ancestor = ancestor.parent_path();
+    }
+    if (!fs::is_directory(ancestor, ec))
+        throw checkpoint_error(target.string() + ": cannot save a checkpoint here: " + ancestor.string() +
+                               " is not a directory");
+    if (::access(ancestor.c_str(), W_OK | X_OK) != 0)
+        throw checkpoint_error(target.string() + ": cannot save a checkpoint here: the directory " +
+                               ancestor.string() + " is not writable (" + std::strerror(errno) + ")");
+}
+
 /// Saves `c` as directory `dir` (see the file comment), replacing an earlier checkpoint at `dir` atomically.
 /// The manifest (manifest.txt) is line-based text:
 ///   pipeprop-checkpoint 1
