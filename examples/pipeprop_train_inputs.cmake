@@ -47,6 +47,16 @@ if(PIPEPROP_BUILD_TESTS)
       LAST_LINE_REGEX "^\\{\"mode\":\"sync\",.*\"test_accuracy\":.*\"trace_error\":\".*trace_full\\.json.*\\}$")
   endif()
 
+  # CIFAR-10 with --network cnn32 (3x32x32), on a tiny synthetic dataset the test writes (with perl: NUL bytes).
+  find_program(PIPEPROP_PERL perl)
+  if(PIPEPROP_PERL)
+    add_test(NAME pipeprop_train_cifar10_cnn32
+             COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:pipeprop_train> -DPERL=${PIPEPROP_PERL}
+                     -DWORK=${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_cifar10_cnn32
+                     -P ${CMAKE_CURRENT_SOURCE_DIR}/train/check_cifar10.cmake)
+    set_tests_properties(pipeprop_train_cifar10_cnn32 PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300)
+  endif()
+
   # NaN passes CLI11's range checks: --pipemare-warmup / --pipemare-decay nan are bad options (exit 2 at parsing,
   # before the data are loaded: no data directory is needed).
   foreach(option pipemare-warmup pipemare-decay)

@@ -69,18 +69,29 @@ using small_cnn = pp::network<pp::shape<1, 28, 28>,                             
                               conv<32, 3, 1, 1>, pp::group_norm<4>, pp::relu, pp::max_pool2d<2>,      //
                               pp::flatten, dense<128>, pp::relu, dense<10>>;
 
+/// Small CNN for 3x32x32 images (CIFAR-10): the layers of small_cnn with the shapes of a 32x32 RGB input, 12 layers:
+/// conv(16, 3x3, pad 1) - group_norm(4) - relu - max_pool(2) - conv(32, 3x3, pad 1) - group_norm(4) - relu -
+/// max_pool(2) - flatten - dense(128) - relu - dense(10). Shapes per sample: [3,32,32] -> [16,32,32] -> [16,16,16]
+/// -> [32,16,16] -> [32,8,8] -> [2048] -> [128] -> [10]. conv and dense use fan_in_uniform_init.
+using small_cnn32 = pp::network<pp::shape<3, 32, 32>,                                                 //
+                                conv<16, 3, 1, 1>, pp::group_norm<4>, pp::relu, pp::max_pool2d<2>,    //
+                                conv<32, 3, 1, 1>, pp::group_norm<4>, pp::relu, pp::max_pool2d<2>,    //
+                                pp::flatten, dense<128>, pp::relu, dense<10>>;
+
 /// MLP 784-256-256-10 for 1x28x28 images: flatten - dense(256) - relu - dense(256) - relu - dense(10)
 /// (dense with fan_in_uniform_init).
 using mlp = pp::network<pp::shape<1, 28, 28>, pp::flatten, dense<256>, pp::relu, dense<256>, pp::relu, dense<10>>;
 
-/// Names accepted by --network, in the order shown in the help.
-inline std::vector<std::string> network_names() { return {"cnn", "mlp"}; }
+/// Names accepted by --network, in the order shown in the help. A network added here needs its row in with_network.
+inline std::vector<std::string> network_names() { return {"cnn", "cnn32", "mlp"}; }
 
-/// Calls f.template operator()<Net>() with the network type named `name` ("cnn" or "mlp") and returns its result.
+/// Calls f.template operator()<Net>() with the network type named `name` (one of network_names()) and returns its
+/// result.
 /// The name is validated by the option parser; an unknown name here is a programming error (std::logic_error).
 template <class F>
 decltype(auto) with_network(std::string_view name, F&& f) {
     if (name == "cnn") return f.template operator()<small_cnn>();
+    if (name == "cnn32") return f.template operator()<small_cnn32>();
     if (name == "mlp") return f.template operator()<mlp>();
     throw std::logic_error("train::with_network: unknown network '" + std::string(name) + "'");
 }

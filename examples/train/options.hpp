@@ -89,7 +89,8 @@ inline CLI::Validator not_negative() {
 inline void add_common_options(CLI::App& app, common_options& o, const std::vector<std::string>& modes,
                                const std::vector<std::string>& networks) {
     app.add_option("--mode", o.mode, "Training mode")->check(CLI::IsMember(modes))->capture_default_str();
-    app.add_option("--network", o.network, "Network: cnn (small CNN with group norm) or mlp (784-256-256-10)")
+    app.add_option("--network", o.network, "Network: cnn (small CNN with group norm, 1x28x28: MNIST / Fashion-MNIST), cnn32 (the same "
+                                         "layers for 3x32x32: CIFAR-10) or mlp (784-256-256-10, 1x28x28)")
         ->check(CLI::IsMember(networks))
         ->capture_default_str();
     app.add_option("--batch", o.batch, "Batch size B (samples per update; micro-batch size b in pipelined modes)")
@@ -121,8 +122,8 @@ inline void add_common_options(CLI::App& app, common_options& o, const std::vect
     app.add_option("--seed", o.seed, "Seed of the parameter initialization and of the per-epoch shuffling")
         ->check(not_negative())
         ->capture_default_str();
-    app.add_option("--data", o.data, "Dataset directory (MNIST / Fashion-MNIST IDX files, gzip or plain, or CIFAR-10 "
-                                     "binary batches)")
+    app.add_option("--data", o.data, "Dataset directory (MNIST / Fashion-MNIST IDX files, gzip or plain, for --network cnn "
+                                     "or mlp; or CIFAR-10 binary batches, for --network cnn32)")
         ->capture_default_str();
     app.add_option("--metrics", o.metrics, "Write per-epoch metrics as JSON lines to this file (a run resumed with --checkpoint-in "
                                        "appends, after the lines of the epochs the checkpoint completed)");

@@ -89,7 +89,19 @@ inline void note(const common_options& o, const std::string& text) {
 template <class Net>
 pipeprop::data::dataset_pair load_data(const common_options& o) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto d = pipeprop::data::load_image_dataset(o.data, input_geometry<Net>());
+    auto d = [&] {
+        try {
+            return pipeprop::data::load_image_dataset(o.data, input_geometry<Net>());
+        } catch (const pipeprop::data_error& e) {
+            if (std::string_view(e.what()).find("does not match the network input") == std::string_view::npos) throw;
+            std::string inputs;  // which --network takes which image size
+            for (const std::string& name : network_names())
+                inputs += fmt::format("{}{} {}", inputs.empty() ? "" : ", ", name,
+                                      with_network(name, []<class N>() { return input_geometry<N>().to_string(); }));
+            throw pipeprop::data_error(fmt::format("{} (--network {}; the networks take: {})", e.what(), o.network,
+                                                   inputs));
+        }
+    }();
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     note(o, fmt::format("data: {} training and {} test images {} ({}) from {} in {:.1f} s", d.train.count,
                         d.test.count, d.train.geometry.to_string(), d.format, o.data, s));
