@@ -54,6 +54,11 @@ int main(int argc, char** argv) {
     CLI::App app{"pipeprop_train: train a network on an image dataset with pipeprop (sequential SGD reference and "
                  "pipelined modes). Prints one JSON result object as the last stdout line."};
     app.name("pipeprop_train");
+    app.footer("Exit codes: 0 success; 2 bad options (with this text); 1 runtime errors: missing or corrupt data or "
+               "checkpoint (also a --mode pb checkpoint given to --mode sgd / sync), a diverging run (the last good "
+               "checkpoint is kept), I/O. Output paths (--metrics, --checkpoint-out, --trace) are checked before the "
+               "data are loaded (exit 1); if only writing the trace fails after training, the JSON result line is "
+               "still printed, then the error (exit 1).");
     train::common_options options;
     train::add_common_options(app, options, mode_names, train::network_names());
     std::vector<CLI::Option_group*> groups;
