@@ -21,7 +21,7 @@ endfunction()
 # Image networks in every mode; text networks (next-token training on a text corpus) in --mode sgd only for now
 # (the other modes reject them).
 foreach(unit_mode IN ITEMS sgd pb sync)
-  foreach(pair IN ITEMS cnn:small_cnn cnn-on:small_cnn_on mlp:mlp resnet20:resnet20)
+  foreach(pair IN ITEMS cnn:small_cnn cnn32:small_cnn32 cnn-on:small_cnn_on mlp:mlp resnet20:resnet20)
     pipeprop_train_unit(${unit_mode} ${pair})
   endforeach()
 endforeach()

@@ -8,7 +8,9 @@
 //   pipeprop_train --network mlp --max-samples 2000 --metrics metrics.jsonl --checkpoint-out ckpt
 //   pipeprop_train --network llama-tiny --epochs 3 --max-samples 2000 --max-test-samples 500   (AdamW, fortunes)
 //
-// Exit codes: 0 success; 1 runtime error (missing or corrupt data, bad checkpoint, NaN/inf loss, I/O); 2 bad options.
+// Exit codes: 0 success; 1 runtime error (missing or corrupt data, bad checkpoint, NaN/inf loss, I/O; an output path
+// that cannot be written is reported before the data are loaded); 2 bad options. When training finished but a final
+// output (--trace) could not be written, the JSON result line is still printed, then the error, exit 1.
 #include <cblas.h>
 
 #include <CLI/CLI.hpp>
@@ -25,6 +27,7 @@
 #include "train/mode.hpp"
 #include "train/networks.hpp"
 #include "train/options.hpp"
+#include "train/output_paths.hpp"
 
 // ---- Modes -------------------------------------------------------------------------------------------------------
 // Adding a mode is two lines: include its header examples/train/mode_<name>.hpp here, and add
@@ -54,6 +57,11 @@ int main(int argc, char** argv) {
                  "(sequential SGD reference and pipelined modes). Prints one JSON result object as the last stdout "
                  "line."};
     app.name("pipeprop_train");
+    app.footer("Exit codes: 0 success; 2 bad options (with this text); 1 runtime errors: missing or corrupt data or "
+               "checkpoint (also a --mode pb checkpoint given to --mode sgd / sync), a diverging run (the last good "
+               "checkpoint is kept), I/O. Output paths (--metrics, --checkpoint-out, --trace) are checked before the "
+               "data are loaded (exit 1); if only writing the trace fails after training, the JSON result line is "
+               "still printed, then the error (exit 1).");
     train::common_options options;
     train::add_common_options(app, options, mode_names, train::network_names());
     std::vector<CLI::Option_group*> groups;
@@ -94,9 +102,14 @@ int main(int argc, char** argv) {
     openblas_set_num_threads(options.blas_threads);
 
     try {
+        train::check_output_paths(options);
+        selected->check_outputs(options);
         const train::json_line result = selected->run(options);
         std::cout << result.str() << std::endl;
         return 0;
+    } catch (const train::output_failed_after_training& e) {
+        std::cout << e.result().str() << std::endl;
+        std::cerr << "\npipeprop_train: error: " << e.what() << std::endl;
     } catch (const CLI::ParseError& e) {  // an option found bad once the data are known (e.g. --batch > samples)
         std::cerr << "\npipeprop_train: " << e.what() << std::endl;
         return 2;

@@ -5,7 +5,7 @@ set -euo pipefail
 packages=(
   build-essential cmake
   libxtensor-dev libxsimd-dev xtl-dev libtbb-dev libboost-dev catch2
-  libopenblas-dev zlib1g-dev libcli11-dev libbenchmark-dev
+  libopenblas-dev zlib1g-dev libcli11-dev libfmt-dev libbenchmark-dev
   dataset-fashion-mnist fortunes
 )
 if [[ "${1:-}" == "--with-torch" ]]; then packages+=(python3-torch python3-numpy); fi

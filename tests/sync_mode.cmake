@@ -15,6 +15,25 @@ if(PIPEPROP_BUILD_EXAMPLES)
            COMMAND ${CMAKE_COMMAND} -E cat ${trace} ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_sync_trace.svg)
   set_tests_properties(pipeprop_train_sync_trace_files PROPERTIES DEPENDS pipeprop_train_sync_smoke
                        PASS_REGULAR_EXPRESSION "traceEvents.*</svg>")
+  # Messages have no length limit ({fmt}, no fixed buffers): a trace path of over 200 characters is named in full
+  # (the "trace ... written" line was cut at a char[200] buffer, and sync_smoke failed in a long build directory).
+  string(REPEAT "long_directory_name_" 10 long_name)
+  set(long_dir ${CMAKE_CURRENT_BINARY_DIR}/${long_name})
+  file(MAKE_DIRECTORY ${long_dir})
+  pipeprop_train_test(sync_long_trace_path EXPECT 0
+    ARGS --mode sync --network mlp --batch 32 --micro-batches 2 --max-samples 320 --max-test-samples 200
+         --progress log --data /usr/share/datasets/fashion-mnist --trace ${long_dir}/trace.json
+    REGEX "sync: trace ${long_dir}/trace\\.json and ${long_dir}/trace\\.svg written; last full step [0-9.]+ ms measured, [0-9.]+ ms simulated")
+  # --trace X.svg: the SVG goes to X.svg and the Chrome trace to X.json (the SVG used to overwrite the JSON).
+  set(svg_trace ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_sync_gantt.svg)
+  pipeprop_train_test(sync_trace_svg_path EXPECT 0
+    ARGS --mode sync --network mlp --batch 32 --micro-batches 2 --max-samples 320 --max-test-samples 200
+         --progress log --data /usr/share/datasets/fashion-mnist --trace ${svg_trace}
+    REGEX "sync: trace .*pipeprop_train_sync_gantt\\.json and .*pipeprop_train_sync_gantt\\.svg written")
+  add_test(NAME pipeprop_train_sync_trace_svg_path_files
+           COMMAND ${CMAKE_COMMAND} -E cat ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_sync_gantt.json ${svg_trace})
+  set_tests_properties(pipeprop_train_sync_trace_svg_path_files PROPERTIES DEPENDS pipeprop_train_sync_trace_svg_path
+                       PASS_REGULAR_EXPRESSION "traceEvents.*</svg>")
   pipeprop_train_test(sync_bad_schedule EXPECT 2 ARGS --mode sync --schedule zb_h3 REGEX "--schedule.*Usage:")
   pipeprop_train_test(sync_bad_two_stage_bp EXPECT 2 ARGS --mode sync --two-stage-bp maybe
     REGEX "--two-stage-bp.*Usage:")

@@ -2,9 +2,11 @@
 // per-epoch metrics lines). Keys keep insertion order; non-finite numbers become null.
 #pragma once
 
-#include <charconv>
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -38,9 +40,7 @@ public:
                 return *this;
             }
         }
-        char buf[64];
-        const auto r = std::to_chars(buf, buf + sizeof buf, value);
-        out_.append(buf, r.ptr);
+        fmt::format_to(std::back_inserter(out_), "{}", value);  // shortest text that reads back exactly
         return *this;
     }
     /// Adds `null` for key.
@@ -70,10 +70,7 @@ private:
                 case '\t': out_ += "\\t"; break;
                 default:
                     if (c < 0x20) {
-                        constexpr char hex[] = "0123456789abcdef";
-                        out_ += "\\u00";
-                        out_ += hex[c >> 4];
-                        out_ += hex[c & 15];
+                        fmt::format_to(std::back_inserter(out_), "\\u{:04x}", static_cast<unsigned>(c));
                     } else {
                         out_ += ch;
                     }

@@ -10,7 +10,9 @@
 #include <CLI/CLI.hpp>
 
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "train/json.hpp"
 #include "train/options.hpp"
@@ -38,8 +40,12 @@ public:
     /// True for a mode that trains the text networks (train::text_network_names: next-token sequences, token loss);
     /// the program rejects a text network with any other mode (exit 2).
     [[nodiscard]] virtual bool supports_text_networks() const { return false; }
+    /// Checks, before the data are loaded, that the mode's own output files can be written (check_writable_file of
+    /// output_paths.hpp); throws std::runtime_error naming the option and the path (exit 1).
+    virtual void check_outputs(const common_options& options) const { (void)options; }
     /// Trains and evaluates; returns the result object printed as the last stdout line. Throws pipeprop::data_error,
-    /// pipeprop::checkpoint_error, pipeprop::non_finite_loss_error or std::runtime_error (message, exit 1).
+    /// pipeprop::checkpoint_error, pipeprop::non_finite_loss_error or std::runtime_error (message, exit 1), or
+    /// output_failed_after_training when training finished but a final output could not be written.
     virtual json_line run(const common_options& options) = 0;
 };
 
@@ -49,6 +55,17 @@ public:
 /// (in parallel, each in well under the time and memory of the whole program).
 template <class M, class Net>
 json_line run_on_network(M& m, const common_options& o);
+/// Thrown by mode::run when training and evaluation finished but writing a final output (e.g. --trace) failed: the
+/// main program prints the result line (which names the failure) and then the error, and exits with 1.
+class output_failed_after_training : public std::runtime_error {
+public:
+    output_failed_after_training(const std::string& what, json_line result)
+        : std::runtime_error(what), result_(std::move(result)) {}
+    [[nodiscard]] const json_line& result() const noexcept { return result_; }
+
+private:
+    json_line result_;
+};
 
 /// One row of the mode table: the --mode name and a factory.
 struct mode_entry {

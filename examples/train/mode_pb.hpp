@@ -16,15 +16,17 @@
 // utilization (arrays as comma-separated strings: the result object is flat) and pb_samples_per_second.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <pipeprop/optim/scaling_rules.hpp>
 #include <pipeprop/pb/checkpoint.hpp>
 #include <pipeprop/pb/pipeline.hpp>
 
-#include <cstdio>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "train/mode.hpp"
@@ -187,6 +189,12 @@ public:
     }
 
     void validate(const common_options& o) const override {
+        // CLI11's range checks let NaN through (every comparison with NaN is false): a bad option, exit 2.
+        const std::pair<const char*, double> reals[] = {{"--pipemare-warmup", pipemare_warmup_epochs_},
+                                                        {"--pipemare-decay", pipemare_decay_}};
+        for (const auto& [name, value] : reals)
+            if (!std::isfinite(value))
+                throw CLI::ValidationError(name, fmt::format("must be a finite number, got {}", value));
         if (o.nesterov)
             throw CLI::ValidationError("--nesterov",
                                        "is not available in --mode pb (stages use heavy-ball momentum; "
@@ -205,12 +213,9 @@ public:
         if (batch_option_ == nullptr || batch_option_->count() == 0) o.batch = 1;  // PB default: b = 1
         if (reference_batch_ > 0) {
             const auto s = pipeprop::optim::scale_hyperparameters({o.lr, o.momentum}, reference_batch_, o.batch);
-            char buf[256];
-            std::snprintf(buf, sizeof buf,
-                          "pb: hyperparameters scaled from B = %zu (lr %.6g, momentum %.6g) to b = %zu: "
-                          "lr %.6g, momentum %.6g",
-                          reference_batch_, o.lr, o.momentum, o.batch, s.learning_rate, s.momentum);
-            note(o, buf);
+            note(o, fmt::format("pb: hyperparameters scaled from B = {} (lr {:.6g}, momentum {:.6g}) to b = {}: "
+                                "lr {:.6g}, momentum {:.6g}",
+                                reference_batch_, o.lr, o.momentum, o.batch, s.learning_rate, s.momentum));
             reference_lr_ = o.lr;
             reference_momentum_ = o.momentum;
             o.lr = s.learning_rate;
@@ -253,39 +258,27 @@ public:
         const std::size_t S = pipe.number_of_stages();
         {
             const auto st = pipe.stats();
-            char buf[256];
-            std::snprintf(buf, sizeof buf, "pb: %zu stages, mitigation %s, executor %s, micro-batch b = %zu", S,
-                          mitigation_.c_str(), executor_.c_str(), o.batch);
-            note(o, buf);
-            for (const auto& s : st.stages) {
-                std::snprintf(buf, sizeof buf,
-                              "pb: stage %2zu layers [%zu, %zu)  D = %2zu  parameters %8zu  stash bytes %9zu  "
-                              "weight bytes %9zu",
-                              s.stage, s.layers.begin, s.layers.end, s.delay, s.parameters, s.stash_bytes,
-                              s.weight_bytes);
-                note(o, buf);
-            }
+            note(o, fmt::format("pb: {} stages, mitigation {}, executor {}, micro-batch b = {}", S, mitigation_,
+                                executor_, o.batch));
+            for (const auto& s : st.stages)
+                note(o, fmt::format("pb: stage {:2} layers [{}, {})  D = {:2}  parameters {:8}  stash bytes {:9}  "
+                                    "weight bytes {:9}",
+                                    s.stage, s.layers.begin, s.layers.end, s.delay, s.parameters, s.stash_bytes,
+                                    s.weight_bytes));
         }
         run_summary r = run_training<Net>(engine, o, data, mode_name);
         const auto st = pipe.stats();
         std::string delays, utilization, lanes;
         for (std::size_t s = 0; s < S; ++s) {
-            char u[32];
-            std::snprintf(u, sizeof u, "%.3f", st.utilization(s));
-            delays += (s > 0 ? "," : "") + std::to_string(st.stages[s].delay);
-            utilization += (s > 0 ? "," : "") + std::string(u);
-            lanes += (s > 0 ? "," : "") + std::to_string(st.stages[s].lane);
-            char buf[200];
-            std::snprintf(buf, sizeof buf,
-                          "pb: stage %2zu busy %8.3f s  utilization %.3f  in flight (max) %zu  lane %zu", s,
-                          st.stages[s].busy_seconds, st.utilization(s), st.stages[s].in_flight_max,
-                          st.stages[s].lane);
-            note(o, buf);
+            delays += fmt::format("{}{}", s > 0 ? "," : "", st.stages[s].delay);
+            utilization += fmt::format("{}{:.3f}", s > 0 ? "," : "", st.utilization(s));
+            lanes += fmt::format("{}{}", s > 0 ? "," : "", st.stages[s].lane);
+            note(o, fmt::format("pb: stage {:2} busy {:8.3f} s  utilization {:.3f}  in flight (max) {}  lane {}", s,
+                                st.stages[s].busy_seconds, st.utilization(s), st.stages[s].in_flight_max,
+                                st.stages[s].lane));
         }
-        char buf[160];
-        std::snprintf(buf, sizeof buf, "pb: %.1f samples/s over %.2f s inside the pipeline (%s executor)",
-                      st.samples_per_second, st.wall_seconds, executor_.c_str());
-        note(o, buf);
+        note(o, fmt::format("pb: {:.1f} samples/s over {:.2f} s inside the pipeline ({} executor)",
+                            st.samples_per_second, st.wall_seconds, executor_));
         json_line j = r.to_json();
         j.add("mitigation", mitigation_)
             .add("executor", executor_)

@@ -9,6 +9,8 @@
 // AdamW beta1, beta2, eps).
 #pragma once
 
+#include <fmt/format.h>
+
 #include <pipeprop/loss/token_cross_entropy.hpp>
 #include <pipeprop/optim/adamw.hpp>
 #include <pipeprop/optim/sgd.hpp>
@@ -120,10 +122,8 @@ private:
         c.optimizer = {.beta1 = beta1_, .beta2 = beta2_, .eps = eps_, .weight_decay = o.weight_decay};
         c.schedule = make_schedule(oa, epoch_size);
         c.seed = o.seed;
-        char line[200];
-        std::snprintf(line, sizeof line, "optimizer: AdamW, lr %g, betas (%g, %g), eps %g, decoupled weight decay %g",
-                      oa.lr, beta1_, beta2_, eps_, o.weight_decay);
-        note(o, line);
+        note(o, fmt::format("optimizer: AdamW, lr {:g}, betas ({:g}, {:g}), eps {:g}, decoupled weight decay {:g}",
+                            oa.lr, beta1_, beta2_, eps_, o.weight_decay));
         pipeprop::sequential_trainer<Net, float, loss, pipeprop::optim::adamw<float>> trainer(c);
         json_line j = run_training<Net>(trainer, oa, data, mode_name).to_json();
         j.add("optimizer", "adamw").add("beta1", beta1_).add("beta2", beta2_).add("eps", eps_);

@@ -10,7 +10,8 @@
 //   --stages balanced | balanced:P | comma-separated split points, e.g. 4,9   (default balanced = balanced:2;
 //            balanced cuts by per-layer costs measured at the micro-batch size)
 //   --trace PATH   Chrome trace-event JSON of the last full step (measured) and of the simulator's prediction from
-//                  that step's own op durations; an SVG Gantt chart of the prediction next to it (PATH with .svg).
+//                  that step's own op durations, and an SVG Gantt chart of the prediction (trace_paths: PATH's
+//                  extension names the file it is; the other one is PATH with extension .json or .svg).
 #pragma once
 
 #include <pipeprop/checkpoint.hpp>
@@ -26,6 +27,8 @@
 #include <pipeprop/sync/simulator.hpp>
 #include <pipeprop/sync/trace.hpp>
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -37,6 +40,7 @@
 
 #include "train/mode.hpp"
 #include "train/networks.hpp"
+#include "train/output_paths.hpp"
 #include "train/training_loop.hpp"
 
 namespace train {
@@ -200,6 +204,22 @@ inline stage_spec parse_stages(const std::string& text, std::size_t layers) {
     return s;
 }
 
+/// The two files of --trace PATH: {Chrome trace JSON, SVG Gantt chart}. PATH ending in ".svg" names the SVG and
+/// the JSON is PATH with extension ".json"; any other PATH names the JSON and the SVG is PATH with its extension (if
+/// any) replaced by ".svg". The two are never the same file (issue 12: --trace X.svg wrote the JSON and then the SVG
+/// over it).
+struct trace_files {
+    std::string json, svg;
+};
+inline trace_files trace_paths(const std::string& path) {
+    const auto slash = path.rfind('/');
+    const auto dot = path.rfind('.');
+    const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash + 1);
+    const std::string stem = has_ext ? path.substr(0, dot) : path;
+    if (has_ext && path.substr(dot) == ".svg") return {stem + ".json", path};
+    return {path, stem + ".svg"};
+}
+
 /// --mode sync (see the file comment).
 class mode_sync final : public mode {
 public:
@@ -230,8 +250,9 @@ public:
         executor_opt_ = shared_option(g, "--executor", executor_, "Executor: concurrent (TBB flow graph, one node "
                                                                   "per stage) or sequential (one thread)");
         g.add_option("--trace", trace_,
-                     "Write a Chrome trace (Perfetto) of the last full step and of its simulated prediction to "
-                     "this path, and an SVG Gantt chart of the prediction to PATH with extension .svg");
+                     "Write a Chrome trace (Perfetto) of the last full step and of its simulated prediction, and an "
+                     "SVG Gantt chart of the prediction: PATH is the JSON and PATH with extension .svg the chart; a "
+                     "PATH ending in .svg is the chart and PATH with extension .json the JSON");
     }
 
     [[nodiscard]] bool shares_option(const std::string& option_name) const override {
@@ -248,6 +269,14 @@ public:
             throw CLI::ValidationError("--micro-batches", std::to_string(micro_batches_) +
                                                               " micro-batches cannot split a batch of " +
                                                               std::to_string(o.batch) + " samples (need m <= B)");
+    }
+
+    void check_outputs(const common_options& o) const override {
+        (void)o;
+        if (trace_.empty()) return;
+        const trace_files files = trace_paths(trace_);
+        check_writable_file("--trace", files.json);
+        check_writable_file("--trace", files.svg);
     }
 
     json_line run(const common_options& o) override {
@@ -334,18 +363,20 @@ private:
                 const auto sim = ps::simulate(ex.current_schedule(), costs);
                 double measured = 0;
                 for (const auto& sp : spans) measured = std::max(measured, sp.end);
-                ps::write_chrome_trace_file(trace_, {{label + " measured (last full step)", spans, 1},
-                                                     {label + " simulated from the same op durations", sim.spans, 1}});
-                std::string svg = trace_;
-                const auto dot = svg.rfind('.');
-                svg = (dot != std::string::npos && svg.find('/', dot) == std::string::npos ? svg.substr(0, dot) : svg) +
-                      ".svg";
-                ps::write_svg_gantt_file(svg, {label + " simulated step (times in s)", sim.spans, 1}, "s");
-                char buf[200];
-                std::snprintf(buf, sizeof buf, "sync: trace %s and %s written; last full step %.3f ms measured, "
-                              "%.3f ms simulated", trace_.c_str(), svg.c_str(), measured * 1e3, sim.makespan * 1e3);
-                note(o, buf);
+                const trace_files files = trace_paths(trace_);
                 j.add("step_seconds_measured", measured).add("step_seconds_simulated", sim.makespan);
+                try {
+                    ps::write_chrome_trace_file(files.json,
+                                                {{label + " measured (last full step)", spans, 1},
+                                                 {label + " simulated from the same op durations", sim.spans, 1}});
+                    ps::write_svg_gantt_file(files.svg, {label + " simulated step (times in s)", sim.spans, 1}, "s");
+                } catch (const std::exception& e) {  // training is done: the result line is still printed (exit 1)
+                    j.add("trace_error", e.what());
+                    throw output_failed_after_training(std::string("--trace: ") + e.what(), j);
+                }
+                note(o, fmt::format("sync: trace {} and {} written; last full step {:.3f} ms measured, {:.3f} ms "
+                                    "simulated",
+                                    files.json, files.svg, measured * 1e3, sim.makespan * 1e3));
             }
         }
         return j;

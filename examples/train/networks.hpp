@@ -89,6 +89,15 @@ using small_cnn_on = pp::network<pp::shape<1, 28, 28>,                          
                                  conv<32, 3, 1, 1>, pp::online_norm<>, pp::relu, pp::max_pool2d<2>,  //
                                  pp::flatten, dense<128>, pp::relu, dense<10>>;
 
+/// Small CNN for 3x32x32 images (CIFAR-10): the layers of small_cnn with the shapes of a 32x32 RGB input, 12 layers:
+/// conv(16, 3x3, pad 1) - group_norm(4) - relu - max_pool(2) - conv(32, 3x3, pad 1) - group_norm(4) - relu -
+/// max_pool(2) - flatten - dense(128) - relu - dense(10). Shapes per sample: [3,32,32] -> [16,32,32] -> [16,16,16]
+/// -> [32,16,16] -> [32,8,8] -> [2048] -> [128] -> [10]. conv and dense use fan_in_uniform_init.
+using small_cnn32 = pp::network<pp::shape<3, 32, 32>,                                                 //
+                                conv<16, 3, 1, 1>, pp::group_norm<4>, pp::relu, pp::max_pool2d<2>,    //
+                                conv<32, 3, 1, 1>, pp::group_norm<4>, pp::relu, pp::max_pool2d<2>,    //
+                                pp::flatten, dense<128>, pp::relu, dense<10>>;
+
 /// MLP 784-256-256-10 for 1x28x28 images: flatten - dense(256) - relu - dense(256) - relu - dense(10)
 /// (dense with fan_in_uniform_init).
 using mlp = pp::network<pp::shape<1, 28, 28>, pp::flatten, dense<256>, pp::relu, dense<256>, pp::relu, dense<10>>;
@@ -142,7 +151,7 @@ using llama_tiny = pp::network<pp::shape<llama_tiny_length>, pp::token_embedding
                                pp::rms_norm<>, pp::token_linear<llama_tiny_vocabulary, false>>;
 
 /// Names of the image classification networks, in the order shown in the help (every mode trains them).
-inline std::vector<std::string> image_network_names() { return {"cnn", "cnn-on", "mlp", "resnet20"}; }
+inline std::vector<std::string> image_network_names() { return {"cnn", "cnn32", "cnn-on", "mlp", "resnet20"}; }
 /// Names of the text (next-token) networks (modes whose supports_text_networks() is true).
 inline std::vector<std::string> text_network_names() { return {"llama-tiny"}; }
 /// Names accepted by --network, in the order shown in the help.
@@ -163,6 +172,7 @@ inline constexpr bool is_sequence_model = pp::layer_stack<Net, float>::output_sh
 template <class F>
 decltype(auto) with_network(std::string_view name, F&& f) {
     if (name == "cnn") return f.template operator()<small_cnn>();
+    if (name == "cnn32") return f.template operator()<small_cnn32>();
     if (name == "cnn-on") return f.template operator()<small_cnn_on>();
     if (name == "mlp") return f.template operator()<mlp>();
     if (name == "resnet20") return f.template operator()<resnet20>();

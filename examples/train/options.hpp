@@ -2,9 +2,14 @@
 // registration and their validation. Modes add their own options in their own option group (see mode.hpp).
 #pragma once
 
-#include <cmath>
-#include <utility>
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <string_view>
+#include <system_error>
+#include <utility>
 
 #include <cstddef>
 #include <cstdint>
@@ -63,12 +68,20 @@ inline CLI::Validator momentum_range() {
         "in [0, 1)");
 }
 
-/// Validator for an unsigned count or seed: rejects a leading minus sign (CLI11 would wrap "-5" to 2^64 - 5).
+/// Validator for an unsigned 64-bit count or seed: rejects a leading minus sign (CLI11 would wrap "-5" to
+/// 2^64 - 5) and a decimal number above 2^64 - 1 (CLI11 capped "99999999999999999999" to 2^64 - 1 silently).
 inline CLI::Validator not_negative() {
     return CLI::Validator(
         [](std::string& text) -> std::string {
             const auto first = text.find_first_not_of(" \t");
             if (first != std::string::npos && text[first] == '-') return "must not be negative, got " + text;
+            const auto last = text.find_last_not_of(" \t");
+            if (first == std::string::npos) return {};
+            const std::string_view digits(text.data() + first, last - first + 1);
+            std::uint64_t v = 0;
+            const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+            if (r.ec == std::errc::result_out_of_range)
+                return fmt::format("must be at most {} (2^64 - 1), got {}", UINT64_MAX, text);
             return {};
         },
         "NONNEGATIVE");
@@ -80,9 +93,9 @@ inline void add_common_options(CLI::App& app, common_options& o, const std::vect
                                const std::vector<std::string>& networks) {
     app.add_option("--mode", o.mode, "Training mode")->check(CLI::IsMember(modes))->capture_default_str();
     app.add_option("--network", o.network,
-                   "Network: cnn (small CNN with group norm), cnn-on (with Online Norm), mlp (784-256-256-10), "
-                   "resnet20 (group norm), llama-tiny (2-block LLaMA-like byte-level decoder on a text corpus; "
-                   "--mode sgd only)")
+                   "Network: cnn (small CNN with group norm, 1x28x28: MNIST / Fashion-MNIST), cnn32 (the same layers "
+                   "for 3x32x32: CIFAR-10), cnn-on (with Online Norm), mlp (784-256-256-10), resnet20 (group norm), "
+                   "llama-tiny (2-block LLaMA-like byte-level decoder on a text corpus; --mode sgd only)")
         ->check(CLI::IsMember(networks))
         ->capture_default_str();
     app.add_option("--batch", o.batch, "Batch size B (samples per update; micro-batch size b in pipelined modes)")
@@ -114,13 +127,16 @@ inline void add_common_options(CLI::App& app, common_options& o, const std::vect
     app.add_option("--seed", o.seed, "Seed of the parameter initialization and of the per-epoch shuffling")
         ->check(not_negative())
         ->capture_default_str();
-    app.add_option("--data", o.data, "Dataset directory (MNIST / Fashion-MNIST IDX files, gzip or plain, or CIFAR-10 "
-                                     "binary batches); for llama-tiny a text corpus directory of fortune files "
-                                     "(default there: /usr/share/games/fortunes)")
+    app.add_option("--data", o.data, "Dataset directory (MNIST / Fashion-MNIST IDX files, gzip or plain, for the "
+                                     "1x28x28 networks; CIFAR-10 binary batches for --network cnn32; for llama-tiny "
+                                     "a text corpus directory of fortune files (default there: /usr/share/games/fortunes))")
         ->capture_default_str();
-    app.add_option("--metrics", o.metrics, "Write per-epoch metrics as JSON lines to this file");
+    app.add_option("--metrics", o.metrics, "Write per-epoch metrics as JSON lines to this file (a run resumed with --checkpoint-in "
+                                       "appends, after the lines of the epochs the checkpoint completed)");
     app.add_option("--checkpoint-in", o.checkpoint_in,
-                   "Start from this checkpoint directory (weights, optimizer state, data position)");
+                   "Start from this checkpoint directory (weights, optimizer state, data position). sgd and sync "
+                   "checkpoints resume in either mode; a pb one only in --mode pb (exit 1 otherwise); pb starts "
+                   "from an sgd / sync checkpoint's weights with zero velocity");
     app.add_option("--checkpoint-out", o.checkpoint_out,
                    "Save a checkpoint directory here after every epoch (atomically replaced)");
     app.add_option("--lr-schedule", o.lr_schedule, "Learning-rate schedule over samples: constant, step, cosine")

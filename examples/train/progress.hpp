@@ -2,11 +2,13 @@
 // (samples/s, loss, ETA), plain log lines otherwise (pipes, CI logs), or nothing. stdout stays free for the result.
 #pragma once
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
+#include <iterator>
 #include <string>
 
 namespace train {
@@ -22,15 +24,16 @@ inline progress_style progress_style_from(const std::string& name) {
     return ::isatty(STDERR_FILENO) ? progress_style::bar : progress_style::log;
 }
 
-/// Writes "m:ss" or "h:mm:ss" for a duration in seconds ("?" when unknown) into out[32].
-inline void format_duration(double seconds, char (&out)[32]) {
+/// Appends "m:ss" or "h:mm:ss" for a duration in seconds ("?" when unknown) to out.
+template <class Out>
+void format_duration(double seconds, Out out) {
     if (!(seconds >= 0) || seconds > 1e7) {
-        std::snprintf(out, sizeof out, "?");
+        fmt::format_to(out, "?");
         return;
     }
     const auto s = static_cast<long>(seconds + 0.5);
-    if (s >= 3600) std::snprintf(out, sizeof out, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
-    else std::snprintf(out, sizeof out, "%ld:%02ld", s / 60, s % 60);
+    if (s >= 3600) fmt::format_to(out, "{}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60);
+    else fmt::format_to(out, "{}:{:02}", s / 60, s % 60);
 }
 
 /// Progress of one epoch. update() is cheap (a clock read) and is called after every batch; it draws at most
@@ -80,34 +83,35 @@ private:
 
     void advance_log_mark() { next_log_ += total_ / 10 > 0 ? total_ / 10 : 1; }
 
-    /// Formats the progress line into line_ (fixed buffer: drawing does not allocate) and returns it.
+    /// Formats the progress line into line_ and returns it (a fmt::memory_buffer: no length limit; after the first
+    /// lines it reuses its storage, so drawing does not allocate).
     const char* line(std::size_t position, double mean_loss, clock::time_point now, bool bar) {
         const double elapsed = std::chrono::duration<double>(now - start_).count();
         const double done = static_cast<double>(position - start_pos_);
         const double rate = elapsed > 0 ? done / elapsed : 0.0;
         const double eta = rate > 0 ? static_cast<double>(total_ - position) / rate : -1.0;
-        constexpr std::size_t width = 30;
-        char bar_text[width + 4] = "";
+        line_.clear();
+        const auto out = std::back_inserter(line_);
+        fmt::format_to(out, "epoch {}/{} ", epoch_ + 1, epochs_);
         if (bar) {
+            constexpr std::size_t width = 30;
             const std::size_t filled = total_ ? position * width / total_ : width;
-            bar_text[0] = '[';
-            for (std::size_t i = 0; i < width; ++i) bar_text[1 + i] = i < filled ? '#' : '.';
-            bar_text[width + 1] = ']';
-            bar_text[width + 2] = ' ';
-            bar_text[width + 3] = '\0';
+            line_.push_back('[');
+            for (std::size_t i = 0; i < width; ++i) line_.push_back(i < filled ? '#' : '.');
+            fmt::format_to(out, "] ");
         }
-        char duration[32];
-        format_duration(position >= total_ ? elapsed : eta, duration);
-        std::snprintf(line_, sizeof line_, "epoch %zu/%zu %s%zu/%zu samples, %.0f samples/s, loss %.4f, %s %s%s",
-                      epoch_ + 1, epochs_, bar_text, position, total_, rate, mean_loss,
-                      position >= total_ ? "took" : "ETA", duration, bar ? "   " : "");
-        return line_;
+        fmt::format_to(out, "{}/{} samples, {:.0f} samples/s, loss {:.4f}, {} ", position, total_, rate, mean_loss,
+                       position >= total_ ? "took" : "ETA");
+        format_duration(position >= total_ ? elapsed : eta, out);
+        if (bar) fmt::format_to(out, "   ");
+        line_.push_back('\0');
+        return line_.data();
     }
 
     progress_style style_;
     std::size_t epoch_, epochs_, total_, start_pos_, next_log_;
     clock::time_point start_, last_draw_;
-    char line_[256] = "";
+    fmt::memory_buffer line_;
 };
 
 }  // namespace train

@@ -1,6 +1,7 @@
 # ctest helper for examples/pipeprop_train.cmake: runs PROGRAM with the list ARGS and checks
 #   EXPECT           the exit code (default 0)
 #   REGEX            optional, must match stdout + stderr
+#   NOT_REGEX        optional, must not match stdout + stderr
 #   LAST_LINE_REGEX  optional, must match the last non-empty stdout line
 # Usage: cmake -DPROGRAM=... "-DARGS=a|b|c" -DEXPECT=2 -DREGEX=... -P run_and_check.cmake   (ARGS separated by '|')
 if(NOT DEFINED EXPECT)
@@ -14,6 +15,9 @@ if(NOT "${rc}" STREQUAL "${EXPECT}")
 endif()
 if(DEFINED REGEX AND NOT "${out}${err}" MATCHES "${REGEX}")
   message(FATAL_ERROR "output does not match: ${REGEX}")
+endif()
+if(DEFINED NOT_REGEX AND "${out}${err}" MATCHES "${NOT_REGEX}")
+  message(FATAL_ERROR "output matches what it must not: ${NOT_REGEX}")
 endif()
 if(DEFINED LAST_LINE_REGEX)
   string(STRIP "${out}" stripped)

@@ -16,17 +16,24 @@
 // (a pipelined engine can finish its in-flight micro-batches there).
 #pragma once
 
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <vector>
 
 #include "pipeprop/checkpoint.hpp"
@@ -100,13 +107,94 @@ inline void note(const common_options& o, const std::string& text) {
 template <class Net>
 pipeprop::data::dataset_pair load_data(const common_options& o) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto d = pipeprop::data::load_image_dataset(o.data, input_geometry<Net>());
+    auto d = [&] {
+        try {
+            return pipeprop::data::load_image_dataset(o.data, input_geometry<Net>());
+        } catch (const pipeprop::data_error& e) {
+            if (std::string_view(e.what()).find("does not match the network input") == std::string_view::npos) throw;
+            std::string inputs;  // which --network takes which image size
+            for (const std::string& name : network_names())
+                inputs += fmt::format("{}{} {}", inputs.empty() ? "" : ", ", name,
+                                      with_network(name, []<class N>() { return input_geometry<N>().to_string(); }));
+            throw pipeprop::data_error(fmt::format("{} (--network {}; the networks take: {})", e.what(), o.network,
+                                                   inputs));
+        }
+    }();
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    char buf[256];
-    std::snprintf(buf, sizeof buf, "data: %zu training and %zu test images %s (%s) from %s in %.1f s", d.train.count,
-                  d.test.count, d.train.geometry.to_string().c_str(), d.format.c_str(), o.data.c_str(), s);
-    note(o, buf);
+    note(o, fmt::format("data: {} training and {} test images {} ({}) from {} in {:.1f} s", d.train.count,
+                        d.test.count, d.train.geometry.to_string(), d.format, o.data, s));
     return d;
+}
+
+/// Checks that a checkpoint of --mode `saved` may be resumed with --mode `mode_name` (issue 12): sgd and sync share
+/// one optimizer state (parameters, batch momentum velocity, step count: the same update up to float summation
+/// order), so their checkpoints move freely between them. A pb checkpoint holds per-stage velocities of micro-batch
+/// updates under the scaled learning rate and momentum (and the mitigation's state); it has no exact counterpart in
+/// sgd's or sync's batch SGD, and reusing it wrecked training (issue 12: train loss 60.75), so it is refused:
+/// throws pipeprop::checkpoint_error naming both modes (exit 1). A pb run from an sgd or sync checkpoint starts from
+/// its weights and data position with zero velocity (a note says so). A checkpoint without a "mode" scalar counts as
+/// pb when it has PB's "pb_format" scalar.
+inline void check_resume_mode(const pipeprop::checkpoint& c, const std::string& mode_name, const std::string& where,
+                              const common_options& o) {
+    const std::string saved = c.has_scalar("mode") ? c.scalar("mode") : c.has_scalar("pb_format") ? "pb" : "";
+    if (saved == "pb" && mode_name != "pb")
+        throw pipeprop::checkpoint_error(fmt::format(
+            "{}: a --mode pb checkpoint cannot be resumed with --mode {}: PB's optimizer state (per-stage velocities "
+            "of micro-batch updates, mitigation state) does not convert exactly to the batch momentum SGD of --mode "
+            "{}; resume it with --mode pb, or start --mode {} without --checkpoint-in",
+            where, mode_name, mode_name, mode_name));
+    if (mode_name == "pb" && !saved.empty() && saved != "pb")
+        note(o, fmt::format("note: --mode pb starts from the weights and data position of the --mode {} checkpoint "
+                            "{}; its velocity (batch updates) is not used",
+                            saved, where));
+}
+
+/// Opens the --metrics file. A fresh run truncates it. A resumed run (--checkpoint-in) appends: it keeps the lines
+/// of the epochs the checkpoint has completed (epoch <= `completed_epochs`; a line that does not start with
+/// {"epoch":N is kept too) and drops those of later epochs, which the resumed run computes again, so that resuming
+/// with the same file gives the same lines as an uninterrupted run. The kept lines are rewritten atomically (a
+/// temporary file renamed over it). Throws std::runtime_error naming the file (exit 1).
+inline std::ofstream open_metrics(const common_options& o, bool resumed, std::size_t completed_epochs) {
+    std::ofstream metrics;
+    if (o.metrics.empty()) return metrics;
+    std::error_code ec;
+    if (resumed && std::filesystem::exists(o.metrics, ec)) {
+        std::ifstream in(o.metrics);
+        if (!in) throw std::runtime_error(o.metrics + ": cannot read the metrics file to append to it");
+        std::string kept, line;
+        std::size_t lines = 0, dropped = 0;
+        while (std::getline(in, line)) {
+            constexpr std::string_view prefix = "{\"epoch\":";
+            std::size_t epoch = 0;
+            const bool numbered = line.rfind(prefix, 0) == 0 &&
+                                  std::from_chars(line.data() + prefix.size(), line.data() + line.size(), epoch).ec ==
+                                      std::errc{};
+            if (numbered && epoch > completed_epochs) {
+                ++dropped;
+                continue;
+            }
+            kept += line + '\n';
+            ++lines;
+        }
+        if (in.bad()) throw std::runtime_error(o.metrics + ": reading the metrics file failed");
+        in.close();
+        const std::string tmp = o.metrics + ".tmp-" + std::to_string(::getpid());
+        {
+            std::ofstream out(tmp, std::ios::out | std::ios::trunc);
+            out << kept << std::flush;
+            if (!out) throw std::runtime_error(tmp + ": cannot write the metrics file");
+        }
+        std::filesystem::rename(tmp, o.metrics, ec);
+        if (ec) throw std::runtime_error(o.metrics + ": cannot replace the metrics file: " + ec.message());
+        note(o, fmt::format("metrics: appending to {} after its {} line(s) up to epoch {}{}", o.metrics, lines,
+                            completed_epochs,
+                            dropped > 0 ? fmt::format(" ({} line(s) of later epochs dropped)", dropped) : ""));
+        metrics.open(o.metrics, std::ios::out | std::ios::app);
+    } else {
+        metrics.open(o.metrics, std::ios::out | std::ios::trunc);
+    }
+    if (!metrics) throw std::runtime_error(o.metrics + ": cannot open the metrics file for writing");
+    return metrics;
 }
 
 /// Training samples per epoch: the training set's `train_count` samples, capped by --max-samples. Throws
@@ -134,13 +222,11 @@ inline pipeprop::data::text_dataset load_text_data(const common_options& o, std:
     const std::string dir = o.data_given ? o.data : std::string(pipeprop::data::default_text_directory);
     pipeprop::data::text_dataset d(pipeprop::data::load_text_corpus(dir, model_vocabulary), length);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    char buf[320];
-    std::snprintf(buf, sizeof buf,
-                  "data: %zu training and %zu validation sequences of %zu tokens (byte vocabulary %zu; %zu files, "
-                  "%zu bytes, %zu / %zu fortunes) from %s in %.1f s",
-                  d.train().count(), d.validation().count(), length, d.vocabulary_size(), d.corpus().files.size(),
-                  d.corpus().file_bytes, d.corpus().train_fortunes, d.corpus().validation_fortunes, dir.c_str(), s);
-    note(o, buf);
+    note(o, fmt::format("data: {} training and {} validation sequences of {} tokens (byte vocabulary {}; {} files, "
+                        "{} bytes, {} / {} fortunes) from {} in {:.1f} s",
+                        d.train().count(), d.validation().count(), length, d.vocabulary_size(),
+                        d.corpus().files.size(), d.corpus().file_bytes, d.corpus().train_fortunes,
+                        d.corpus().validation_fortunes, dir, s));
     return d;
 }
 
@@ -213,6 +299,7 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
     std::uint64_t data_seed = o.seed;
     if (!o.checkpoint_in.empty()) {
         const pipeprop::checkpoint c = pipeprop::load_checkpoint(o.checkpoint_in);
+        check_resume_mode(c, mode_name, o.checkpoint_in, o);
         engine.load_state(c, o.checkpoint_in);
         start_epoch = c.scalar_as<std::size_t>("epoch");
         start_position = c.scalar_as<std::size_t>("position");
@@ -233,11 +320,7 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
                     " samples trained before)");
     }
 
-    std::ofstream metrics;
-    if (!o.metrics.empty()) {
-        metrics.open(o.metrics, std::ios::out | std::ios::trunc);
-        if (!metrics) throw std::runtime_error(o.metrics + ": cannot open the metrics file for writing");
-    }
+    std::ofstream metrics = open_metrics(o, !o.checkpoint_in.empty(), start_epoch);
 
     // Buffers, allocated once: the epoch order and one batch.
     std::vector<std::uint32_t> order(data.train_count());
@@ -285,16 +368,13 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
         r.test_accuracy = e.accuracy;
         r.test_samples = e.samples;
         r.test_targets = e.targets;
-        char buf[240];
         if constexpr (Source::text)
-            std::snprintf(buf, sizeof buf,
-                          "epoch %zu/%zu: train loss %.4f, validation loss %.4f (perplexity %.3f), token accuracy "
-                          "%.4f",
-                          epoch + 1, o.epochs, *r.train_loss, e.loss, std::exp(e.loss), e.accuracy);
+            progress.message(fmt::format("epoch {}/{}: train loss {:.4f}, validation loss {:.4f} (perplexity {:.3f}), "
+                                         "token accuracy {:.4f}",
+                                         epoch + 1, o.epochs, *r.train_loss, e.loss, std::exp(e.loss), e.accuracy));
         else
-            std::snprintf(buf, sizeof buf, "epoch %zu/%zu: train loss %.4f, test loss %.4f, test accuracy %.4f",
-                          epoch + 1, o.epochs, *r.train_loss, e.loss, e.accuracy);
-        progress.message(buf);
+            progress.message(fmt::format("epoch {}/{}: train loss {:.4f}, test loss {:.4f}, test accuracy {:.4f}",
+                                         epoch + 1, o.epochs, *r.train_loss, e.loss, e.accuracy));
         if (metrics.is_open()) {
             json_line m;
             m.add("epoch", epoch + 1).add("samples", engine.samples_seen()).add("train_loss", *r.train_loss);

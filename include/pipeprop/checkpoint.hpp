@@ -13,10 +13,14 @@
 //
 // Atomicity (shared/docs/pitfalls.md item 10): save_checkpoint writes everything into <dir>.tmp-<pid> (files
 // fsync'ed, manifest last), then swaps it with <dir> in one rename (renameat2 RENAME_EXCHANGE on Linux) and removes
-// the old content. A failed or interrupted save leaves the previous checkpoint intact.
+// the old content. A failed or interrupted save leaves the previous checkpoint intact. A process killed during a save
+// leaves its <dir>.tmp-<pid> (or <dir>.old-<pid>) behind: the next save removes those of processes that no longer
+// exist (kill(pid, 0) fails with ESRCH), never those of a live process (a concurrent writer). This assumes the writers
+// of one checkpoint path share a PID namespace (one host); a leftover of a reused pid is kept until that pid ends.
 #pragma once
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -34,6 +38,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <span>
 #include <sstream>
@@ -101,6 +106,14 @@ inline std::size_t shape_size(const std::vector<std::size_t>& shape) {
     std::size_t n = 1;
     for (auto d : shape) n *= d;
     return n;
+}
+
+/// Product of the dimensions, or false when it overflows std::size_t.
+inline bool checked_shape_size(const std::vector<std::size_t>& shape, std::size_t& n) noexcept {
+    n = 1;
+    for (auto d : shape)
+        if (__builtin_mul_overflow(n, d, &n)) return false;
+    return true;
 }
 
 /// Tensor and scalar names: non-empty, [A-Za-z0-9_.-], not starting with '.', not "manifest".
@@ -495,15 +508,102 @@ inline bool parse_named_shape(std::string_view tok, std::string* name_out, std::
     return true;
 }
 
+/// The parts of a .npy header (NEP 1: magic "\x93NUMPY", version 1.0 / 2.0 / 3.0, little-endian header length,
+/// then a Python dict literal) that decide how many bytes follow: dtype text and shape.
+struct npy_header {
+    std::size_t data_offset = 0;  ///< bytes before the data
+    std::string descr;            ///< e.g. "<f4"
+    std::vector<std::size_t> shape;
+};
+
+/// Reads and parses the .npy header of `file` (of `file_size` bytes) without allocating anything the header
+/// declares beyond the header text itself, whose length is checked against the file size first. Throws
+/// checkpoint_error naming the file for a malformed header.
+inline npy_header read_npy_header(const std::filesystem::path& file, std::uintmax_t file_size,
+                                  std::string_view dtype_name) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw checkpoint_error(file.string() + ": cannot open the file");
+    auto bad = [&](const std::string& why) {
+        return checkpoint_error(file.string() + ": not a valid " + std::string(dtype_name) + " .npy file (" + why + ")");
+    };
+    unsigned char pre[12] = {};
+    in.read(reinterpret_cast<char*>(pre), 10);
+    if (in.gcount() != 10 || std::memcmp(pre, "\x93NUMPY", 6) != 0) throw bad("no .npy magic string");
+    npy_header h;
+    std::uintmax_t header_len = 0;
+    if (pre[6] == 1 && pre[7] == 0) {
+        header_len = std::uintmax_t(pre[8]) | (std::uintmax_t(pre[9]) << 8);
+        h.data_offset = 10;
+    } else if ((pre[6] == 2 || pre[6] == 3) && pre[7] == 0) {
+        in.read(reinterpret_cast<char*>(pre + 10), 2);
+        if (in.gcount() != 2) throw bad("truncated header");
+        header_len = std::uintmax_t(pre[8]) | (std::uintmax_t(pre[9]) << 8) | (std::uintmax_t(pre[10]) << 16) |
+                     (std::uintmax_t(pre[11]) << 24);
+        h.data_offset = 12;
+    } else {
+        throw bad("unsupported format version " + std::to_string(pre[6]) + "." + std::to_string(pre[7]));
+    }
+    if (header_len > file_size - h.data_offset)
+        throw bad("the header length " + std::to_string(header_len) + " exceeds the file size " +
+                  std::to_string(file_size));
+    std::string text(static_cast<std::size_t>(header_len), '\0');
+    in.read(text.data(), static_cast<std::streamsize>(header_len));
+    if (static_cast<std::uintmax_t>(in.gcount()) != header_len) throw bad("truncated header");
+    h.data_offset += static_cast<std::size_t>(header_len);
+    // 'descr': '<f4'
+    const auto d = text.find("'descr'");
+    const auto q1 = d == std::string::npos ? d : text.find('\'', text.find(':', d));
+    const auto q2 = q1 == std::string::npos ? q1 : text.find('\'', q1 + 1);
+    if (q2 == std::string::npos) throw bad("no 'descr' in the header");
+    h.descr = text.substr(q1 + 1, q2 - q1 - 1);
+    // 'shape': (d0, d1, ...)
+    const auto s = text.find("'shape'");
+    const auto open = s == std::string::npos ? s : text.find('(', s);
+    const auto close = open == std::string::npos ? open : text.find(')', open);
+    if (close == std::string::npos) throw bad("no 'shape' in the header");
+    std::string_view dims(text.data() + open + 1, close - open - 1);
+    while (!dims.empty()) {
+        while (!dims.empty() && dims.front() == ' ') dims.remove_prefix(1);
+        if (dims.empty()) break;
+        std::size_t v = 0;
+        const auto r = std::from_chars(dims.data(), dims.data() + dims.size(), v);
+        if (r.ec != std::errc{}) throw bad("malformed shape in the header");
+        h.shape.push_back(v);
+        dims.remove_prefix(static_cast<std::size_t>(r.ptr - dims.data()));
+        while (!dims.empty() && dims.front() == ' ') dims.remove_prefix(1);
+        if (!dims.empty() && dims.front() != ',') throw bad("malformed shape in the header");
+        if (!dims.empty()) dims.remove_prefix(1);
+    }
+    return h;
+}
+
+/// Loads the values of a .npy file that the manifest lists with dtype T and `shape`. Before xtensor reads the file
+/// (and allocates what its header declares), the header is parsed and checked: dtype, shape equal to the manifest's,
+/// and header + data size exactly the file size (overflow-checked). So a lying header allocates nothing.
 template <class T>
 std::vector<T> load_npy_values(const std::filesystem::path& file, const std::vector<std::size_t>& shape) {
     std::error_code ec;
     const auto file_size = std::filesystem::file_size(file, ec);
     if (ec) throw checkpoint_error(file.string() + ": missing tensor file (" + ec.message() + ")");
-    const std::size_t n = shape_size(shape);
-    if (file_size < n * sizeof(T) + 10)
+    std::size_t n = 0, data_bytes = 0;
+    if (!checked_shape_size(shape, n) || __builtin_mul_overflow(n, sizeof(T), &data_bytes))
+        throw checkpoint_error(file.string() + ": the manifest's shape " + shape_to_string(shape) +
+                               " overflows the address space");
+    if (file_size < data_bytes + 10)
         throw checkpoint_error(file.string() + ": truncated .npy file (" + std::to_string(file_size) +
                                " bytes for " + std::to_string(n) + " values)");
+    const npy_header h = read_npy_header(file, file_size, std::is_same_v<T, float> ? "float32" : "float64");
+    const char* want_descr = std::is_same_v<T, float> ? "<f4" : "<f8";
+    if (h.descr != want_descr)
+        throw checkpoint_error(file.string() + ": dtype '" + h.descr + "' in the .npy header, the manifest says " +
+                               (std::is_same_v<T, float> ? "float32 ('<f4')" : "float64 ('<f8')"));
+    if (h.shape != shape)
+        throw checkpoint_error(file.string() + ": the .npy header declares shape " + shape_to_string(h.shape) +
+                               ", the manifest " + shape_to_string(shape));
+    if (file_size != h.data_offset + data_bytes)
+        throw checkpoint_error(file.string() + ": " + std::to_string(file_size) + " bytes, but its header (" +
+                               std::to_string(h.data_offset) + " bytes) and " + std::to_string(n) + " values need " +
+                               std::to_string(h.data_offset + data_bytes) + " (truncated .npy file, or bytes after it)");
     std::ifstream in(file, std::ios::binary);
     if (!in) throw checkpoint_error(file.string() + ": cannot open the file");
     try {
@@ -525,6 +625,30 @@ std::vector<T> load_npy_values(const std::filesystem::path& file, const std::vec
 }  // namespace detail
 
 namespace detail {
+/// Removes <parent>/<name>.tmp-<pid> and <name>.old-<pid> left by save_checkpoint in processes that no longer exist
+/// (a kill during a save). Keeps this process's, a live process's, and everything else. Best effort (no throw).
+inline void remove_stale_save_directories(const std::filesystem::path& parent, const std::string& name) noexcept {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string entry = it->path().filename().string();
+        for (const std::string kind : {".tmp-", ".old-"}) {
+            const std::string prefix = name + kind;
+            if (entry.size() <= prefix.size() || entry.compare(0, prefix.size(), prefix) != 0) continue;
+            const std::string_view digits = std::string_view(entry).substr(prefix.size());
+            long long pid = 0;
+            const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
+            if (r.ec != std::errc{} || r.ptr != digits.data() + digits.size() || pid <= 0 || pid == ::getpid() ||
+                pid > std::numeric_limits<pid_t>::max())
+                continue;
+            if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+                std::error_code rm;
+                fs::remove_all(it->path(), rm);
+            }
+        }
+    }
+}
+
 /// save_checkpoint with a hook called after each file of the temporary directory is written (tests use it to
 /// simulate a failure in the middle of a save).
 template <class AfterFile>
@@ -541,6 +665,7 @@ void save_checkpoint_impl(const checkpoint& c, const std::filesystem::path& dir,
     const fs::path tmp = parent / (target.filename().string() + ".tmp-" + std::to_string(::getpid()));
     try {
         fs::create_directories(parent);
+        remove_stale_save_directories(parent, target.filename().string());
         fs::remove_all(tmp);
         fs::create_directory(tmp);
         for (const auto& t : c.tensors()) {
@@ -586,6 +711,35 @@ void save_checkpoint_impl(const checkpoint& c, const std::filesystem::path& dir,
 }
 }  // namespace detail
 
+/// Checks, without writing anything, that save_checkpoint(c, dir) can create or replace `dir`: `dir` is not an
+/// existing path other than a pipeprop checkpoint directory, and the nearest existing ancestor of its parent (the
+/// save creates missing directories) is a writable directory. For a program that wants to fail before a long run
+/// rather than at its first save. Throws checkpoint_error naming the path and the reason.
+inline void check_checkpoint_destination(const std::filesystem::path& dir) {
+    namespace fs = std::filesystem;
+    if (dir.empty()) throw checkpoint_error("pipeprop::check_checkpoint_destination: empty checkpoint path");
+    const fs::path target = dir.has_filename() ? dir : dir.parent_path();
+    std::error_code ec;
+    if (fs::exists(fs::symlink_status(target, ec)) &&
+        (!fs::is_directory(target, ec) || !fs::is_regular_file(target / detail::manifest_name, ec)))
+        throw checkpoint_error(target.string() +
+                               ": exists and is not a pipeprop checkpoint directory; refusing to replace it");
+    fs::path ancestor = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    while (!fs::exists(fs::status(ancestor, ec))) {
+        if (!ancestor.has_parent_path() || ancestor.parent_path() == ancestor) {
+            ancestor = ".";
+            break;
+        }
+        ancestor = ancestor.parent_path();
+    }
+    if (!fs::is_directory(ancestor, ec))
+        throw checkpoint_error(target.string() + ": cannot save a checkpoint here: " + ancestor.string() +
+                               " is not a directory");
+    if (::access(ancestor.c_str(), W_OK | X_OK) != 0)
+        throw checkpoint_error(target.string() + ": cannot save a checkpoint here: the directory " +
+                               ancestor.string() + " is not writable (" + std::strerror(errno) + ")");
+}
+
 /// Saves `c` as directory `dir` (see the file comment), replacing an earlier checkpoint at `dir` atomically.
 /// The manifest (manifest.txt) is line-based text:
 ///   pipeprop-checkpoint 1
@@ -596,6 +750,7 @@ void save_checkpoint_impl(const checkpoint& c, const std::filesystem::path& dir,
 ///   end
 /// Throws checkpoint_error naming the path when `dir` exists but is not a pipeprop checkpoint (it is never
 /// replaced), or when writing, syncing or renaming fails; the previous checkpoint then survives unchanged.
+/// Also removes the temporary directories of earlier saves to `dir` whose process no longer exists (file comment).
 inline void save_checkpoint(const checkpoint& c, const std::filesystem::path& dir) {
     detail::save_checkpoint_impl(c, dir, [](const std::filesystem::path&) {});
 }

@@ -263,3 +263,65 @@ TEST_CASE("checkpoint: missing, corrupt and truncated checkpoints name the file"
     CHECK_THAT(checkpoint_error_of([&] { (void)pp::load_checkpoint(dir); }),
                Catch::Contains(dir.string()) && Catch::Contains("manifest.txt"));
 }
+
+TEST_CASE("checkpoint: a .npy header is checked against the manifest and the file size before allocation",
+          "[checkpoint]") {
+    temp_dir tmp("npy-header");
+    const auto dir = tmp.path / "ckpt";
+    pp::save_checkpoint(sample_checkpoint(1.0f), dir);
+    const auto npy = dir / "layer_01.weight.npy";  // manifest: float32 [2,3]
+    const std::string full = read_text(npy);
+    const std::string data = full.substr(full.size() - 6 * sizeof(float));
+    // A version 1.0 .npy file with the given header dict (padded to a 64-byte multiple) and the 24 data bytes.
+    auto npy_with = [&](const std::string& dict) {
+        std::string header = dict;
+        while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+        header += '\n';
+        std::string out("\x93NUMPY\x01\x00", 8);
+        out += static_cast<char>(header.size() & 0xff);
+        out += static_cast<char>(header.size() >> 8);
+        std::ofstream(npy, std::ios::binary | std::ios::trunc) << out << header << data;
+    };
+    // The header claims 10^12 x 256 floats (1 PB): before the check, xtensor allocated that before reading.
+    npy_with("{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000000, 256), }");
+    auto msg = checkpoint_error_of([&] { (void)pp::load_checkpoint(dir); });
+    CHECK_THAT(msg, Catch::Contains(npy.string()) &&
+                        Catch::Contains("the .npy header declares shape [1000000000000,256], the manifest [2,3]"));
+    // The right shape, another dtype.
+    npy_with("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }");
+    msg = checkpoint_error_of([&] { (void)pp::load_checkpoint(dir); });
+    CHECK_THAT(msg, Catch::Contains("dtype '<f8'"));
+    // A header length beyond the file.
+    std::ofstream(npy, std::ios::binary | std::ios::trunc) << std::string("\x93NUMPY\x02\x00\xf0\xff\xff\xff", 12)
+                                                           << std::string(40, ' ');
+    msg = checkpoint_error_of([&] { (void)pp::load_checkpoint(dir); });
+    CHECK_THAT(msg, Catch::Contains("header length 4294967280 exceeds the file size"));
+    // The original header and data load again.
+    npy_with("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }");
+    CHECK_NOTHROW(pp::load_checkpoint(dir));
+}
+
+TEST_CASE("checkpoint: a save removes the temporary directories of dead processes, not of live ones",
+          "[checkpoint][atomic]") {
+    temp_dir tmp("stale");
+    const auto dir = tmp.path / "ckpt";
+    pp::save_checkpoint(sample_checkpoint(1.0f), dir);
+    // Leftovers of saves killed with kill -9: pids beyond pid_max (never alive). The parent process is alive: its
+    // directory stands for a concurrent writer's and must survive, as must another checkpoint's leftovers.
+    const auto dead_tmp = tmp.path / "ckpt.tmp-999999999", dead_old = tmp.path / "ckpt.old-999999998";
+    const auto live_tmp = tmp.path / ("ckpt.tmp-" + std::to_string(::getppid()));
+    const auto other = tmp.path / "other.tmp-999999999", not_a_pid = tmp.path / "ckpt.tmp-12x";
+    for (const auto& d : {dead_tmp, dead_old, live_tmp, other, not_a_pid}) {
+        fs::create_directories(d);
+        std::ofstream(d / "layer_01.weight.npy") << "partial";
+    }
+    pp::save_checkpoint(sample_checkpoint(2.0f), dir);
+    CHECK_FALSE(fs::exists(dead_tmp));
+    CHECK_FALSE(fs::exists(dead_old));
+    CHECK(fs::exists(live_tmp / "layer_01.weight.npy"));
+    CHECK(fs::exists(other / "layer_01.weight.npy"));
+    CHECK(fs::exists(not_a_pid));
+    std::vector<float> v(6);
+    pp::load_checkpoint(dir).read_tensor<float>("layer_01.weight", {2, 3}, std::span<float>(v));
+    CHECK(v[0] == 2.0f);
+}

@@ -17,6 +17,8 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
@@ -196,6 +198,95 @@ TEST_CASE("idx: missing, truncated and corrupt files give a data_error naming th
     write_plain(dir / "empty", {});
     msg = data_error_of([&] { (void)pd::read_idx_labels(dir / "empty", 10); });
     CHECK_THAT(msg, Catch::Contains("truncated"));
+}
+
+namespace {
+/// One gzip member holding b (deflate, gzip wrapper). Concatenated members are one gzip file (RFC 1952), which
+/// zlib's gzread reads through.
+bytes_t gzip_member(const bytes_t& b) {
+    z_stream z{};
+    REQUIRE(deflateInit2(&z, 9, Z_DEFLATED, 31, 9, Z_DEFAULT_STRATEGY) == Z_OK);
+    bytes_t out(deflateBound(&z, static_cast<uLong>(b.size())) + 64);
+    z.next_in = const_cast<Bytef*>(b.data());
+    z.avail_in = static_cast<uInt>(b.size());
+    z.next_out = out.data();
+    z.avail_out = static_cast<uInt>(out.size());
+    REQUIRE(deflate(&z, Z_FINISH) == Z_STREAM_END);
+    out.resize(z.total_out);
+    deflateEnd(&z);
+    return out;
+}
+
+/// Runs f in a child process whose data segment (heap and private mappings, RLIMIT_DATA) is limited to
+/// `limit_bytes`; returns the child's exit code (f's return value; 100 + n for an exception: 101 bad_alloc,
+/// 102 another exception; -1 when it died of a signal).
+template <class F>
+int in_limited_child(std::size_t limit_bytes, F&& f) {
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        const rlimit r{limit_bytes, limit_bytes};
+        if (::setrlimit(RLIMIT_DATA, &r) != 0) ::_exit(103);
+        int code = 0;
+        try {
+            code = f();
+        } catch (const std::bad_alloc&) {
+            code = 101;
+        } catch (...) {
+            code = 102;
+        }
+        ::_exit(code);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+}  // namespace
+
+TEST_CASE("idx: a header whose sizes overflow is rejected; statistics check sizes without overflow",
+          "[data][idx]") {
+    temp_dir dir("idx-overflow");
+    // 16 bytes declaring [2^31, 2^31, 4]: the product is 2^64, which wraps to 0 = the 0 bytes that follow.
+    bytes_t b{0, 0, 0x08, 3};
+    put_be32(b, 0x80000000u);
+    put_be32(b, 0x80000000u);
+    put_be32(b, 4);
+    write_plain(dir / "overflow", b);
+    const auto msg = data_error_of([&] { (void)pd::read_idx_images(dir / "overflow"); });
+    CHECK_THAT(msg, Catch::Contains((dir / "overflow").string()) && Catch::Contains("more than 2^64 bytes"));
+    // The statistics and the dataset builder check count * C * H * W without wrapping (the segfault of issue 12).
+    const pd::image_geometry g{1, std::size_t(1) << 31, 4};
+    CHECK_THROWS_AS(pd::compute_channel_statistics({}, std::size_t(1) << 31, g), std::invalid_argument);
+    CHECK_THROWS_AS(pd::make_dataset({}, std::vector<std::int32_t>{}, {std::size_t(1) << 32, std::size_t(1) << 32, 1},
+                                     10, {{0.0}, {1.0}}),
+                    std::invalid_argument);
+}
+
+TEST_CASE("idx: a gzip bomb is never decompressed beyond what the header declares", "[data][idx]") {
+    temp_dir dir("idx-bomb");
+    // Header [1, 28, 28] and its 784 pixels, then 256 MiB of zeros in 256 gzip members of 1 MiB (file: ~260 KB).
+    auto bomb = gzip_member(idx_images(1, 28, 28));
+    const bytes_t zeros_member = gzip_member(bytes_t(std::size_t(1) << 20, 0));
+    for (int i = 0; i < 256; ++i) bomb.insert(bomb.end(), zeros_member.begin(), zeros_member.end());
+    write_plain(dir / "bomb.gz", bomb);
+    // A header promising 2^40 bytes in a small gzip file: rejected before reading (no 1 TB buffer grown).
+    bytes_t big{0, 0, 0x08, 3};
+    put_be32(big, 1u << 20);
+    put_be32(big, 1u << 20);
+    put_be32(big, 1);
+    big.resize(big.size() + 4096, 7);
+    write_gz(dir / "big.gz", big);
+    // With at most 64 MiB of heap, reading the whole bomb (256 MiB) would throw bad_alloc (exit code 101).
+    const int code = in_limited_child(std::size_t(64) << 20, [&] {
+        const auto m1 = data_error_of([&] { (void)pd::read_idx_images(dir / "bomb.gz"); });
+        if (m1.find("wrong item count") == std::string::npos || m1.find("not read further") == std::string::npos)
+            return 1;
+        const auto m2 = data_error_of([&] { (void)pd::read_idx_images(dir / "big.gz"); });
+        if (m2.find("truncated IDX file") == std::string::npos || m2.find("cannot hold") == std::string::npos)
+            return 2;
+        return 0;
+    });
+    CHECK(code == 0);
 }
 
 namespace {

@@ -56,12 +56,22 @@ struct dataset {
     [[nodiscard]] const float* image(std::size_t i) const noexcept { return images.data() + i * geometry.size(); }
 };
 
+namespace detail {
+/// True when count images of geometry g hold exactly `pixels` values: count * C * H * W computed with overflow checks
+/// (a product that overflows never matches, however it wraps).
+inline bool holds_images(std::size_t pixels, std::size_t count, image_geometry g) noexcept {
+    std::size_t n = 0;
+    return !__builtin_mul_overflow(g.channels, g.rows, &n) && !__builtin_mul_overflow(n, g.cols, &n) &&
+           !__builtin_mul_overflow(n, count, &n) && n == pixels;
+}
+}  // namespace detail
+
 /// Per-channel statistics of byte images pixels [count, C, H, W]. A channel with zero spread gets stddev 1 (so the
-/// normalization never divides by zero). Throws std::invalid_argument when pixels.size() != count * g.size() or
-/// count == 0.
+/// normalization never divides by zero). Throws std::invalid_argument when pixels.size() != count * g.size() (the
+/// product overflow-checked) or count == 0.
 [[nodiscard]] inline channel_statistics compute_channel_statistics(std::span<const std::uint8_t> pixels,
                                                                    std::size_t count, image_geometry g) {
-    if (count == 0 || pixels.size() != count * g.size())
+    if (count == 0 || !detail::holds_images(pixels.size(), count, g))
         throw std::invalid_argument("pipeprop::data::compute_channel_statistics: " + std::to_string(pixels.size()) +
                                     " pixels do not hold " + std::to_string(count) + " images of " + g.to_string());
     const std::size_t plane = g.rows * g.cols;
@@ -88,11 +98,11 @@ struct dataset {
 }
 
 /// Builds a dataset from byte images pixels [count, C, H, W] and labels [count], normalized with `stats`.
-/// Throws std::invalid_argument for inconsistent sizes or statistics of the wrong channel count.
+/// Throws std::invalid_argument for inconsistent sizes (overflow-checked) or statistics of the wrong channel count.
 [[nodiscard]] inline dataset make_dataset(std::span<const std::uint8_t> pixels, std::vector<std::int32_t> labels,
                                           image_geometry g, std::size_t classes, const channel_statistics& stats) {
     const std::size_t count = labels.size();
-    if (pixels.size() != count * g.size() || stats.mean.size() != g.channels || stats.stddev.size() != g.channels)
+    if (!detail::holds_images(pixels.size(), count, g) || stats.mean.size() != g.channels || stats.stddev.size() != g.channels)
         throw std::invalid_argument("pipeprop::data::make_dataset: sizes do not match (" +
                                     std::to_string(pixels.size()) + " pixels, " + std::to_string(count) +
                                     " labels, images " + g.to_string() + ", statistics for " +

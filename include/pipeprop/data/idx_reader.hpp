@@ -5,10 +5,14 @@
 // uint32 sizes; then the elements, row-major. Images: d = 3, [count, rows, cols]; labels: d = 1, [count].
 #pragma once
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pipeprop/data/data_error.hpp"
@@ -32,44 +36,79 @@ inline std::uint32_t read_be32(const std::uint8_t* p) noexcept {
     return (std::uint32_t(p[0]) << 24) | (std::uint32_t(p[1]) << 16) | (std::uint32_t(p[2]) << 8) | std::uint32_t(p[3]);
 }
 
-/// Checks the IDX header of `bytes` (from file `name`) for `want_dims` dimensions of unsigned bytes and that the
-/// file size equals header + product of the dimensions; returns the dimensions.
-inline std::vector<std::size_t> parse_idx_header(const std::vector<std::uint8_t>& bytes, const std::string& name,
-                                                 std::size_t want_dims, const char* what) {
-    if (bytes.size() < 4)
-        throw data_error(name + ": truncated IDX file (" + std::to_string(bytes.size()) +
-                         " bytes, shorter than the 4-byte magic number)");
-    if (bytes[0] != 0 || bytes[1] != 0)
+/// Dimensions and elements of one IDX file.
+struct idx_content {
+    std::vector<std::size_t> dims;
+    std::vector<std::uint8_t> elements;  ///< product of dims bytes, row-major
+};
+
+/// Reads the IDX file `path` (plain or gzip) for `want_dims` dimensions of unsigned bytes: the header first, then
+/// exactly the bytes it implies. The element count is overflow-checked and checked against what the file can hold
+/// (its size when plain; deflate's maximal ratio when gzip) before anything is allocated for the elements, and the
+/// elements are read in steps of at most 1 MiB, so neither a lying header nor a gzip bomb makes it allocate more than
+/// the header implies (plus one step). Throws data_error naming the file (see read_idx_images).
+inline idx_content read_idx_file(const std::filesystem::path& path, std::size_t want_dims, const char* what) {
+    file_byte_stream in(path);
+    const std::string& name = in.name();
+    std::uint8_t magic[4] = {0, 0, 0, 0};
+    const std::size_t got_magic = in.read(magic, 4);
+    if (got_magic < 4) {
+        if (in.is_gzip()) in.close();  // reports a truncated gzip stream as such
+        throw data_error(fmt::format("{}: truncated IDX file ({} bytes, shorter than the 4-byte magic number)", name,
+                                     got_magic));
+    }
+    if (magic[0] != 0 || magic[1] != 0)
         throw data_error(name + ": bad magic number (first two bytes must be zero; not an IDX file)");
-    if (bytes[2] != 0x08) {
-        constexpr char hex[] = "0123456789abcdef";
-        throw data_error(name + ": unsupported IDX element type 0x" + hex[bytes[2] >> 4] + hex[bytes[2] & 15] +
-                         " (expected 0x08, unsigned byte)");
-    }
-    const std::size_t dims = bytes[3];
+    if (magic[2] != 0x08)
+        throw data_error(fmt::format("{}: unsupported IDX element type 0x{:02x} (expected 0x08, unsigned byte)", name,
+                                     magic[2]));
+    const std::size_t dims = magic[3];
     if (dims != want_dims)
-        throw data_error(name + ": IDX file has " + std::to_string(dims) + " dimensions, " + what + " need " +
-                         std::to_string(want_dims));
+        throw data_error(fmt::format("{}: IDX file has {} dimensions, {} need {}", name, dims, what, want_dims));
     const std::size_t header = 4 + 4 * dims;
-    if (bytes.size() < header)
-        throw data_error(name + ": truncated IDX header (" + std::to_string(bytes.size()) + " bytes, the header of a " +
-                         std::to_string(dims) + "-dimensional file has " + std::to_string(header) + ")");
-    std::vector<std::size_t> d(dims);
-    std::size_t elements = 1;
-    for (std::size_t i = 0; i < dims; ++i) {
-        d[i] = read_be32(bytes.data() + 4 + 4 * i);
-        elements *= d[i];
+    std::uint8_t sizes[4 * 255];
+    const std::size_t got_sizes = in.read(sizes, 4 * dims);
+    if (got_sizes < 4 * dims) {
+        if (in.is_gzip()) in.close();
+        throw data_error(fmt::format("{}: truncated IDX header ({} bytes, the header of a {}-dimensional file has {})",
+                                     name, 4 + got_sizes, dims, header));
     }
-    if (d[0] == 0) throw data_error(name + ": IDX file holds 0 items");
-    const std::size_t expected = header + elements;
-    if (bytes.size() < expected)
-        throw data_error(name + ": truncated IDX file (" + std::to_string(bytes.size()) + " bytes, the header promises " +
-                         std::to_string(d[0]) + " items = " + std::to_string(expected) + " bytes)");
-    if (bytes.size() > expected)
-        throw data_error(name + ": wrong item count in the IDX header (file has " +
-                         std::to_string(bytes.size() - expected) + " bytes after the " + std::to_string(d[0]) +
-                         " items it declares)");
-    return d;
+    idx_content out;
+    out.dims.resize(dims);
+    std::size_t elements = 1;
+    bool overflow = false;
+    for (std::size_t i = 0; i < dims; ++i) {
+        out.dims[i] = read_be32(sizes + 4 * i);
+        overflow = overflow || __builtin_mul_overflow(elements, out.dims[i], &elements);
+    }
+    if (overflow)
+        throw data_error(fmt::format("{}: corrupt IDX header: the sizes [{}] declare more than 2^64 bytes", name,
+                                     fmt::join(out.dims, ", ")));
+    if (out.dims[0] == 0) throw data_error(name + ": IDX file holds 0 items");
+    const std::uintmax_t limit = in.max_content_bytes();
+    const auto promised = [&] {
+        return fmt::format("the header promises {} items [{}] = {} bytes", out.dims[0], fmt::join(out.dims, ", "),
+                           header + static_cast<std::uintmax_t>(elements));
+    };
+    if (elements > limit || header > limit - elements)
+        throw data_error(fmt::format("{}: truncated IDX file ({} a {} file of {} bytes cannot hold)", name, promised(),
+                                     in.is_gzip() ? "gzip" : "plain", in.file_size()));
+    if (!in.append_exactly(out.elements, elements)) {
+        if (in.is_gzip()) in.close();
+        throw data_error(fmt::format("{}: truncated IDX file ({} bytes, {})", name, header + out.elements.size(),
+                                     promised()));
+    }
+    if (!in.at_end()) {
+        const std::uintmax_t extra = in.is_gzip() ? 0 : in.file_size() - header - elements;
+        throw data_error(extra > 0 ? fmt::format("{}: wrong item count in the IDX header (file has {} bytes after the "
+                                                 "{} items it declares)",
+                                                 name, extra, out.dims[0])
+                                   : fmt::format("{}: wrong item count in the IDX header (the gzip data go on after "
+                                                 "the {} items = {} bytes it declares; not read further)",
+                                                 name, out.dims[0], header + elements));
+    }
+    in.close();
+    return out;
 }
 
 }  // namespace detail
@@ -77,18 +116,19 @@ inline std::vector<std::size_t> parse_idx_header(const std::vector<std::uint8_t>
 /// Reads an IDX image file (3 dimensions [count, rows, cols], unsigned bytes), plain or gzip.
 /// Throws data_error naming the file when it is missing, unreadable, truncated (fewer bytes than the header
 /// promises), has trailing bytes (wrong item count), a bad magic number, an element type other than unsigned byte,
-/// a dimension count other than 3, or 0 items.
+/// a dimension count other than 3, 0 items, or sizes whose product overflows 64 bits. Allocates at most what the
+/// header implies (checked against the file first; gzip data beyond it are never decompressed).
 [[nodiscard]] inline idx_images read_idx_images(const std::filesystem::path& path) {
     const std::string name = path.string();
-    std::vector<std::uint8_t> bytes = read_file_bytes(path);
-    const auto d = detail::parse_idx_header(bytes, name, 3, "images");
+    detail::idx_content c = detail::read_idx_file(path, 3, "images");
+    const auto& d = c.dims;
     if (d[1] == 0 || d[2] == 0) throw data_error(name + ": IDX images have a zero-sized dimension");
     idx_images out;
     out.count = d[0];
     out.rows = d[1];
     out.cols = d[2];
     out.path = name;
-    out.pixels.assign(bytes.begin() + 16, bytes.end());
+    out.pixels = std::move(c.elements);
     return out;
 }
 
@@ -98,11 +138,10 @@ inline std::vector<std::size_t> parse_idx_header(const std::vector<std::uint8_t>
 [[nodiscard]] inline std::vector<std::int32_t> read_idx_labels(const std::filesystem::path& path,
                                                                std::size_t classes) {
     const std::string name = path.string();
-    const std::vector<std::uint8_t> bytes = read_file_bytes(path);
-    const auto d = detail::parse_idx_header(bytes, name, 1, "labels");
-    std::vector<std::int32_t> labels(d[0]);
-    for (std::size_t i = 0; i < d[0]; ++i) {
-        const std::uint8_t l = bytes[8 + i];
+    const detail::idx_content c = detail::read_idx_file(path, 1, "labels");
+    std::vector<std::int32_t> labels(c.dims[0]);
+    for (std::size_t i = 0; i < c.dims[0]; ++i) {
+        const std::uint8_t l = c.elements[i];
         if (l >= classes)
             throw data_error(name + ": label " + std::to_string(l) + " of item " + std::to_string(i) +
                              " is outside [0, " + std::to_string(classes) + ")");
