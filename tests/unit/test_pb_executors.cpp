@@ -1,14 +1,19 @@
 // PB executors (include/pipeprop/pb/): the concurrent flow-graph executor is bit-identical to the sequential
 // reference for every mitigation policy (>= 200 micro-batches, S = 10, b = 1 and b = 2 with a final partial
-// micro-batch, a drain in the middle); fewer micro-batches than stages; same seed same run; the delays observed at
-// run time equal the constexpr D_s; S = 1 PB equals the sequential SGD trainer bitwise.
+// micro-batch, a drain in the middle); fewer micro-batches than stages; same seed same run; the delays, measured
+// from outside by a probe layer that logs the weights each pass was given, equal the constexpr D_s; S = 1 PB
+// equals the sequential SGD trainer bitwise.
 #include <catch2/catch.hpp>
 
 #include <pipeprop/sequential_trainer.hpp>
 
 #include "unit/test_pb_support.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
+#include <span>
+#include <type_traits>
 
 using namespace pb_test;
 
@@ -155,28 +160,170 @@ TEST_CASE("same seed, same run; another seed, another run", "[pb][executors]") {
     CHECK_FALSE(bitwise_equal(ra.weights, rc.weights));
 }
 
-TEST_CASE("observed delays equal the constexpr D_s", "[pb][delays]") {
+namespace {
+
+// ---- a probe layer: what weights did each pass really get? ------------------------------------------------------
+// y = x * w element-wise (w [n], one weight per feature). Every call appends the weights it was given to the log of
+// its Id: forward (the weights of the forward of micro-batch n, in micro-batch order), backward-p2 in the weighted
+// form (the weights the backward of micro-batch n used: pb-semantics.md §1 says w after n updates), backward-p1
+// when it runs, and the gradient p2 added. The test reads the delay off these logs instead of the executor's own
+// bookkeeping (stage_state::record_delay gets n - k from the same formula the executor uses to pick k).
+struct probe_log {
+    std::vector<std::vector<float>> forward, p1, p2, gradient;
+    void clear() { forward.clear(), p1.clear(), p2.clear(), gradient.clear(); }
+};
+template <std::size_t Id>
+probe_log& log_of() {
+    static probe_log log;
+    return log;
+}
+
+template <class T, class Shape, std::size_t Id>
+struct probe_layer {
+    static_assert(std::is_same_v<T, float>, "the probe logs float weights");
+    using value_type = T;
+    using input_shape = Shape;
+    using output_shape = Shape;
+    static constexpr std::size_t n = Shape::size;
+    static constexpr std::size_t parameter_count = n;
+    void init_parameters(std::span<T> w, std::uint64_t seed) const {
+        std::mt19937_64 rng(seed);
+        for (auto& v : w) v = T(1) + pp::uniform<T>(rng, T(-0.3), T(0.3));
+    }
+    void forward(std::span<const T> w, const T* x, T* y, std::size_t b, pp::no_stash&, pp::no_workspace&) const {
+        log_of<Id>().forward.emplace_back(w.begin(), w.end());
+        for (std::size_t k = 0; k < b; ++k)
+            for (std::size_t i = 0; i < n; ++i) y[k * n + i] = x[k * n + i] * w[i];
+    }
+    void backward_input(std::span<const T> w, const T*, const T*, const T* dy, T* dx, std::size_t b,
+                        const pp::no_stash&, pp::no_workspace&) const {
+        log_of<Id>().p1.emplace_back(w.begin(), w.end());
+        for (std::size_t k = 0; k < b; ++k)
+            for (std::size_t i = 0; i < n; ++i) dx[k * n + i] = dy[k * n + i] * w[i];
+    }
+    void backward_weight(std::span<const T> w, std::span<T> dw, const T* x, const T*, const T* dy, std::size_t b,
+                         const pp::no_stash&, pp::no_workspace&) const {
+        std::vector<T> g(n, T(0));
+        for (std::size_t k = 0; k < b; ++k)
+            for (std::size_t i = 0; i < n; ++i) g[i] += dy[k * n + i] * x[k * n + i];
+        for (std::size_t i = 0; i < n; ++i) dw[i] += g[i];
+        log_of<Id>().p2.emplace_back(w.begin(), w.end());
+        log_of<Id>().gradient.push_back(std::move(g));
+    }
+};
+template <std::size_t Id>
+struct probe {
+    template <class T, class In>
+    using bind = probe_layer<T, In, Id>;
+};
+
+/// 9 nodes: 0 probe0 | 1 dense 2 relu | 3 probe1 | 4 dense 5 relu | 6 probe2 | 7 dense | 8 probe3.
+using probed = pp::network<shape<4>, probe<0>, pp::dense<6>, pp::relu, probe<1>, pp::dense<5>, pp::relu, probe<2>,
+                           pp::dense<3>, probe<3>>;
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) { return bitwise_equal(a, b); }
+
+/// Checks the log of probe Id, which sits in a stage of delay D, for `count` micro-batches with a drain after
+/// micro-batch `drain_at`; lr: the constant learning rate (momentum 0, no decay); w0: the probe's initial weights;
+/// w_end: its weights after the run. Returns the delays measured for every micro-batch.
+template <std::size_t Id>
+std::vector<std::size_t> measured_delays(std::size_t D, std::size_t count, std::size_t drain_at, float lr,
+                                         const std::vector<float>& w0, const std::vector<float>& w_end,
+                                         bool p1_runs) {
+    const probe_log& log = log_of<Id>();
+    INFO("probe " << Id << " (D = " << D << ")");
+    REQUIRE(log.forward.size() == count);
+    REQUIRE(log.p2.size() == count);
+    REQUIRE(log.p1.size() == (p1_runs ? count : 0));
+    // bw[k] = the weights the backward of micro-batch k got. It must be w after k updates: w(0) the initial weights,
+    // w(k+1) = w(k) - lr g(k) (momentum 0, no decay), w(count) the final weights.
+    const auto& bw = log.p2;
+    CHECK(same_bits(bw[0], w0));
+    for (std::size_t k = 0; k < count; ++k) {
+        const std::vector<float>& next = k + 1 < count ? bw[k + 1] : w_end;
+        for (std::size_t i = 0; i < w0.size(); ++i) {
+            const float expected = bw[k][i] - lr * log.gradient[k][i];
+            INFO("update " << k + 1 << ", weight " << i);
+            REQUIRE(std::abs(next[i] - expected) <= 1e-6f * std::max(1.0f, std::abs(expected)));
+        }
+        if (p1_runs) CHECK(same_bits(log.p1[k], bw[k]));  // p1 and p2 of one micro-batch use the same weights
+    }
+    // Every version is distinct (the run moves the weights on every update), so a forward's weights name one k.
+    for (std::size_t j = 0; j < count; ++j)
+        for (std::size_t k = j + 1; k < count; ++k) REQUIRE_FALSE(same_bits(bw[j], bw[k]));
+    std::vector<std::size_t> delays;
+    for (std::size_t n = 0; n < count; ++n) {
+        std::size_t k = count;  // none
+        for (std::size_t j = 0; j < count; ++j)
+            if (same_bits(log.forward[n], bw[j])) k = j;
+        INFO("micro-batch " << n);
+        REQUIRE(k < count);   // the forward's weights are a version the stage really had ...
+        REQUIRE(k <= n);      // ... and not one from the future
+        delays.push_back(n - k);
+    }
+    // The delay PB prescribes (pb-semantics.md §1): D after a fill; in the fill after a (re)start at n0 the
+    // forward of micro-batch n sees the n0 updates done so far, i.e. the delay is min(n - n0, D).
+    for (std::size_t n = 0; n < count; ++n) {
+        const std::size_t n0 = n < drain_at ? 0 : drain_at;
+        INFO("micro-batch " << n);
+        CHECK(delays[n] == std::min(n - n0, D));
+    }
+    return delays;
+}
+
+}  // namespace
+
+TEST_CASE("observed delays, measured by a probe layer, equal the constexpr D_s", "[pb][delays]") {
     openblas_set_num_threads(1);
     using policy = pb::policy::none;
-    using pipe = pb::pipeline<cnn, pp::fine_grained<>, policy>;
-    static_assert(pipe::stage_count == 5);
-    static_assert(pipe::delays == std::array<std::size_t, 5>{8, 6, 4, 2, 0});
-    const std::size_t count = 40;
+    using pipe = pb::pipeline<probed, pp::fine_grained<>, policy>;
+    // Hand-listed: every parametric node starts a stage (relu attaches to the dense before it).
+    static_assert(pipe::boundaries == std::array<std::size_t, 8>{0, 1, 3, 4, 6, 7, 8, 9});
+    static_assert(pipe::delays == std::array<std::size_t, 7>{12, 10, 8, 6, 4, 2, 0});
+    const std::size_t count = 60, drain_at = 25;
+    const float lr = 0.05f;
+    data_stream<probed> data(count, 3, 17);
     for (auto kind : {pb::executor_kind::sequential, pb::executor_kind::concurrent}) {
-        pipe p(opts<policy>(kind, 1));
-        drive(p, count, 1, 0, 0);
+        pipe p(opts<policy>(kind, 1, 4));
+        // From here on (the concurrent executor's constructor runs the stages once to measure their costs for the
+        // lane cut: those calls are not training).
+        log_of<0>().clear(), log_of<1>().clear(), log_of<2>().clear(), log_of<3>().clear();
+        std::vector<float> w0(pipe::stack_type::parameter_count), w_end(w0.size());
+        p.copy_parameters(w0);
+        std::size_t completed = 0;
+        for (std::size_t n = 0; n < count; ++n) {
+            p.set_hyperparameters({lr, 0.0f, 0.0f});
+            completed += p.push(data.xs(n, 1), data.ys(n, 1), 1).size();
+            if (n + 1 == drain_at) completed += p.drain().size();
+        }
+        completed += p.drain().size();
+        REQUIRE(completed == count);
+        p.copy_parameters(w_end);
+        using stack = pipe::stack_type;
+        auto block = [&](const std::vector<float>& w, std::size_t node) {
+            const auto first = w.begin() + static_cast<std::ptrdiff_t>(stack::parameter_offset[node]);
+            return std::vector<float>(first, first + static_cast<std::ptrdiff_t>(stack::parameter_count_of({node, node + 1})));
+        };
+        INFO("executor " << (kind == pb::executor_kind::sequential ? "sequential" : "concurrent"));
+        // Probes at nodes 0, 3, 6, 8 = stages 0, 2, 4, 6 (D = 12, 8, 4, 0); the first node of stage 0 runs no p1.
+        const std::vector<std::vector<std::size_t>> measured{
+            measured_delays<0>(12, count, drain_at, lr, block(w0, 0), block(w_end, 0), false),
+            measured_delays<1>(8, count, drain_at, lr, block(w0, 3), block(w_end, 3), true),
+            measured_delays<2>(4, count, drain_at, lr, block(w0, 6), block(w_end, 6), true),
+            measured_delays<3>(0, count, drain_at, lr, block(w0, 8), block(w_end, 8), true)};
+        // The executor's statistics agree with what the probes measured.
         const auto st = p.stats();
-        for (std::size_t s = 0; s < pipe::stage_count; ++s) {
-            INFO("executor " << st.executor << ", stage " << s);
-            CHECK(st.stages[s].delay == pipe::delays[s]);
-            CHECK(st.stages[s].observed_delay_max == pipe::delays[s]);
-            // The first D_s micro-batches of a fill see fewer updates (0, 1, ..., D_s - 1); all others exactly D_s.
-            CHECK(st.stages[s].observed_delay_min == 0);
-            CHECK(st.stages[s].backward_count == count);
-            CHECK(st.stages[s].full_delay_count == count - pipe::delays[s]);
+        const std::size_t stage_of_probe[4] = {0, 2, 4, 6};
+        for (std::size_t q = 0; q < 4; ++q) {
+            const auto& m = measured[q];
+            const auto& s = st.stages[stage_of_probe[q]];
+            INFO("probe " << q);
+            CHECK(s.backward_count == count);
+            CHECK(s.observed_delay_max == *std::max_element(m.begin(), m.end()));
+            CHECK(s.observed_delay_min == *std::min_element(m.begin(), m.end()));
+            CHECK(s.full_delay_count == static_cast<std::size_t>(std::count(m.begin(), m.end(), s.delay)));
         }
         CHECK(st.micro_batches == count);
-        CHECK(st.samples == count);
     }
 }
 

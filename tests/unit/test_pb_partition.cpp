@@ -1,13 +1,19 @@
 // PB partitions (pb::pipeline over pipeline_layout, pb::runtime_partition, pb::check_partition): cutting L layers
 // into S stages never drops or duplicates a layer (shared/docs/pitfalls.md item 9), whatever L mod S is; bad
-// runtime split points are rejected with the offending point named; a runtime partition runs exactly the code of
-// the static one (bit-identical results); the concurrent executor stays bit-identical under oversubscription.
+// runtime split points are rejected with the offending point named; static and runtime cuts equal boundaries and
+// delays listed by hand (CNN, MLP, and a ResNet whose projection shortcut must share its add's stage); a runtime
+// partition trains bit-identically to the static pipeline of the same cut (and a cut one node off does not); the
+// concurrent executor stays bit-identical under oversubscription.
 #include <catch2/catch.hpp>
 
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
 
+#include "unit/small_resnet.hpp"
 #include "unit/test_pb_support.hpp"
+
+#include <type_traits>
+#include <vector>
 
 using namespace pb_test;
 
@@ -88,23 +94,135 @@ TEST_CASE("bad runtime partitions are rejected with a precise message", "[pb][pa
     CHECK_THROWS_WITH(rt(std::vector<std::size_t>{2}, zero), Catch::Contains("max_batch must be >= 1"));
 }
 
-TEST_CASE("a runtime partition runs the same code as the static pipeline", "[pb][partition]") {
+namespace {
+
+/// What a cut must be, written out by hand for a known network (not computed by the library).
+struct expected_cut {
+    std::vector<std::size_t> boundaries;  // stage s = nodes [boundaries[s], boundaries[s + 1])
+    std::vector<std::size_t> delays;      // D_s, listed
+};
+
+/// Checks an engine's stages (static or runtime) against the hand-listed cut.
+template <class Engine>
+void check_stages(const Engine& e, const expected_cut& x) {
+    REQUIRE(e.number_of_stages() + 1 == x.boundaries.size());
+    for (std::size_t s = 0; s < e.number_of_stages(); ++s) {
+        INFO("stage " << s);
+        CHECK(e.stage_range(s).begin == x.boundaries[s]);
+        CHECK(e.stage_range(s).end == x.boundaries[s + 1]);
+        CHECK(e.stage_delay(s) == x.delays[s]);
+    }
+}
+
+/// Checks a static pipeline type's constexpr cut against the hand-listed one.
+template <class Pipe>
+void check_constants(const expected_cut& x) {
+    REQUIRE(Pipe::stage_count + 1 == x.boundaries.size());
+    CHECK(std::vector<std::size_t>(Pipe::boundaries.begin(), Pipe::boundaries.end()) == x.boundaries);
+    CHECK(std::vector<std::size_t>(Pipe::delays.begin(), Pipe::delays.end()) == x.delays);
+}
+
+/// Split points of a cut (its inner boundaries), as a runtime partition takes them.
+std::vector<std::size_t> split_points(const expected_cut& x) {
+    return {x.boundaries.begin() + 1, x.boundaries.end() - 1};
+}
+
+/// Index of the stage holding node i.
+std::size_t stage_of(const expected_cut& x, std::size_t i) {
+    std::size_t s = 0;
+    while (x.boundaries[s + 1] <= i) ++s;
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("static and runtime cuts equal hand-listed boundaries and delays", "[pb][partition]") {
+    using policy = pb::policy::none;
+    using test_nets::small_resnet;
+    // cnn: 0 conv 1 gn 2 relu 3 pool 4 conv 5 relu 6 flatten 7 dense 8 relu 9 dense (parametric: 0 1 4 7 9).
+    const expected_cut cnn_split{{0, 2, 5, 8, 10}, {6, 4, 2, 0}};
+    const expected_cut cnn_fine{{0, 1, 4, 7, 9, 10}, {8, 6, 4, 2, 0}};
+    const expected_cut cnn_own{{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {18, 16, 14, 12, 10, 8, 6, 4, 2, 0}};
+    const expected_cut cnn_one{{0, 10}, {0}};
+    // mlp: 0 flatten 1 dense 2 relu 3 dense 4 relu 5 dense: the leading flatten attaches to the first stage.
+    const expected_cut mlp_fine{{0, 3, 5, 6}, {4, 2, 0}};
+    // small_resnet (small_resnet.hpp): fine_grained starts a stage at every parametric node but the projection
+    // shortcut's (17 conv, 18 gn), which share the stage of the add (19) with 16 gn (pb-semantics.md §6).
+    const expected_cut res_fine{{0, 1, 4, 5, 7, 8, 12, 13, 15, 16, 22, 23},
+                                {20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0}};
+    const expected_cut res_own{{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 20, 21, 22, 23},
+                               {38, 36, 34, 32, 30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0}};
+    const expected_cut res_split{{0, 5, 13, 16, 23}, {6, 4, 2, 0}};
+
+    check_constants<pipe_of<cnn, pp::split_at<2, 5, 8>>>(cnn_split);
+    check_constants<pipe_of<cnn, pp::fine_grained<>>>(cnn_fine);
+    check_constants<pipe_of<cnn, pp::fine_grained<pp::parameter_free::own_stage>>>(cnn_own);
+    check_constants<pipe_of<cnn, pp::split_at<>>>(cnn_one);
+    check_constants<pipe_of<mlp, pp::fine_grained<>>>(mlp_fine);
+    check_constants<pipe_of<small_resnet, pp::fine_grained<>>>(res_fine);
+    check_constants<pipe_of<small_resnet, pp::fine_grained<pp::parameter_free::own_stage>>>(res_own);
+    check_constants<pipe_of<small_resnet, pp::split_at<5, 13, 16>>>(res_split);
+    for (const auto* x : {&res_fine, &res_own}) {
+        CHECK(stage_of(*x, 17) == stage_of(*x, 19));
+        CHECK(stage_of(*x, 18) == stage_of(*x, 19));
+        CHECK(stage_of(*x, 16) == stage_of(*x, 19));  // with f's last parametric node
+    }
+
+    // The engines built from them: static (stage programs instantiated per stage type) and runtime (from the
+    // hand-listed split points) report the listed ranges and delays.
+    check_stages(pipe_of<cnn, pp::split_at<2, 5, 8>>(), cnn_split);
+    check_stages(pipe_of<cnn, pp::fine_grained<>>(), cnn_fine);
+    check_stages(pipe_of<small_resnet, pp::fine_grained<>>(), res_fine);
+    check_stages(pipe_of<small_resnet, pp::fine_grained<pp::parameter_free::own_stage>>(), res_own);
+    pb::options<policy> o;
+    for (const auto* x : {&cnn_split, &cnn_fine, &cnn_own, &cnn_one})
+        check_stages(pb::pipeline<cnn, pb::runtime_partition, policy>(split_points(*x), o), *x);
+    check_stages(pb::pipeline<mlp, pb::runtime_partition, policy>(split_points(mlp_fine), o), mlp_fine);
+    for (const auto* x : {&res_fine, &res_own, &res_split})
+        check_stages(pb::pipeline<small_resnet, pb::runtime_partition, policy>(split_points(*x), o), *x);
+}
+
+TEST_CASE("a runtime partition trains bitwise like the static pipeline of the same cut", "[pb][partition]") {
     openblas_set_num_threads(1);
     using policy = pb::policy::sc_lwp<>;
-    using fixed = pb::pipeline<cnn, pp::split_at<2, 5, 8>, policy>;
-    using rt = pb::pipeline<cnn, pb::runtime_partition, policy>;
+    using test_nets::small_resnet;
     pb::options<policy> o;
     o.push_buffer = 5;
-    fixed a(o);
-    rt b(std::vector<std::size_t>{2, 5, 8}, o);
-    REQUIRE(b.number_of_stages() == fixed::stage_count);
-    for (std::size_t s = 0; s < fixed::stage_count; ++s) {
-        CHECK(b.stage_delay(s) == fixed::delays[s]);
-        CHECK(b.stage_range(s) == fixed::layout::stage(s));
+    o.executor = pb::executor_kind::sequential;
+    auto initial = [&](auto& e) {
+        std::vector<float> w(std::remove_reference_t<decltype(e)>::stack_type::parameter_count);
+        e.copy_parameters(w);
+        return w;
+    };
+    {  // cnn, split_at<2, 5, 8> against the runtime split points {2, 5, 8}; another cut as the control
+        pb::pipeline<cnn, pp::split_at<2, 5, 8>, policy> fixed(o);
+        pb::pipeline<cnn, pb::runtime_partition, policy> rt(std::vector<std::size_t>{2, 5, 8}, o);
+        pb::pipeline<cnn, pb::runtime_partition, policy> other(std::vector<std::size_t>{2, 5, 7}, o);
+        const auto w0 = initial(fixed);
+        const run_record ra = drive(fixed, 90, 1, 0, 40), rb = drive(rt, 90, 1, 0, 40), rc = drive(other, 90, 1, 0, 40);
+        CHECK_FALSE(bitwise_equal(ra.weights, w0));  // it trained
+        CHECK(bitwise_equal(ra.weights, rb.weights));
+        CHECK(bitwise_equal(ra.velocities, rb.velocities));
+        CHECK(bitwise_equal(ra.losses, rb.losses));
+        // The control: a cut one node off changes the delays of stage 2's layers and so the run.
+        CHECK_FALSE(bitwise_equal(ra.weights, rc.weights));
+        CHECK_FALSE(bitwise_equal(ra.losses, rc.losses));
     }
-    const run_record ra = drive(a, 90, 1, 0, 40), rb = drive(b, 90, 1, 0, 40);
-    CHECK(bitwise_equal(ra.weights, rb.weights));
-    CHECK(bitwise_equal(ra.losses, rb.losses));
+    {  // small ResNet fine_grained (cuts inside both blocks, shortcut in the add's stage) against the runtime cut at
+       // the hand-listed points; the control moves the shortcut's stage start from 16 to 15
+        pb::pipeline<small_resnet, pp::fine_grained<>, policy> fixed(o);
+        const std::vector<std::size_t> points{1, 4, 5, 7, 8, 12, 13, 15, 16, 22};
+        pb::pipeline<small_resnet, pb::runtime_partition, policy> rt(points, o);
+        pb::pipeline<small_resnet, pb::runtime_partition, policy> other(
+            std::vector<std::size_t>{1, 4, 5, 7, 8, 12, 13, 14, 15, 22}, o);
+        const auto w0 = initial(fixed);
+        const run_record ra = drive(fixed, 70, 1, 0, 30), rb = drive(rt, 70, 1, 0, 30), rc = drive(other, 70, 1, 0, 30);
+        CHECK_FALSE(bitwise_equal(ra.weights, w0));
+        CHECK(bitwise_equal(ra.weights, rb.weights));
+        CHECK(bitwise_equal(ra.velocities, rb.velocities));
+        CHECK(bitwise_equal(ra.losses, rb.losses));
+        CHECK_FALSE(bitwise_equal(ra.weights, rc.weights));
+    }
 }
 
 TEST_CASE("the initial weights do not depend on the cut", "[pb][partition]") {

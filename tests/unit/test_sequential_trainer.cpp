@@ -1,4 +1,6 @@
-// Sequential reference trainer: evaluation before training, learning on a separable problem, the update is an SGD
+// Sequential reference trainer: evaluation before training and two momentum-SGD updates (heavy-ball and Nesterov,
+// weight decay, schedule and explicit learning rate, a short batch) equal a hand computation of the network in
+// double, learning on a separable problem, the update is an SGD
 // step on the gradient of the MEAN batch loss (finite differences in double), bit-identical resume through a
 // checkpoint on disk (MLP and small CNN, with a schedule and a short final batch), NaN/inf loss detection that
 // leaves the state untouched, argument checks, no operator new in train_batch / evaluate / gather_batch after setup
@@ -16,6 +18,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -25,6 +28,8 @@
 #include <limits>
 #include <new>
 #include <random>
+#include <span>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -104,23 +109,133 @@ pp::sequential_trainer_config config(std::size_t max_batch, std::uint64_t seed, 
 
 }  // namespace
 
-TEST_CASE("sequential_trainer: evaluation works before any training", "[trainer]") {
-    synthetic<float> d(100, 12, 1);
-    pp::sequential_trainer<mlp> t(config(16, 3));
-    const auto e = t.evaluate(d.x.data(), d.y.data(), 100);
-    CHECK(e.samples == 100);
-    CHECK(e.accuracy >= 0.0);
-    CHECK(e.accuracy <= 1.0);
-    CHECK(std::isfinite(e.loss));
-    CHECK(e.loss > 0.0);
-    CHECK(t.step_count() == 0);
-    CHECK(t.samples_seen() == 0);
-    // Chunking does not change the result (max_batch 7 vs 100).
-    pp::sequential_trainer<mlp> t7(config(7, 3));
-    const auto e7 = t7.evaluate(d.x.data(), d.y.data(), 100);
-    CHECK(e7.accuracy == e.accuracy);
-    CHECK(e7.loss == Approx(e.loss).epsilon(1e-6));
-    CHECK_THROWS_AS(t.evaluate(d.x.data(), d.y.data(), 0), std::invalid_argument);
+namespace {
+
+/// The trainer's network written out by hand (no library code): x [4] -> dense 4->3 -> relu -> dense 3->3 ->
+/// softmax cross-entropy. Parameter block as the library lays out dense layers: W1 [3, 4] row-major, b1 [3],
+/// W2 [3, 3], b2 [3] (30 values).
+struct hand_net {
+    static constexpr std::size_t P = 12 + 3 + 9 + 3;
+    struct pass {
+        double pre[3], h[3], z[3], p[3];
+        double loss;
+        int argmax;
+    };
+    static pass forward(const std::vector<double>& w, const double* x, int label) {
+        pass r{};
+        const double* W1 = w.data();
+        const double* b1 = W1 + 12;
+        const double* W2 = b1 + 3;
+        const double* b2 = W2 + 9;
+        for (int o = 0; o < 3; ++o) {
+            r.pre[o] = b1[o];
+            for (int i = 0; i < 4; ++i) r.pre[o] += W1[o * 4 + i] * x[i];
+            r.h[o] = r.pre[o] > 0 ? r.pre[o] : 0.0;
+        }
+        for (int o = 0; o < 3; ++o) {
+            r.z[o] = b2[o];
+            for (int i = 0; i < 3; ++i) r.z[o] += W2[o * 3 + i] * r.h[i];
+        }
+        const double zmax = std::max({r.z[0], r.z[1], r.z[2]});
+        double sum = 0;
+        for (int o = 0; o < 3; ++o) sum += std::exp(r.z[o] - zmax);
+        for (int o = 0; o < 3; ++o) r.p[o] = std::exp(r.z[o] - zmax) / sum;
+        r.loss = -std::log(r.p[label]);
+        r.argmax = static_cast<int>(std::max_element(r.z, r.z + 3) - r.z);
+        return r;
+    }
+    /// Mean loss over the batch and its gradient g [P] w.r.t. w.
+    static double mean_loss_and_gradient(const std::vector<double>& w, const double* x, const std::int32_t* y,
+                                         std::size_t b, std::vector<double>& g) {
+        g.assign(P, 0.0);
+        double loss = 0;
+        const double* W2 = w.data() + 15;
+        for (std::size_t n = 0; n < b; ++n) {
+            const double* xn = x + 4 * n;
+            const pass r = forward(w, xn, y[n]);
+            loss += r.loss / static_cast<double>(b);
+            double dz[3], dpre[3];
+            for (int o = 0; o < 3; ++o) dz[o] = (r.p[o] - (o == y[n] ? 1.0 : 0.0)) / static_cast<double>(b);
+            for (int o = 0; o < 3; ++o) {
+                for (int i = 0; i < 3; ++i) g[15 + o * 3 + i] += dz[o] * r.h[i];
+                g[24 + o] += dz[o];
+            }
+            for (int i = 0; i < 3; ++i) {
+                double dh = 0;
+                for (int o = 0; o < 3; ++o) dh += dz[o] * W2[o * 3 + i];
+                dpre[i] = r.pre[i] > 0 ? dh : 0.0;
+            }
+            for (int o = 0; o < 3; ++o) {
+                for (int i = 0; i < 4; ++i) g[o * 4 + i] += dpre[o] * xn[i];
+                g[12 + o] += dpre[o];
+            }
+        }
+        return loss;
+    }
+};
+
+bool close(const std::vector<double>& a, std::span<const double> b, double tol) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+        if (std::abs(a[i] - b[i]) > tol * std::max(1.0, std::abs(a[i]))) return false;
+    return true;
+}
+
+}  // namespace
+
+TEST_CASE("sequential_trainer: evaluation and two updates equal a hand computation", "[trainer]") {
+    using net = pp::network<shape<4>, pp::dense<3>, pp::relu, pp::dense<3>>;
+    static_assert(pp::sequential_trainer<net, double>::parameter_count == hand_net::P);
+    synthetic<double> d(8, 4, 31);
+    for (const bool nesterov : {false, true}) {
+        INFO((nesterov ? "Nesterov" : "heavy-ball"));
+        pp::sequential_trainer_config c;
+        c.max_batch = 5;
+        c.optimizer = {.momentum = 0.9, .weight_decay = 0.01, .nesterov = nesterov};
+        c.schedule = pp::optim::lr_schedule::constant(0.2);
+        c.seed = 6;
+        pp::sequential_trainer<net, double> t(c);
+        std::vector<double> w(t.parameters().begin(), t.parameters().end()), v(hand_net::P, 0.0), g;
+
+        // Evaluation before training, over 8 samples in chunks of 5 and 3: mean loss and accuracy by hand.
+        double loss_sum = 0;
+        std::size_t hits = 0;
+        for (std::size_t n = 0; n < 8; ++n) {
+            const auto r = hand_net::forward(w, d.x.data() + 4 * n, d.y[n]);
+            loss_sum += r.loss;
+            hits += r.argmax == d.y[n];
+        }
+        const auto e = t.evaluate(d.x.data(), d.y.data(), 8);
+        CHECK(e.samples == 8);
+        CHECK(e.loss == Approx(loss_sum / 8).epsilon(1e-12));
+        CHECK(e.accuracy == static_cast<double>(hits) / 8);
+        CHECK(t.step_count() == 0);
+        CHECK(t.samples_seen() == 0);
+
+        // Update 1 (samples 0..4, the schedule's lr 0.2) and update 2 (samples 5..7, explicit lr 0.05), by hand:
+        // g = dL/dw + lambda w ; v <- m v + g ; heavy-ball w <- w - lr v, Nesterov w <- w - lr (g + m v).
+        const double m = 0.9, lambda = 0.01;
+        const std::pair<std::size_t, std::size_t> batches[2] = {{0, 5}, {5, 3}};
+        const double lrs[2] = {0.2, 0.05};
+        for (int k = 0; k < 2; ++k) {
+            const auto [first, b] = batches[k];
+            const double hand_loss = hand_net::mean_loss_and_gradient(w, d.x.data() + 4 * first, d.y.data() + first, b, g);
+            for (std::size_t i = 0; i < hand_net::P; ++i) {
+                g[i] += lambda * w[i];
+                v[i] = m * v[i] + g[i];
+                w[i] -= lrs[k] * (nesterov ? g[i] + m * v[i] : v[i]);
+            }
+            const double loss = k == 0 ? t.train_batch(d.x.data() + 4 * first, d.y.data() + first, b)
+                                       : t.train_batch(d.x.data() + 4 * first, d.y.data() + first, b, lrs[k]);
+            INFO("update " << k + 1);
+            CHECK(loss == Approx(hand_loss).epsilon(1e-12));
+            CHECK(close(w, t.parameters(), 1e-12));
+            CHECK(close(v, t.optimizer().velocity(), 1e-12));
+        }
+        CHECK(t.step_count() == 2);
+        CHECK(t.samples_seen() == 8);
+        CHECK_THROWS_AS(t.evaluate(d.x.data(), d.y.data(), 0), std::invalid_argument);
+    }
 }
 
 TEST_CASE("sequential_trainer: learns a separable problem", "[trainer]") {

@@ -1,6 +1,8 @@
 // Cost inputs of the simulator (sync/cost_measurement.hpp) and the balanced cut (sync/balanced_partition.hpp):
 // the cut is optimal (checked against all cuts by brute force), covers every layer once and rejects impossible
-// requests; measured costs are positive where work is done and zero where there is none; span medians are exact.
+// requests; measured costs follow the work (a layer or stage with 4x the FLOPs costs clearly more than the 1x one
+// in the same run, a skipped backward-p1 costs next to nothing, a parameter-free layer has no backward-p2) and,
+// fed to balanced_partition, cut a deliberately unbalanced network where its work is; span medians are exact.
 #include <catch2/catch.hpp>
 
 #include <pipeprop/pipeprop.hpp>
@@ -73,27 +75,107 @@ TEST_CASE("balanced_partition: optimal contiguous cut, every layer exactly once"
     CHECK_THROWS_AS(ps::balanced_partition({1, -2}, 1), std::invalid_argument);
 }
 
-TEST_CASE("measured costs: per layer and per stage as the executor runs them", "[sync][costs]") {
+namespace {
+// Timing relations, not thresholds: each compares two costs measured in the same run, with a margin far below
+// the FLOP ratio, and the measurement is repeated (up to 3 times) until the relation holds, so that a burst of load
+// during one measurement does not fail the test while a measurement that does not follow the work always does.
+template <class Measure, class Holds>
+auto measure_until(Measure measure, Holds holds) {
+    auto m = measure();
+    for (int attempt = 1; attempt < 3 && !holds(m); ++attempt) m = measure();
+    return m;
+}
+bool clearly_more(double big, double small, double factor) { return big > factor * small; }
+}  // namespace
+
+TEST_CASE("measured layer costs follow the layers' work", "[sync][costs]") {
     openblas_set_num_threads(1);
-    using net = pp::network<pp::shape<12>, pp::dense<16>, pp::relu, pp::dense<5>>;
-    const auto lc = ps::measure_layer_costs<net>(8, 3);
+    // 0 relu [128] | 1 dense 128 -> 128 (16384 MACs per sample) | 2 relu | 3 dense 128 -> 512 (65536 MACs: 4x).
+    using net = pp::network<pp::shape<128>, pp::relu, pp::dense<128>, pp::relu, pp::dense<512>>;
+    auto relations = [](const std::vector<ps::layer_costs>& lc) {
+        return clearly_more(lc[3].forward, lc[1].forward, 2.0) &&
+               clearly_more(lc[3].backward_input, lc[1].backward_input, 2.0) &&
+               clearly_more(lc[3].backward_weight, lc[1].backward_weight, 2.0) &&
+               clearly_more(lc[1].forward, lc[2].forward, 2.0);
+    };
+    const auto lc = measure_until([] { return ps::measure_layer_costs<net>(16, 9); }, relations);
+    REQUIRE(lc.size() == 4);
+    INFO("dense 128->128: F " << lc[1].forward << " B " << lc[1].backward_input << " W " << lc[1].backward_weight
+                              << "; dense 128->512: F " << lc[3].forward << " B " << lc[3].backward_input << " W "
+                              << lc[3].backward_weight << "; relu F " << lc[2].forward);
+    // The 4x layer costs clearly more than the 1x one in every pass (the margin, 2x, is half the FLOP ratio) ...
+    CHECK(clearly_more(lc[3].forward, lc[1].forward, 2.0));
+    CHECK(clearly_more(lc[3].backward_input, lc[1].backward_input, 2.0));
+    CHECK(clearly_more(lc[3].backward_weight, lc[1].backward_weight, 2.0));
+    // ... an element-wise relu clearly less than a GEMM over the same width ...
+    CHECK(clearly_more(lc[1].forward, lc[2].forward, 2.0));
+    // ... and a parameter-free layer has no backward-p2 at all.
+    CHECK(lc[0].backward_weight == 0);
+    CHECK(lc[2].backward_weight == 0);
+}
+
+TEST_CASE("the first layer's skipped backward-p1 costs (almost) nothing", "[sync][costs]") {
+    openblas_set_num_threads(1);
+    // Layer 0 is the first layer (its input gradient is not needed: measure_layer_costs skips it, as on a first
+    // stage); layer 2 is the same GEMM shape with its input gradient computed.
+    using net = pp::network<pp::shape<256>, pp::dense<256>, pp::relu, pp::dense<256>>;
+    auto relations = [](const std::vector<ps::layer_costs>& lc) {
+        return clearly_more(lc[2].backward_input, lc[0].backward_input, 4.0);
+    };
+    const auto lc = measure_until([] { return ps::measure_layer_costs<net>(16, 9); }, relations);
     REQUIRE(lc.size() == 3);
-    for (const auto& c : lc) {
-        CHECK(c.forward > 0);
-        CHECK(c.backward_input > 0);
-    }
-    CHECK(lc[0].backward_weight > 0);
-    CHECK(lc[1].backward_weight == 0);  // relu has no weights
-    const auto sc = ps::measure_stage_costs<net>(pp::partition_at(3, {2}), 4, 3, 2);
+    INFO("layer 0 (first, p1 skipped): B " << lc[0].backward_input << "; layer 2: B " << lc[2].backward_input);
+    CHECK(clearly_more(lc[2].backward_input, lc[0].backward_input, 4.0));
+    CHECK(lc[0].backward_weight > 0.25 * lc[2].backward_weight);  // its p2 is not skipped
+}
+
+TEST_CASE("measured stage costs follow the stages' work", "[sync][costs]") {
+    openblas_set_num_threads(1);
+    using net = pp::network<pp::shape<128>, pp::relu, pp::dense<128>, pp::relu, pp::dense<512>>;
+    const auto cut = pp::partition_at(4, {2});  // [relu, dense 128->128] | [relu, dense 128->512 (4x), loss]
+    auto relations = [](const std::vector<ps::stage_costs>& sc) {
+        return clearly_more(sc[1].forward, sc[0].forward, 2.0) &&
+               clearly_more(sc[1].backward_input, sc[0].backward_input, 2.0) &&
+               clearly_more(sc[1].backward_weight, sc[0].backward_weight, 2.0) &&
+               clearly_more(sc[1].backward_fused, sc[0].backward_fused, 2.0);
+    };
+    const auto sc = measure_until([&] { return ps::measure_stage_costs<net>(cut, 16, 4, 4); }, relations);
     REQUIRE(sc.size() == 2);
-    for (const auto& c : sc) {
-        CHECK(c.forward > 0);
-        CHECK(c.backward_input > 0);
-        CHECK(c.backward_weight > 0);
-        CHECK(c.backward_fused > 0);
-        CHECK(c.optimizer >= 0);
-    }
-    CHECK_THROWS_AS(ps::measure_stage_costs<net>(pp::partition_at(3, {2}), 4, 3, 1), std::invalid_argument);
+    INFO("stage 0: F " << sc[0].forward << " B " << sc[0].backward_input << " W " << sc[0].backward_weight << " BW "
+                       << sc[0].backward_fused << "; stage 1: F " << sc[1].forward << " B " << sc[1].backward_input
+                       << " W " << sc[1].backward_weight << " BW " << sc[1].backward_fused);
+    CHECK(clearly_more(sc[1].forward, sc[0].forward, 2.0));
+    CHECK(clearly_more(sc[1].backward_input, sc[0].backward_input, 2.0));
+    CHECK(clearly_more(sc[1].backward_weight, sc[0].backward_weight, 2.0));
+    CHECK(clearly_more(sc[1].backward_fused, sc[0].backward_fused, 2.0));
+    CHECK(sc[0].optimizer >= 0);
+    CHECK_THROWS_AS(ps::measure_stage_costs<net>(cut, 4, 3, 1), std::invalid_argument);
+}
+
+TEST_CASE("measured costs cut a deliberately unbalanced network where the work is", "[sync][costs][partition]") {
+    openblas_set_num_threads(1);
+    // Four relus (256 element-wise ops per sample and pass each) then equal GEMMs (65536 MACs per sample and pass
+    // each, 256x the relu's work). Worked out by hand: with r the cost of a relu and G that of a GEMM (4 r < G),
+    //   relu x4, G, G    into 2 stages: {5} (max 4r + G); {4} gives 2G, and the layer-count cut {3} gives r + 2G;
+    //   relu x4, G, G, G into 3 stages: {5, 6} (max 4r + G); every other cut puts two GEMMs in one stage, as the
+    //   layer-count cuts {2, 4} and {3, 5} do.
+    using net2 = pp::network<pp::shape<256>, pp::relu, pp::relu, pp::relu, pp::relu, pp::dense<256>, pp::dense<256>>;
+    using net3 = pp::network<pp::shape<256>, pp::relu, pp::relu, pp::relu, pp::relu, pp::dense<256>, pp::dense<256>,
+                             pp::dense<256>>;
+    auto totals = [](const std::vector<ps::layer_costs>& lc) {
+        std::vector<double> t;
+        for (const auto& c : lc) t.push_back(c.total());
+        return t;
+    };
+    const std::vector<std::size_t> want2{5}, want3{5, 6};
+    CHECK(ps::balanced_partition(std::vector<double>(6, 1.0), 2) != want2);  // equal costs would not give it
+    CHECK(ps::balanced_partition(std::vector<double>(7, 1.0), 3) != want3);
+    const auto p2 = measure_until([&] { return ps::balanced_partition(totals(ps::measure_layer_costs<net2>(16, 9)), 2); },
+                                  [&](const std::vector<std::size_t>& p) { return p == want2; });
+    CHECK(p2 == want2);
+    const auto p3 = measure_until([&] { return ps::balanced_partition(totals(ps::measure_layer_costs<net3>(16, 9)), 3); },
+                                  [&](const std::vector<std::size_t>& p) { return p == want3; });
+    CHECK(p3 == want3);
 }
 
 TEST_CASE("costs_from_spans: medians per stage and kind", "[sync][costs]") {
