@@ -5,7 +5,7 @@
 # and what does not.
 #
 #   <test>_asan      ASan + UBSan (-O1, UBSan errors fatal, libstdc++ assertions): the cheap-to-compile unit tests
-#                    and the executor tests. Not test_no_allocation / test_pb_no_allocation: their harness replaces
+#                    and the executor tests; tests/ubsan.supp holds the one suppression (inside oneTBB, explained). Not test_no_allocation / test_pb_no_allocation: their harness replaces
 #                    malloc and operator new, which ASan must own (tests/unit/allocation_counter.hpp exits with the
 #                    skip code 77 when it is compiled under a sanitizer).
 #   <test>_tsan      TSan (-O1) of the concurrent executor tests (PB and sync), run against a libtbb built with TSan
@@ -37,7 +37,7 @@ set(pipeprop_variant_baseline_link "")
 # exit on any report (TSan's default exitcode 66) and the history needed for useful second stacks.
 set(pipeprop_variant_asan_env
     "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=1:strict_string_checks=1"
-    "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
+    "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:suppressions=${CMAKE_CURRENT_SOURCE_DIR}/ubsan.supp")
 set(PIPEPROP_TSAN_TBB_DIR ${CMAKE_BINARY_DIR}/tsan-tbb CACHE PATH
     "Where scripts/build-tsan-tbb.sh puts the TSan build of libtbb (point it outside the build tree to keep it)")
 set(pipeprop_variant_tsan_env
