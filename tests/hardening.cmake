@@ -5,9 +5,10 @@
 # and what does not.
 #
 #   <test>_asan      ASan + UBSan (-O1, UBSan errors fatal, libstdc++ assertions): the cheap-to-compile unit tests
-#                    and the executor tests; tests/ubsan.supp holds the one suppression (inside oneTBB, explained). Not test_no_allocation / test_pb_no_allocation: their harness replaces
-#                    malloc and operator new, which ASan must own (tests/unit/allocation_counter.hpp exits with the
-#                    skip code 77 when it is compiled under a sanitizer).
+#                    and the executor tests; tests/ubsan.supp holds the one suppression (inside oneTBB, explained).
+#                    Not test_no_allocation / test_pb_no_allocation: their harness replaces malloc and operator new,
+#                    which ASan must own (tests/unit/allocation_counter.hpp exits with the skip code 77 when it is
+#                    compiled under a sanitizer).
 #   <test>_tsan      TSan (-O1) of the concurrent executor tests (PB and sync), run against a libtbb built with TSan
 #                    from Debian's source package of the installed version (fixture tsan_tbb_build:
 #                    scripts/build-tsan-tbb.sh into PIPEPROP_TSAN_TBB_DIR, loaded through LD_LIBRARY_PATH), with
