@@ -46,6 +46,7 @@ endif()
 
 if(PIPEPROP_BUILD_EXAMPLES)
   add_executable(fuzz_options ${pipeprop_fuzz_src}/fuzz_options.cpp)
+  target_compile_features(fuzz_options PRIVATE cxx_std_20)
   target_compile_options(fuzz_options PRIVATE -Wall -Wextra)
   add_test(NAME fuzz_options_smoke
            COMMAND fuzz_options --program $<TARGET_FILE:pipeprop_train> --runs 300 --seed 1 --jobs 2
