@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs everything pipeprop needs on Debian 12 (idempotent: already-installed packages are left alone).
+# clang-14 + libclang-rt-14-dev: libFuzzer and the sanitizer runtimes of the fuzz targets (tests/fuzz).
 # Usage: scripts/install-deps.sh [--with-torch]   (--with-torch: also python3-torch for bench/ comparisons)
 set -euo pipefail
 packages=(
   build-essential cmake
   libxtensor-dev libxsimd-dev xtl-dev libtbb-dev libboost-dev catch2
   libopenblas-dev zlib1g-dev libcli11-dev libfmt-dev libbenchmark-dev
+  clang-14 libclang-rt-14-dev
   dataset-fashion-mnist fortunes
 )
 if [[ "${1:-}" == "--with-torch" ]]; then packages+=(python3-torch python3-numpy); fi

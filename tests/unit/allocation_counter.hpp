@@ -7,7 +7,36 @@
 // These are definitions, not declarations: include this file in exactly ONE translation unit of a test program.
 // allocation_counter::snapshot() reads both counters; PIPEPROP_COUNTS_C_ALLOCATIONS says whether the C level is
 // counted on this platform.
+//
+// Under a sanitizer that owns the allocator (ASan, TSan, MSan, LSan), replacing malloc and operator new breaks its
+// runtime (the programs crashed at start under ASan), and counting would measure the sanitizer anyway: compiled that
+// way, this file replaces nothing and the program exits at start-up with 77, which ctest reports as skipped
+// (SKIP_RETURN_CODE 77, tests/CMakeLists.txt). The sanitizer builds of tests/hardening.cmake leave these tests out.
 #pragma once
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define PIPEPROP_ALLOCATOR_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer) || \
+    __has_feature(leak_sanitizer)
+#define PIPEPROP_ALLOCATOR_SANITIZED 1
+#endif
+#endif
+
+#if defined(PIPEPROP_ALLOCATOR_SANITIZED)
+#include <cstdio>
+#include <cstdlib>
+
+namespace {
+[[maybe_unused]] const int allocation_counter_skip = [] {
+    std::fputs("allocation_counter.hpp: built with a sanitizer that owns malloc; the allocation-counting tests "
+               "cannot run (skipped, exit 77)\n",
+               stderr);
+    std::_Exit(77);
+    return 0;
+}();
+}  // namespace
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -20,6 +49,7 @@ namespace {
 std::atomic<std::size_t> operator_new_calls{0};
 std::atomic<std::size_t> c_allocation_calls{0};
 
+#if !defined(PIPEPROP_ALLOCATOR_SANITIZED)
 void* counted_new(std::size_t n) {
     operator_new_calls.fetch_add(1, std::memory_order_relaxed);
     if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
@@ -32,8 +62,12 @@ void* counted_new_aligned(std::size_t n, std::align_val_t al) {
     if (posix_memalign(&p, a, n == 0 ? 1 : n) != 0) throw std::bad_alloc();
     return p;
 }
+#endif
 }  // namespace
 
+#if defined(PIPEPROP_ALLOCATOR_SANITIZED)
+#define PIPEPROP_COUNTS_C_ALLOCATIONS 0
+#else
 // Replaceable global allocation functions ([new.delete]): every form counts; deletes only free.
 void* operator new(std::size_t n) { return counted_new(n); }
 void* operator new[](std::size_t n) { return counted_new(n); }
@@ -122,6 +156,7 @@ int posix_memalign(void** out, std::size_t alignment, std::size_t n) {
 #else
 #define PIPEPROP_COUNTS_C_ALLOCATIONS 0
 #endif
+#endif  // !PIPEPROP_ALLOCATOR_SANITIZED
 
 
 namespace allocation_counter {

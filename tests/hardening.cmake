@@ -1,0 +1,77 @@
+# Hardening builds of chosen unit tests (issue 12, items 2 and 7), built in the same build tree as every other test
+# and run by the same ctest (labels asan, tsan, baseline). Each variant compiles its own copy of a test source with
+# its own flags; they link the uninstrumented Catch2 main (pipeprop_catch_main), which is harmless for every variant.
+# Chosen to keep CI (scripts/test.sh on 2 cores) well under 20 minutes: README.md, "Testing", says what runs here
+# and what does not.
+#
+#   <test>_asan      ASan + UBSan (-O1, UBSan errors fatal, libstdc++ assertions): the cheap-to-compile unit tests
+#                    and the executor tests; tests/ubsan.supp holds the one suppression (inside oneTBB, explained).
+#                    Not test_no_allocation / test_pb_no_allocation: their harness replaces malloc and operator new,
+#                    which ASan must own (tests/unit/allocation_counter.hpp exits with the skip code 77 when it is
+#                    compiled under a sanitizer).
+#   <test>_tsan      TSan (-O1) of the concurrent executor tests (PB and sync), run against a libtbb built with TSan
+#                    from Debian's source package of the installed version (fixture tsan_tbb_build:
+#                    scripts/build-tsan-tbb.sh into PIPEPROP_TSAN_TBB_DIR, loaded through LD_LIBRARY_PATH), with
+#                    the suppressions of tests/tsan.supp (reports inside oneTBB or OpenBLAS only, each explained).
+#   <test>_baseline  -O3 -march=x86-64-v2 (SSE4.2, no FMA, no AVX), no -march=native: the executor bit-identity tests
+#                    on baseline x86-64, where pipeprop::kernels::fma must compute its single rounding itself.
+option(PIPEPROP_HARDENING_TESTS "Build the sanitizer (ASan+UBSan, TSan) and baseline-architecture test variants" ON)
+if(NOT PIPEPROP_HARDENING_TESTS)
+  return()
+endif()
+
+set(pipeprop_asan_tests test_data_readers test_checkpoint test_optim test_layers_basic test_simd_gemm
+    test_sync_schedule test_sync_simulator test_pb_executors test_sync_executor)
+set(pipeprop_tsan_tests test_pb_executors test_sync_executor)
+set(pipeprop_baseline_tests test_pb_executors test_sync_executor)
+
+set(pipeprop_warnings -Wall -Wextra -Wno-unused-parameter -Wno-maybe-uninitialized)
+set(pipeprop_variant_asan_flags -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined
+    -fno-sanitize-recover=all -D_GLIBCXX_ASSERTIONS)
+set(pipeprop_variant_asan_link -fsanitize=address,undefined)
+set(pipeprop_variant_tsan_flags -O1 -g -fno-omit-frame-pointer -fsanitize=thread)
+set(pipeprop_variant_tsan_link -fsanitize=thread)
+set(pipeprop_variant_baseline_flags -march=x86-64-v2)
+set(pipeprop_variant_baseline_link "")
+
+# ASan: abort on the first report, check leaks; UBSan: print the stack. TSan: the oneTBB suppressions, a non-zero
+# exit on any report (TSan's default exitcode 66) and the history needed for useful second stacks.
+set(pipeprop_variant_asan_env
+    "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=1:strict_string_checks=1"
+    "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:suppressions=${CMAKE_CURRENT_SOURCE_DIR}/ubsan.supp")
+set(PIPEPROP_TSAN_TBB_DIR ${CMAKE_BINARY_DIR}/tsan-tbb CACHE PATH
+    "Where scripts/build-tsan-tbb.sh puts the TSan build of libtbb (point it outside the build tree to keep it)")
+set(pipeprop_variant_tsan_env
+    "TSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/tsan.supp:halt_on_error=0:exitcode=66:history_size=4"
+    "LD_LIBRARY_PATH=${PIPEPROP_TSAN_TBB_DIR}/lib")
+add_test(NAME tsan_tbb_build COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/build-tsan-tbb.sh ${PIPEPROP_TSAN_TBB_DIR})
+set_tests_properties(tsan_tbb_build PROPERTIES FIXTURES_SETUP pipeprop_tsan_tbb LABELS tsan TIMEOUT 1800)
+
+function(pipeprop_variant_test variant name)
+  set(target ${name}_${variant})
+  add_executable(${target} ${CMAKE_CURRENT_SOURCE_DIR}/unit/${name}.cpp)
+  if(variant STREQUAL "baseline")
+    target_sources(${target} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/baseline_arch_check.cpp)
+  endif()
+  # pipeprop_build_flags is left out on purpose: it may add -march=native, which the baseline variant must not get.
+  target_link_libraries(${target} PRIVATE pipeprop::pipeprop pipeprop_catch_main Catch2::Catch2)
+  target_include_directories(${target} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+  target_compile_definitions(${target} PRIVATE PIPEPROP_GOLDEN_DIR="${CMAKE_CURRENT_SOURCE_DIR}/golden")
+  target_compile_options(${target} PRIVATE ${pipeprop_warnings} ${pipeprop_variant_${variant}_flags})
+  if(PIPEPROP_NATIVE AND NOT variant STREQUAL "baseline")
+    target_compile_options(${target} PRIVATE -march=native)
+  endif()
+  target_link_options(${target} PRIVATE ${pipeprop_variant_${variant}_link})
+  add_test(NAME ${target} COMMAND ${target})
+  set(env OPENBLAS_NUM_THREADS=1 ${pipeprop_variant_${variant}_env})
+  set_tests_properties(${target} PROPERTIES ENVIRONMENT "${env}" LABELS ${variant} TIMEOUT 900)
+  if(variant STREQUAL "tsan")
+    set_tests_properties(${target} PROPERTIES FIXTURES_REQUIRED pipeprop_tsan_tbb)
+  endif()
+endfunction()
+
+foreach(variant asan tsan baseline)
+  foreach(name IN LISTS pipeprop_${variant}_tests)
+    pipeprop_variant_test(${variant} ${name})
+  endforeach()
+endforeach()
