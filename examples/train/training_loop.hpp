@@ -113,7 +113,7 @@ pipeprop::data::dataset_pair load_data(const common_options& o) {
         } catch (const pipeprop::data_error& e) {
             if (std::string_view(e.what()).find("does not match the network input") == std::string_view::npos) throw;
             std::string inputs;  // which --network takes which image size
-            for (const std::string& name : network_names())
+            for (const std::string& name : image_network_names())
                 inputs += fmt::format("{}{} {}", inputs.empty() ? "" : ", ", name,
                                       with_network(name, []<class N>() { return input_geometry<N>().to_string(); }));
             throw pipeprop::data_error(fmt::format("{} (--network {}; the networks take: {})", e.what(), o.network,
