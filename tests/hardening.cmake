@@ -56,7 +56,8 @@ function(pipeprop_variant_test variant name)
   # pipeprop_build_flags is left out on purpose: it may add -march=native, which the baseline variant must not get.
   target_link_libraries(${target} PRIVATE pipeprop::pipeprop pipeprop_catch_main Catch2::Catch2)
   target_include_directories(${target} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
-  target_compile_definitions(${target} PRIVATE PIPEPROP_GOLDEN_DIR="${CMAKE_CURRENT_SOURCE_DIR}/golden")
+  target_compile_definitions(${target} PRIVATE PIPEPROP_GOLDEN_DIR="${CMAKE_CURRENT_SOURCE_DIR}/golden"
+                                               PIPEPROP_HARDENING_VARIANT=1)
   target_compile_options(${target} PRIVATE ${pipeprop_warnings} ${pipeprop_variant_${variant}_flags})
   if(PIPEPROP_NATIVE AND NOT variant STREQUAL "baseline")
     target_compile_options(${target} PRIVATE -march=native)
