@@ -471,6 +471,7 @@ private:
     }
     template <std::size_t I>
     static std::span<const T> layer_weights(std::span<const T> w, layer_range r) {
+        if (w.empty()) return {};  // backward_weight without weights (no layer of the network reads them)
         return w.subspan(parameter_offset[I] - parameter_offset[r.begin], layer_type<I>::parameter_count);
     }
     static void check_range(layer_range r, const char* what) {
