@@ -17,6 +17,9 @@ function(pipeprop_train_unit unit_mode pair)
   set(unit_file ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_units/${unit_file_name}.cpp)
   configure_file(${CMAKE_CURRENT_SOURCE_DIR}/train/unit.cpp.in ${unit_file} @ONLY)
   target_sources(pipeprop_train PRIVATE ${unit_file})
+  if(TARGET pipeprop_train_asan)  # tests/fuzz.cmake: the ASan + UBSan main program of scripts/fuzz.sh
+    target_sources(pipeprop_train_asan PRIVATE ${unit_file})
+  endif()
 endfunction()
 # Image networks in every mode; text networks (next-token training on a text corpus) in --mode sgd only for now
 # (the other modes reject them).

@@ -24,7 +24,6 @@ cmake --build "$build" -j"$jobs" --target fuzz_options pipeprop_train_asan >/dev
 cmake -S tests/fuzz -B "$build/fuzz" -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build/fuzz" -j"$jobs" --target fuzz_idx fuzz_cifar10 fuzz_checkpoint fuzz_idx_ubsan \
   fuzz_cifar10_ubsan fuzz_checkpoint_ubsan >/dev/null
-export PIPEPROP_FUZZ_SKIP_KNOWN=1  # known findings of tests/fuzz/crashes/README.md (remove with their fix)
 limits=(-max_len=16384 -malloc_limit_mb=64 -rss_limit_mb=2048 -timeout=10)
 for t in idx cifar10 checkpoint; do
   work="$build/fuzz/long-$t"

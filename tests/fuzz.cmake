@@ -4,9 +4,8 @@
 #                              <build>/fuzz (fuzz_idx, fuzz_cifar10, fuzz_checkpoint: ASan + UBSan + libFuzzer)
 #   fuzz_<target>_smoke        libFuzzer, -seed=1, a fixed number of inputs from the seed corpus
 #                              tests/fuzz/corpus/<target> (tests/fuzz/run_fuzzer.cmake has the limits)
-#   fuzz_<target>_known_crashes  replays tests/fuzz/crashes/<target>/: inputs the fuzzers found that crash today,
-#                              for findings of issue 12 item 6 that another branch fixes. DISABLED until that fix
-#                              lands (then enable it: it must pass). tests/fuzz/crashes/README.md lists them.
+#   fuzz_<target>_known_crashes  replays tests/fuzz/crashes/<target>/: inputs that crashed the readers before the
+#                              fixes of issue 12 item 6, kept as regression inputs (tests/fuzz/crashes/README.md).
 #   fuzz_options_smoke         tests/fuzz/fuzz_options.cpp: mutated command lines on the built main program
 # Without clang (no clang++-14 / clang++ found) the libFuzzer tests are not registered; a configure message says so.
 find_program(PIPEPROP_FUZZ_CXX NAMES clang++-14 clang++ DOC "clang for the libFuzzer targets (tests/fuzz)")
@@ -30,14 +29,13 @@ if(PIPEPROP_FUZZ_CXX)
                      -DWORK=${pipeprop_fuzz_bin}/smoke-${target} -DSEEDS=${pipeprop_fuzz_src}/corpus/${target}
                      -DRUNS=${pipeprop_fuzz_runs_${target}} -DSEED=1 -P ${pipeprop_fuzz_src}/run_fuzzer.cmake)
     set_tests_properties(fuzz_${target}_smoke PROPERTIES FIXTURES_REQUIRED pipeprop_fuzzers LABELS fuzz TIMEOUT 600
-                         ENVIRONMENT PIPEPROP_FUZZ_SKIP_KNOWN=1)  # until the fix: tests/fuzz/crashes/README.md
+)
     if(EXISTS ${pipeprop_fuzz_src}/crashes/${target})
       file(GLOB crashes ${pipeprop_fuzz_src}/crashes/${target}/*)
       add_test(NAME fuzz_${target}_known_crashes
                COMMAND ${pipeprop_fuzz_bin}/fuzz_${target} -malloc_limit_mb=64 -rss_limit_mb=2048 ${crashes})
       set_tests_properties(fuzz_${target}_known_crashes PROPERTIES
-        FIXTURES_REQUIRED pipeprop_fuzzers LABELS fuzz TIMEOUT 300
-        DISABLED TRUE)  # issue 12 item 6 (bad-input fixes, another branch): enable when it lands
+        FIXTURES_REQUIRED pipeprop_fuzzers LABELS fuzz TIMEOUT 300)
     endif()
   endforeach()
 else()

@@ -94,8 +94,7 @@ public:
         epoch_samples_ = 0;
     }
     pipeprop::evaluation evaluate(const float* x, const std::int32_t* labels, std::size_t n) {
-        const auto r = pipe_.evaluate({x, n * pipe_type::input_size}, {labels, n}, n);
-        return {r.accuracy, r.loss, r.samples};
+        return pipe_.evaluate({x, n * pipe_type::input_size}, {labels, n}, n);
     }
     void save_state(pipeprop::checkpoint& c) const { pipeprop::pb::save_state(pipe_, c); }
     /// A PB checkpoint restores everything; a checkpoint of another mode (e.g. --mode sgd) provides the initial

@@ -22,6 +22,7 @@
 #include <pipeprop/sync/any_executor.hpp>
 #include <pipeprop/sync/balanced_partition.hpp>
 #include <pipeprop/sync/cost_measurement.hpp>
+#include <pipeprop/sync/checkpoint.hpp>
 #include <pipeprop/sync/executor.hpp>
 #include <pipeprop/sync/schedule.hpp>
 #include <pipeprop/sync/simulator.hpp>
@@ -47,95 +48,43 @@ namespace train {
 
 namespace ps = pipeprop::sync;
 
-/// Engine of --mode sync for run_training (training_loop.hpp): one pipeline step per batch. Checkpoints use the
-/// sequential trainer's names (parameters, velocity, step_count, samples_seen, init_seed), so a checkpoint moves
-/// freely between --mode sgd and --mode sync. A NaN/inf loss restores the weights and velocity of before the step
-/// (the pipeline applies its update before the loss is known) and throws non_finite_loss_error, like sgd.
-/// The schedule kind and 2BP flag are run-time values (sync::any_executor), so the training loop is compiled once
-/// per network.
+/// Engine of --mode sync for run_training (training_loop.hpp): one pipeline step per batch, composed of library
+/// parts: schedule_executor::step_or_undo (a NaN/inf loss undoes the step and throws non_finite_loss_error, like
+/// sgd), schedule_executor::evaluate, sync::save_state / load_state (the sequential trainer's names, so a
+/// checkpoint moves freely between --mode sgd and --mode sync). The schedule kind and 2BP flag are run-time values
+/// (one compiled executor for every schedule).
 template <class Net>
 class sync_engine {
 public:
     using executor_type = ps::any_executor<Net, float>;
     using stack_type = pipeprop::layer_stack<Net, float>;
-    using loss_type = pipeprop::softmax_cross_entropy<float, stack_type::output_shape::size>;
 
     sync_engine(ps::schedule_kind kind, bool two_stage_bp, std::vector<pipeprop::layer_range> stages,
                 const ps::executor_options& opt, pipeprop::optim::lr_schedule schedule, bool keep_spans)
         : ex_(ps::make_any_executor<Net, float>(kind, two_stage_bp, std::move(stages), opt)),
           schedule_(schedule),
           seed_(opt.seed),
-          keep_spans_(keep_spans),
-          eval_act_(stack_.make_activations(stack_type::all(), opt.max_batch)),
-          eval_ws_(stack_.make_workspaces(stack_type::all(), opt.max_batch)) {
+          keep_spans_(keep_spans) {
         schedule_.validate();
     }
 
     float train_batch(const float* x, const std::int32_t* labels, std::size_t b) {
-        const double lr = current_learning_rate();
-        backup_w_ = ex_->parameters();
-        backup_v_ = ex_->velocity();
-        const auto r = ex_->step(std::span<const float>(x, b * stack_type::input_shape::size),
-                                std::span<const std::int32_t>(labels, b), lr);
-        if (!std::isfinite(r.loss)) {
-            ex_->set_parameters(backup_w_);
-            ex_->set_velocity(backup_v_);
-            throw pipeprop::non_finite_loss_error(
-                "pipeprop sync: the loss became " + std::string(std::isnan(r.loss) ? "NaN" : "infinite") +
-                    " at update " + std::to_string(steps_) + " (after " + std::to_string(samples_seen_) +
-                    " samples, learning rate " + std::to_string(lr) +
-                    "); the update was undone. Lower the learning rate or check the data.",
-                steps_, samples_seen_);
-        }
-        ++steps_;
+        const auto r = ex_->step_or_undo(std::span<const float>(x, b * stack_type::input_shape::size),
+                                         std::span<const std::int32_t>(labels, b), current_learning_rate(),
+                                         samples_seen_);
         samples_seen_ += b;
         if (keep_spans_ && r.micro_batches == ex_->options().micro_batches) last_full_spans_ = ex_->spans();
         return static_cast<float>(r.loss);
     }
 
     pipeprop::evaluation evaluate(const float* x, const std::int32_t* labels, std::size_t n) {
-        if (n == 0) throw std::invalid_argument("pipeprop sync: evaluate on no samples");
-        const std::vector<float> w = ex_->parameters();
-        const std::vector<float> state = ex_->state();
-        const std::size_t chunk = ex_->options().max_batch, in = stack_type::input_shape::size;
-        double loss_sum = 0;
-        std::size_t hits = 0;
-        for (std::size_t first = 0; first < n; first += chunk) {
-            const std::size_t b = std::min(chunk, n - first);
-            std::copy_n(x + first * in, b * in, eval_act_.input());
-            stack_.infer(w, eval_act_, b, eval_ws_, state);
-            loss_sum += static_cast<double>(loss_type::loss(eval_act_.output(), labels + first, b)) *
-                        static_cast<double>(b);
-            hits += loss_type::correct(eval_act_.output(), labels + first, b);
-        }
-        return {static_cast<double>(hits) / static_cast<double>(n), loss_sum / static_cast<double>(n), n};
+        return ex_->evaluate(std::span<const float>(x, n * stack_type::input_shape::size),
+                             std::span<const std::int32_t>(labels, n));
     }
 
-    void save_state(pipeprop::checkpoint& c) const {
-        c.signature = pipeprop::signature_of<Net, float>();
-        const auto w = ex_->parameters(), v = ex_->velocity();
-        pipeprop::add_network_tensors<Net, float>(c, std::span<const float>(w));
-        pipeprop::add_network_tensors<Net, float>(c, std::span<const float>(v), "velocity");
-        const auto state = ex_->state();
-        pipeprop::add_network_state<Net, float>(c, std::span<const float>(state));
-        c.set_scalar("step_count", steps_);
-        c.set_scalar("samples_seen", samples_seen_);
-        c.set_scalar("init_seed", seed_);
-    }
+    void save_state(pipeprop::checkpoint& c) const { ps::save_state(*ex_, c, samples_seen_, seed_); }
     void load_state(const pipeprop::checkpoint& c, const std::string& where) {
-        pipeprop::require_signature(c, pipeprop::signature_of<Net, float>(), where);
-        std::vector<float> w(stack_type::parameter_count), v(stack_type::parameter_count);
-        pipeprop::read_network_tensors<Net, float>(c, std::span<float>(w));
-        pipeprop::read_network_tensors<Net, float>(c, std::span<float>(v), "velocity");
-        std::vector<float> state(stack_type::state_count);
-        pipeprop::read_network_state<Net, float>(c, std::span<float>(state));
-        const auto steps = c.scalar_as<std::uint64_t>("step_count");
-        const auto seen = c.scalar_as<std::uint64_t>("samples_seen");
-        ex_->set_parameters(w);
-        ex_->set_velocity(v);
-        ex_->set_state(state);
-        steps_ = steps;
-        samples_seen_ = seen;
+        samples_seen_ = ps::load_state(c, *ex_, where).samples_seen;
     }
     [[nodiscard]] std::uint64_t samples_seen() const noexcept { return samples_seen_; }
     [[nodiscard]] double current_learning_rate() const noexcept { return schedule_(samples_seen_); }
@@ -149,12 +98,8 @@ private:
     pipeprop::optim::lr_schedule schedule_;
     std::uint64_t seed_;
     bool keep_spans_;
-    std::uint64_t steps_ = 0, samples_seen_ = 0;
-    std::vector<float> backup_w_, backup_v_;
+    std::uint64_t samples_seen_ = 0;
     std::vector<ps::op_span> last_full_spans_;
-    stack_type stack_{};
-    typename stack_type::activations eval_act_;
-    typename stack_type::workspaces eval_ws_;
 };
 
 /// The parsed --stages value: explicit split points, or a balanced cut into `balanced_stages` stages.

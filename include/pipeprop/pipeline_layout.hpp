@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <boost/mp11/algorithm.hpp>
@@ -190,6 +191,28 @@ using stage_types = boost::mp11::mp_transform_q<detail::stage_at<Layout>, boost:
 
 /// Throws std::invalid_argument, naming the node, when a stage of `stages` starts at a node of Stack where no
 /// boundary is allowed (Stack::cut_allowed_before: a projection shortcut's layers and its add share a stage).
+/// The one partition check of every engine (PB and synchronous): throws std::invalid_argument unless `stages` cut
+/// layers [0, layer_count) into non-empty, contiguous ranges in order (no layer dropped or duplicated:
+/// shared/docs/pitfalls.md item 9). The message starts with `who` and names the offending stage.
+inline void check_partition(const std::vector<layer_range>& stages, std::size_t layer_count,
+                            std::string_view who = "pipeprop") {
+    const std::string w(who);
+    if (stages.empty()) throw std::invalid_argument(w + ": a pipeline needs at least one stage");
+    std::size_t next = 0;
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+        const layer_range r = stages[s];
+        if (r.begin != next || r.end <= r.begin || r.end > layer_count)
+            throw std::invalid_argument(w + ": stage " + std::to_string(s) + " covers layers [" +
+                                        std::to_string(r.begin) + ", " + std::to_string(r.end) + "), expected a " +
+                                        "non-empty range starting at layer " + std::to_string(next) + " within the " +
+                                        std::to_string(layer_count) + " layers");
+        next = r.end;
+    }
+    if (next != layer_count)
+        throw std::invalid_argument(w + ": the stages end at layer " + std::to_string(next) + " but the network has " +
+                                    std::to_string(layer_count) + " layers (layers dropped)");
+}
+
 template <class Stack>
 void check_cuts_allowed(const std::vector<layer_range>& stages) {
     for (std::size_t s = 0; s < stages.size(); ++s) {

@@ -27,21 +27,13 @@
 #include "pipeprop/loss/loss_policy.hpp"
 #include "pipeprop/loss/softmax_cross_entropy.hpp"
 #include "pipeprop/network.hpp"
+#include "pipeprop/evaluation.hpp"
 #include "pipeprop/non_finite_loss_error.hpp"
 #include "pipeprop/optim/lr_schedule.hpp"
 #include "pipeprop/optim/optimizer_policy.hpp"
 #include "pipeprop/optim/sgd.hpp"
 
 namespace pipeprop {
-
-/// Result of an evaluation: accuracy in [0, 1] and mean loss (nats) per counted target (per sample for a
-/// classifier, per non-ignored token for a token loss), number of samples and of counted targets.
-struct evaluation {
-    double accuracy = 0.0;
-    double loss = 0.0;
-    std::size_t samples = 0;
-    std::size_t targets = 0;  ///< counted targets N over the samples (= samples for a classifier)
-};
 
 /// Configuration of a sequential_trainer whose optimizer has hyperparameters OptimizerConfig (optim::sgd_config for
 /// momentum SGD, optim::adamw_config for AdamW).
@@ -199,19 +191,10 @@ public:
     /// state, running state or samples_seen(). Throws std::invalid_argument for n == 0, std::out_of_range for an
     /// invalid target.
     evaluation evaluate(const T* x, const std::int32_t* labels, std::size_t n) {
-        if (n == 0) throw std::invalid_argument("pipeprop::sequential_trainer::evaluate: no samples");
-        double loss_sum = 0.0;
-        std::size_t hits = 0, counted = 0;
-        for (std::size_t first = 0; first < n; first += config_.max_batch) {
-            const std::size_t b = std::min(config_.max_batch, n - first);
-            const T* logits = predict(x + first * input_size, b);
-            const loss_totals t = Loss::totals(logits, labels + first * targets_per_sample, b);
-            loss_sum += t.loss_sum;
-            hits += t.correct;
-            counted += t.count;
-        }
-        const double d = counted > 0 ? static_cast<double>(counted) : 1.0;
-        return {static_cast<double>(hits) / d, loss_sum / d, n, counted};
+        return evaluate_in_chunks<Loss>(
+            labels, n, config_.max_batch,
+            [&](std::size_t first, std::size_t b) { return predict(x + first * input_size, b); },
+            "pipeprop::sequential_trainer::evaluate");
     }
 
     /// Adds the trainer's state to checkpoint c: signature, parameters ("layer_XX.<tensor>"), the optimizer's

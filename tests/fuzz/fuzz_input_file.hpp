@@ -15,17 +15,6 @@
 
 namespace fuzz {
 
-/// True when PIPEPROP_FUZZ_SKIP_KNOWN=1: the targets then return early on inputs that reach a known finding of
-/// issue 12 item 6 that another branch fixes (tests/fuzz/crashes/README.md), so that the CI smoke runs and the long
-/// runs explore past them. The replays of tests/fuzz/crashes/ run without it. Remove with the fix.
-inline bool skip_known_findings() {
-    static const bool skip = [] {
-        const char* e = std::getenv("PIPEPROP_FUZZ_SKIP_KNOWN");
-        return e != nullptr && std::string(e) == "1";
-    }();
-    return skip;
-}
-
 /// The process's scratch directory (created on first use, removed at exit).
 inline const std::filesystem::path& scratch_directory() {
     static const std::filesystem::path dir = [] {

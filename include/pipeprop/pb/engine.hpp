@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -37,6 +38,7 @@
 
 #include "pipeprop/layer_stack.hpp"
 #include "pipeprop/loss/softmax_cross_entropy.hpp"
+#include "pipeprop/evaluation.hpp"
 #include "pipeprop/non_finite_loss_error.hpp"
 #include "pipeprop/pb/concurrent_executor.hpp"
 #include "pipeprop/pb/executor.hpp"
@@ -47,28 +49,12 @@
 #include "pipeprop/pb/stage_state.hpp"
 #include "pipeprop/pb/stats.hpp"
 #include "pipeprop/pipeline_layout.hpp"
+#include "pipeprop/stage_inference.hpp"
 #include "pipeprop/stage_program.hpp"
 
 namespace pipeprop::pb {
 
-/// Throws std::invalid_argument unless `stages` cut layers [0, layer_count) into non-empty, contiguous ranges in
-/// order (no layer dropped or duplicated: shared/docs/pitfalls.md item 9). The message names the offending stage.
-inline void check_partition(const std::vector<layer_range>& stages, std::size_t layer_count) {
-    if (stages.empty()) throw std::invalid_argument("pipeprop::pb: a pipeline needs at least one stage");
-    std::size_t next = 0;
-    for (std::size_t s = 0; s < stages.size(); ++s) {
-        const layer_range r = stages[s];
-        if (r.begin != next || r.end <= r.begin || r.end > layer_count)
-            throw std::invalid_argument("pipeprop::pb: stage " + std::to_string(s) + " covers layers [" +
-                                        std::to_string(r.begin) + ", " + std::to_string(r.end) + "), expected a " +
-                                        "non-empty range starting at layer " + std::to_string(next) + " within the " +
-                                        std::to_string(layer_count) + " layers");
-        next = r.end;
-    }
-    if (next != layer_count)
-        throw std::invalid_argument("pipeprop::pb: the stages end at layer " + std::to_string(next) + " but the " +
-                                    "network has " + std::to_string(layer_count) + " layers (layers dropped)");
-}
+using pipeprop::check_partition;
 
 /// PB engine for network Net (value type T) under mitigation policy Policy, stages given at run time.
 template <network_type Net, mitigation_policy Policy, class T = float>
@@ -111,7 +97,7 @@ public:
         : engine(checked_programs(stages), opt, storage) {}
     engine(std::vector<stage_program<stack_type>> programs, const options_type& opt, std::span<T> storage)
         : options_(opt), ranges_(ranges_of(programs)) {
-        check_partition(ranges_, stack_type::layer_count);
+        check_partition(ranges_, stack_type::layer_count, "pipeprop::pb");
         check_cuts_allowed<stack_type>(ranges_);
         if (opt.max_batch == 0) throw std::invalid_argument("pipeprop::pb::engine: max_batch must be >= 1");
         if (opt.push_buffer == 0) throw std::invalid_argument("pipeprop::pb::engine: push_buffer must be >= 1");
@@ -139,7 +125,7 @@ public:
 
     /// The dynamic programs of runtime ranges, after the partition checks (a bad range must not reach the stack).
     static std::vector<stage_program<stack_type>> checked_programs(const std::vector<layer_range>& stages) {
-        check_partition(stages, stack_type::layer_count);
+        check_partition(stages, stack_type::layer_count, "pipeprop::pb");
         return dynamic_stage_programs<stack_type>(stages);
     }
 
@@ -262,29 +248,16 @@ public:
                 throw std::invalid_argument("pipeprop::pb::engine::evaluate: label " + std::to_string(labels[i]) +
                                             " of sample " + std::to_string(i) + " is outside [0, " +
                                             std::to_string(classes) + ")");
-        if (eval_.empty())
-            for (const stage_type& st : stages_)
-                eval_.push_back({stack_.make_activations(st.range(), options_.eval_batch),
-                                 stack_.make_workspaces(st.range(), options_.eval_batch)});
-        evaluation r;
-        double loss_sum = 0.0;
-        for (std::size_t first = 0; first < n; first += options_.eval_batch) {
-            const std::size_t b = std::min(options_.eval_batch, n - first);
-            std::copy_n(x.data() + first * input_size, b * input_size, eval_[0].act.input());
-            for (std::size_t s = 0; s < stages_.size(); ++s) {
-                auto& e = eval_[s];
-                stages_[s].program().infer(stack_, stages_[s].weights(), e.act, b, e.ws, stages_[s].state());
-                if (s + 1 < stages_.size())
-                    std::copy_n(e.act.output(), b * e.act.output_size(), eval_[s + 1].act.input());
-            }
-            const T* logits = eval_.back().act.output();
-            loss_sum += static_cast<double>(loss_type::loss(logits, labels.data() + first, b)) * static_cast<double>(b);
-            r.correct += loss_type::correct(logits, labels.data() + first, b);
-        }
-        r.samples = n;
-        r.loss = n > 0 ? loss_sum / static_cast<double>(n) : 0.0;
-        r.accuracy = n > 0 ? static_cast<double>(r.correct) / static_cast<double>(n) : 0.0;
-        return r;
+        if (!eval_) eval_.emplace(stack_, ranges_, options_.eval_batch);
+        if (n == 0) return {};
+        return evaluate_in_chunks<loss_type>(
+            labels.data(), n, options_.eval_batch,
+            [&](std::size_t first, std::size_t b) {
+                return eval_->run(x.data() + first * input_size, b, [&](std::size_t s, auto& act, std::size_t bb, auto& ws) {
+                    stages_[s].program().infer(stack_, stages_[s].weights(), act, bb, ws, stages_[s].state());
+                });
+            },
+            "pipeprop::pb::engine::evaluate");
     }
 
     /// Copies the network's parameter block [stack_type::parameter_count] (all stages' current weights, layers in
@@ -413,18 +386,13 @@ private:
                     c.id, samples_pushed_);
     }
 
-    struct eval_buffers {
-        typename stack_type::activations act;
-        typename stack_type::workspaces ws;
-    };
-
     options_type options_;
     std::vector<layer_range> ranges_;
     stack_type stack_{};
     std::vector<stage_type> stages_;
     hyperparameters<T> hyper_{};
     std::unique_ptr<executor<T>> executor_;
-    std::vector<eval_buffers> eval_;
+    std::optional<stage_inference<stack_type>> eval_;
     std::size_t next_id_ = 0;
     std::size_t samples_pushed_ = 0;
     std::size_t completed_micro_batches_ = 0;

@@ -17,29 +17,19 @@
 #include <string_view>
 #include <vector>
 
+#include "pipeprop/executor_kind.hpp"
 #include "pipeprop/pb/micro_batch.hpp"
 #include "pipeprop/pb/policies.hpp"
 #include "pipeprop/pb/stats.hpp"
 
 namespace pipeprop::pb {
 
-/// Which executor runs the pipeline.
-enum class executor_kind : std::uint8_t {
-    sequential,  ///< reference: one micro-batch at a time, per-stage weight history
-    concurrent,  ///< oneTBB flow graph: stages grouped into serial nodes (lanes), all lanes concurrently
-};
+using pipeprop::executor_kind;
+using pipeprop::parse_executor_kind;
+using pipeprop::to_string;
 
-[[nodiscard]] constexpr std::string_view to_string(executor_kind k) noexcept {
-    return k == executor_kind::sequential ? "sequential" : "concurrent";
-}
-
-/// "sequential" or "concurrent"; throws std::invalid_argument naming the accepted values otherwise.
-[[nodiscard]] inline executor_kind parse_executor(std::string_view s) {
-    if (s == "sequential") return executor_kind::sequential;
-    if (s == "concurrent") return executor_kind::concurrent;
-    throw std::invalid_argument("pipeprop::pb: unknown executor '" + std::string(s) +
-                                "' (expected sequential or concurrent)");
-}
+/// Same as parse_executor_kind (the name of the first release).
+[[nodiscard]] inline executor_kind parse_executor(std::string_view s) { return parse_executor_kind(s); }
 
 /// Options of a PB engine (all sizes in samples or micro-batches).
 template <mitigation_policy Policy>

@@ -5,6 +5,8 @@
 // (0-based, counted over the whole run, across drains) determines its delay behaviour (pb-semantics.md §1).
 #pragma once
 
+#include "pipeprop/evaluation.hpp"
+
 #include <cstddef>
 
 #include "pipeprop/pb/hyperparameters.hpp"
@@ -32,12 +34,7 @@ struct completed_micro_batch {
     std::size_t correct = 0;  ///< correctly classified samples of its forward
 };
 
-/// Result of pb::engine::evaluate: mean loss (nats) and accuracy over n samples.
-struct evaluation {
-    double loss = 0.0;
-    double accuracy = 0.0;
-    std::size_t samples = 0;
-    std::size_t correct = 0;
-};
+/// Result of pb::engine::evaluate (pipeprop/evaluation.hpp).
+using pipeprop::evaluation;
 
 }  // namespace pipeprop::pb

@@ -1,0 +1,256 @@
+// pipeprop/checkpoint/files.hpp: a checkpoint on disk: save_checkpoint (atomic: see pipeprop/checkpoint.hpp),
+// check_checkpoint_destination and load_checkpoint, over the files of checkpoint/npy_files.hpp.
+#pragma once
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "pipeprop/checkpoint/content.hpp"
+#include "pipeprop/checkpoint/npy_files.hpp"
+#include "pipeprop/checkpoint/signature.hpp"
+
+namespace pipeprop {
+
+namespace detail {
+/// Removes <parent>/<name>.tmp-<pid> and <name>.old-<pid> left by save_checkpoint in processes that no longer exist
+/// (a kill during a save). Keeps this process's, a live process's, and everything else. Best effort (no throw).
+inline void remove_stale_save_directories(const std::filesystem::path& parent, const std::string& name) noexcept {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string entry = it->path().filename().string();
+        for (const std::string kind : {".tmp-", ".old-"}) {
+            const std::string prefix = name + kind;
+            if (entry.size() <= prefix.size() || entry.compare(0, prefix.size(), prefix) != 0) continue;
+            const std::string_view digits = std::string_view(entry).substr(prefix.size());
+            long long pid = 0;
+            const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
+            if (r.ec != std::errc{} || r.ptr != digits.data() + digits.size() || pid <= 0 || pid == ::getpid() ||
+                pid > std::numeric_limits<pid_t>::max())
+                continue;
+            if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+                std::error_code rm;
+                fs::remove_all(it->path(), rm);
+            }
+        }
+    }
+}
+
+/// save_checkpoint with a hook called after each file of the temporary directory is written (tests use it to
+/// simulate a failure in the middle of a save).
+template <class AfterFile>
+void save_checkpoint_impl(const checkpoint& c, const std::filesystem::path& dir, AfterFile&& after_file) {
+    namespace fs = std::filesystem;
+    if (dir.empty()) throw checkpoint_error("pipeprop::save_checkpoint: empty checkpoint path");
+    const fs::path target = dir.has_filename() ? dir : dir.parent_path();
+    std::error_code ec;
+    const bool exists = fs::exists(fs::symlink_status(target, ec));
+    if (exists && (!fs::is_directory(target, ec) || !fs::is_regular_file(target / detail::manifest_name, ec)))
+        throw checkpoint_error(target.string() +
+                               ": exists and is not a pipeprop checkpoint directory; refusing to replace it");
+    const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    const fs::path tmp = parent / (target.filename().string() + ".tmp-" + std::to_string(::getpid()));
+    try {
+        fs::create_directories(parent);
+        remove_stale_save_directories(parent, target.filename().string());
+        fs::remove_all(tmp);
+        fs::create_directory(tmp);
+        for (const auto& t : c.tensors()) {
+            const std::string bytes = std::visit([&](const auto& v) { return detail::npy_bytes(t, v); }, t.values);
+            detail::write_file_synced(tmp / (t.name + ".npy"), bytes);
+            after_file(tmp / (t.name + ".npy"));
+        }
+        detail::write_file_synced(tmp / detail::manifest_name, detail::manifest_text(c));
+        after_file(tmp / detail::manifest_name);
+        detail::sync_directory(tmp);
+    } catch (const std::exception& e) {
+        fs::remove_all(tmp, ec);
+        throw checkpoint_error(target.string() + ": saving the checkpoint failed (previous checkpoint kept): " +
+                               e.what());
+    }
+    if (!exists) {
+        if (::rename(tmp.c_str(), target.c_str()) != 0) {
+            const std::string err = std::strerror(errno);
+            fs::remove_all(tmp, ec);
+            throw checkpoint_error(target.string() + ": cannot move the new checkpoint into place: " + err);
+        }
+    } else {
+        bool swapped = false;
+#ifdef RENAME_EXCHANGE
+        swapped = ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0;
+#endif
+        if (!swapped) {
+            // Filesystem without RENAME_EXCHANGE: move the old one aside, the new one in, then drop the old one.
+            const fs::path old = parent / (target.filename().string() + ".old-" + std::to_string(::getpid()));
+            fs::remove_all(old, ec);
+            if (::rename(target.c_str(), old.c_str()) != 0 || ::rename(tmp.c_str(), target.c_str()) != 0) {
+                const std::string err = std::strerror(errno);
+                if (!fs::exists(target, ec)) (void)::rename(old.c_str(), target.c_str());
+                fs::remove_all(tmp, ec);
+                throw checkpoint_error(target.string() + ": cannot move the new checkpoint into place: " + err);
+            }
+            fs::remove_all(old, ec);
+        } else {
+            fs::remove_all(tmp, ec);  // now holds the previous checkpoint
+        }
+    }
+    detail::sync_directory(parent);
+}
+}  // namespace detail
+
+/// Checks, without writing anything, that save_checkpoint(c, dir) can create or replace `dir`: `dir` is not an
+/// existing path other than a pipeprop checkpoint directory, and the nearest existing ancestor of its parent (the
+/// save creates missing directories) is a writable directory. For a program that wants to fail before a long run
+/// rather than at its first save. Throws checkpoint_error naming the path and the reason.
+inline void check_checkpoint_destination(const std::filesystem::path& dir) {
+    namespace fs = std::filesystem;
+    if (dir.empty()) throw checkpoint_error("pipeprop::check_checkpoint_destination: empty checkpoint path");
+    const fs::path target = dir.has_filename() ? dir : dir.parent_path();
+    std::error_code ec;
+    if (fs::exists(fs::symlink_status(target, ec)) &&
+        (!fs::is_directory(target, ec) || !fs::is_regular_file(target / detail::manifest_name, ec)))
+        throw checkpoint_error(target.string() +
+                               ": exists and is not a pipeprop checkpoint directory; refusing to replace it");
+    fs::path ancestor = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    while (!fs::exists(fs::status(ancestor, ec))) {
+        if (!ancestor.has_parent_path() || ancestor.parent_path() == ancestor) {
+            ancestor = ".";
+            break;
+        }
+        ancestor = ancestor.parent_path();
+    }
+    if (!fs::is_directory(ancestor, ec))
+        throw checkpoint_error(target.string() + ": cannot save a checkpoint here: " + ancestor.string() +
+                               " is not a directory");
+    if (::access(ancestor.c_str(), W_OK | X_OK) != 0)
+        throw checkpoint_error(target.string() + ": cannot save a checkpoint here: the directory " +
+                               ancestor.string() + " is not writable (" + std::strerror(errno) + ")");
+}
+
+/// Saves `c` as directory `dir` (see the file comment), replacing an earlier checkpoint at `dir` atomically.
+/// The manifest (manifest.txt) is line-based text:
+///   pipeprop-checkpoint 1
+///   layers <L>
+///   layer <i> [<tensor>[<dims,...>] ...]          (one line per layer; nothing after i for parameter-free layers)
+///   tensor <name> <float32|float64> [<dims,...>]  (one line per tensor; its data is <name>.npy)
+///   scalar <key> <value>                          (one line per scalar)
+///   end
+/// Throws checkpoint_error naming the path when `dir` exists but is not a pipeprop checkpoint (it is never
+/// replaced), or when writing, syncing or renaming fails; the previous checkpoint then survives unchanged.
+/// Also removes the temporary directories of earlier saves to `dir` whose process no longer exists (file comment).
+inline void save_checkpoint(const checkpoint& c, const std::filesystem::path& dir) {
+    detail::save_checkpoint_impl(c, dir, [](const std::filesystem::path&) {});
+}
+
+/// Loads the checkpoint in directory `dir`: parses the manifest, then reads and checks every tensor (.npy format,
+/// dtype and shape as the manifest states). Throws checkpoint_error naming the path when the directory or the
+/// manifest is missing, the format tag or version is unknown, a manifest line is malformed, or a tensor file is
+/// missing, truncated or does not match the manifest.
+[[nodiscard]] inline checkpoint load_checkpoint(const std::filesystem::path& dir) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) throw checkpoint_error(dir.string() + ": checkpoint directory not found");
+    const fs::path manifest = dir / detail::manifest_name;
+    std::ifstream in(manifest);
+    if (!in) throw checkpoint_error(dir.string() + ": not a pipeprop checkpoint (no readable manifest.txt)");
+    checkpoint c;
+    std::string line;
+    std::size_t line_no = 0;
+    auto bad = [&](const std::string& why) -> checkpoint_error {
+        return checkpoint_error(manifest.string() + ":" + std::to_string(line_no) + ": " + why);
+    };
+    if (!std::getline(in, line)) throw checkpoint_error(manifest.string() + ": empty manifest");
+    ++line_no;
+    {
+        std::istringstream first(line);
+        std::string tag;
+        int version = 0;
+        if (!(first >> tag) || tag != detail::checkpoint_format_tag)
+            throw bad("not a pipeprop checkpoint manifest (first line '" + line + "')");
+        if (!(first >> version) || version != detail::checkpoint_format_version)
+            throw bad("unsupported checkpoint format version '" + line.substr(tag.size()) + "' (this build reads " +
+                      std::to_string(detail::checkpoint_format_version) + ")");
+    }
+    std::size_t declared_layers = 0;
+    bool have_layers = false, ended = false;
+    struct pending {
+        std::string name, dtype;
+        std::vector<std::size_t> shape;
+    };
+    std::vector<pending> tensors;
+    while (std::getline(in, line)) {
+        ++line_no;
+        if (ended) throw bad("content after 'end'");
+        std::istringstream ls(line);
+        std::string kind;
+        ls >> kind;
+        if (kind == "end") {
+            ended = true;
+        } else if (kind == "layers") {
+            if (have_layers || !(ls >> declared_layers)) throw bad("malformed 'layers' line");
+            have_layers = true;
+        } else if (kind == "layer") {
+            std::size_t i = 0;
+            if (!have_layers || !(ls >> i) || i != c.signature.layers.size() || i >= declared_layers)
+                throw bad("malformed or out-of-order 'layer' line");
+            std::vector<tensor_signature> layer;
+            std::string tok;
+            while (ls >> tok) {
+                tensor_signature t;
+                if (!detail::parse_named_shape(tok, &t.name, t.shape)) throw bad("malformed tensor '" + tok + "'");
+                layer.push_back(std::move(t));
+            }
+            c.signature.layers.push_back(std::move(layer));
+        } else if (kind == "tensor") {
+            pending p;
+            std::string shape_tok, extra;
+            if (!(ls >> p.name >> p.dtype >> shape_tok) || (ls >> extra) || !detail::valid_name(p.name) ||
+                (p.dtype != "float32" && p.dtype != "float64") ||
+                !detail::parse_named_shape(shape_tok, nullptr, p.shape))
+                throw bad("malformed 'tensor' line");
+            tensors.push_back(std::move(p));
+        } else if (kind == "scalar") {
+            std::string key;
+            if (!(ls >> key) || !detail::valid_name(key)) throw bad("malformed 'scalar' line");
+            std::string value;
+            std::getline(ls, value);
+            if (!value.empty() && value.front() == ' ') value.erase(0, 1);
+            c.set_scalar(key, value);
+        } else {
+            throw bad("unknown entry '" + kind + "'");
+        }
+    }
+    if (!ended) throw checkpoint_error(manifest.string() + ": truncated manifest (no 'end' line)");
+    if (c.signature.layers.size() != declared_layers)
+        throw checkpoint_error(manifest.string() + ": declares " + std::to_string(declared_layers) + " layers but lists " +
+                               std::to_string(c.signature.layers.size()));
+    for (const auto& p : tensors) {
+        const fs::path file = dir / (p.name + ".npy");
+        if (p.dtype == "float32") {
+            const auto v = detail::load_npy_values<float>(file, p.shape);
+            c.add_tensor<float>(p.name, p.shape, v);
+        } else {
+            const auto v = detail::load_npy_values<double>(file, p.shape);
+            c.add_tensor<double>(p.name, p.shape, v);
+        }
+    }
+    return c;
+}
+
+}  // namespace pipeprop
+

@@ -1,0 +1,52 @@
+// pipeprop/stage_inference.hpp: inference through a pipeline's stages one after the other, for evaluation
+// (pipeprop/evaluation.hpp) by the pipelined engines (pb::engine, sync::schedule_executor): each stage runs its own
+// program's infer with its own weights and running state on buffers of its own; a stage's output is copied into
+// the next stage's input. No allocation after construction.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
+#include "pipeprop/layer_stack.hpp"
+
+namespace pipeprop {
+
+/// Activation and workspace buffers for inference of micro-batches of up to max_b samples through stages `ranges`.
+template <class Stack>
+class stage_inference {
+public:
+    using value_type = typename Stack::value_type;
+
+    /// Throws std::invalid_argument (from Stack) for an invalid range or max_b == 0.
+    stage_inference(const Stack& stack, const std::vector<layer_range>& ranges, std::size_t max_b) : max_b_(max_b) {
+        for (const layer_range r : ranges) buffers_.push_back({stack.make_activations(r, max_b), stack.make_workspaces(r, max_b)});
+    }
+
+    [[nodiscard]] std::size_t max_batch() const noexcept { return max_b_; }
+
+    /// Runs x [b, input size] (b <= max_batch()) through every stage: infer_stage(s, act, b, ws) runs stage s's
+    /// inference on its buffers (act.input() holds its input). Returns the last stage's output [b, output size],
+    /// valid until the next call.
+    template <class InferStage>
+    const value_type* run(const value_type* x, std::size_t b, InferStage&& infer_stage) {
+        std::copy_n(x, b * buffers_.front().act.input_size(), buffers_.front().act.input());
+        for (std::size_t s = 0; s < buffers_.size(); ++s) {
+            auto& e = buffers_[s];
+            infer_stage(s, e.act, b, e.ws);
+            if (s + 1 < buffers_.size())
+                std::copy_n(e.act.output(), b * e.act.output_size(), buffers_[s + 1].act.input());
+        }
+        return buffers_.back().act.output();
+    }
+
+private:
+    struct buffers {
+        typename Stack::activations act;
+        typename Stack::workspaces ws;
+    };
+    std::size_t max_b_;
+    std::vector<buffers> buffers_;
+};
+
+}  // namespace pipeprop

@@ -1,0 +1,681 @@
+// pipeprop/sync/schedule_executor.hpp: the synchronous pipeline executor: one optimizer step over the m micro-batches of
+// a batch B, every stage running exactly the op list of the schedule generator (sync/schedule.hpp), with 2BP
+// (2BP-paper, Rae et al. arXiv 2405.18047, §3) on or off.
+//
+// Semantics (shared/docs/2bp-schedules.md §3): the batch x [B, input size] with labels [B] is split into m
+// micro-batches of sizes differing by at most one (the first B mod m get one sample more; B not divisible by m
+// works); the last stage's F computes the softmax cross-entropy of its micro-batch with gradient_scale 1/B, so the
+// accumulated gradient is that of the MEAN loss over the whole batch whatever m is (pitfalls.md item 1). Every
+// stage zeroes its gradient block, runs its op list (p2 of each micro-batch ADDS into the block), checks that all
+// of its W (or BW) ops have run (a std::logic_error otherwise: deferred p2 work must be complete), then applies one
+// momentum-SGD update (optim::sgd -> optim::momentum_update) to its own parameter block. The W's of a stage run in
+// micro-batch order in every schedule, so all schedules and both executors give bit-identical results for the
+// same m; results equal the non-pipelined step on the whole batch up to float summation order.
+//
+// A batch with fewer samples than m (e.g. the last batch of an epoch) is handled: it runs with m' = B
+// micro-batches of one sample, with the same schedule kind generated for m' (whose slots and channel capacities
+// never exceed those of m; checked). B == 0 or B > max_batch is rejected (std::invalid_argument).
+//
+// Boundaries: each boundary has a forward boundary_channel (activations + labels, stage s -> s+1) and a backward
+// one (input gradients, s+1 -> s) whose capacities are channel_capacities() of the schedule; a sender copies its
+// output into a channel buffer and sends the header; the receiver copies the payload into its own slot and
+// releases the buffer (boundary_channel.hpp). Activation memory per stage = slot_plan() slots, i.e. the
+// schedule's peak in-flight count, not m (pitfalls.md item 11).
+//
+// Two executors, chosen at run time (executor_kind), same ops, bit-identical results:
+//   concurrent: a oneTBB flow graph with one serial multifunction_node per stage; a node's input is a boundary
+//               message (or the start token); on each message it runs as many of its next ops as are ready and
+//               sends messages to its neighbours' nodes (output port 0: next stage, port 1: previous stage).
+//   sequential: a single thread runs all ops in global_order() (a valid interleaving).
+// Every op and the optimizer step are recorded as op_spans (seconds since the step started) for traces.
+//
+// Failures: a layer that throws in F, B (p1), W (p2) or BW is rethrown as pipeprop::stage_error naming the stage, the
+// micro-batch and the step; the flow graph is cancelled (no hang) and reset. The executor is usable again once the
+// caller restores the parameters and velocity from before the step (see step()).
+//
+// Global reductions (pitfalls.md item 7): every step reports the L2 norm of the whole network's gradient (all
+// stages, fixed order); optional gradient clipping (executor_options::max_gradient_norm) clips that global norm,
+// never a per-stage one, so with clipping the updates wait until every stage's p2 is done (a barrier after the
+// graph; the schedules' overlap of one stage's update with another stage's backward is then lost).
+#pragma once
+
+#include <oneapi/tbb/flow_graph.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "pipeprop/boundary_channel.hpp"
+#include "pipeprop/evaluation.hpp"
+#include "pipeprop/non_finite_loss_error.hpp"
+#include "pipeprop/layer_stack.hpp"
+#include "pipeprop/loss/softmax_cross_entropy.hpp"
+#include "pipeprop/optim/sgd.hpp"
+#include "pipeprop/pipeline_layout.hpp"
+#include "pipeprop/stage_program.hpp"
+#include "pipeprop/stage_error.hpp"
+#include "pipeprop/stage_inference.hpp"
+#include "pipeprop/sync/op_span.hpp"
+#include "pipeprop/sync/schedule.hpp"
+#include "pipeprop/sync/step_plan.hpp"
+#include "pipeprop/sync/executor_options.hpp"
+#include "pipeprop/sync/schedule_analysis.hpp"
+#include "pipeprop/sync/stage.hpp"
+
+namespace pipeprop::sync {
+
+/// The synchronous pipeline executor over layer_stack<Net, T> cut into stages, running the op lists of schedule
+/// `kind` with 2BP on or off (both chosen at construction: the op lists are data, so every schedule runs the same
+/// compiled code). Loss: by default softmax cross-entropy over the network output. Not copyable or movable (its
+/// flow graph refers to it). See the file comment for the semantics; pipeline_executor (sync/executor.hpp) is the
+/// same executor with the schedule fixed by template arguments.
+template <network_type Net, class T = float,
+          class Loss = softmax_cross_entropy<T, layer_stack<Net, T>::output_shape::size>>
+class schedule_executor {
+public:
+    using stack_type = layer_stack<Net, T>;
+    using stage_type = stage<Net, T>;
+    using value_type = T;
+    using loss_type = Loss;
+    static_assert(executor_loss<Loss, T>, "pipeprop::sync::schedule_executor: the loss type must provide classes, "
+                                          "loss_and_gradient(z, y, b, dz, scale), correct(z, y, b) and "
+                                          "check_label(y, n) like pipeprop::softmax_cross_entropy.");
+    static_assert(Loss::classes == stack_type::output_shape::size,
+                  "pipeprop::sync::schedule_executor: the loss's number of classes must equal the network's "
+                  "per-sample output size.");
+    static constexpr std::size_t input_size = stack_type::input_shape::size;
+
+    /// Stages are the given ranges (e.g. partition_at(...) or stage_ranges<Layout>()): non-empty, contiguous,
+    /// covering all layers in order (check_partition). Runs schedule `kind` for opt.micro_batches micro-batches,
+    /// with 2BP when two_stage_bp. Throws std::invalid_argument naming the offending range or option
+    /// (micro_batches == 0, max_batch == 0, an invalid sgd_config, a cut where the network allows none).
+    schedule_executor(schedule_kind kind, bool two_stage_bp, std::vector<layer_range> stages,
+                      const executor_options& opt)
+        : schedule_executor(kind, two_stage_bp, std::vector<stage_program<stack_type>>{}, std::move(stages), opt) {}
+
+    /// As above, with each stage's code given (stage_program.hpp; static_stage_programs<Layout>() for a static
+    /// layout).
+    schedule_executor(schedule_kind kind, bool two_stage_bp, std::vector<stage_program<stack_type>> programs,
+                      const executor_options& opt)
+        : schedule_executor(kind, two_stage_bp, std::move(programs), {}, opt) {}
+
+    /// The executor for a static pipeline_layout (same Net and T). Throws as the constructor.
+    template <class Layout>
+    [[nodiscard]] static std::unique_ptr<schedule_executor> for_layout(schedule_kind kind, bool two_stage_bp,
+                                                                       const executor_options& opt) {
+        static_assert(std::is_same_v<typename Layout::stack_type, stack_type>,
+                      "pipeprop::sync::schedule_executor::for_layout: the layout is over another network or "
+                      "value type.");
+        return std::make_unique<schedule_executor>(kind, two_stage_bp, static_stage_programs<Layout>(), opt);
+    }
+
+private:
+    schedule_executor(schedule_kind kind, bool two_stage_bp, std::vector<stage_program<stack_type>> programs,
+                      std::vector<layer_range> stages, const executor_options& opt)
+        : kind_(kind),
+          two_stage_bp_(two_stage_bp),
+          ranges_(programs.empty() ? std::move(stages) : ranges_of(programs)),
+          opt_(opt) {
+        check_partition(ranges_, stack_type::layer_count, "pipeprop::sync::pipeline_executor");
+        if (programs.empty()) programs = dynamic_stage_programs<stack_type>(ranges_);
+        check_cuts_allowed<stack_type>(ranges_);
+        if (opt_.micro_batches == 0)
+            throw std::invalid_argument("pipeprop::sync::pipeline_executor: micro_batches must be >= 1");
+        if (opt_.max_batch == 0)
+            throw std::invalid_argument("pipeprop::sync::pipeline_executor: max_batch must be >= 1");
+        if (!(opt_.max_gradient_norm >= 0) || !std::isfinite(opt_.max_gradient_norm))
+            throw std::invalid_argument("pipeprop::sync::pipeline_executor: max_gradient_norm must be finite and >= 0");
+        const std::size_t p = ranges_.size();
+        max_b_ = (opt_.max_batch + opt_.micro_batches - 1) / opt_.micro_batches;
+        plans_.resize(opt_.micro_batches + 1);
+        const step_plan& full = plan_for(opt_.micro_batches);
+        for (std::size_t s = 0; s < p; ++s)
+            stages_.push_back(
+                std::make_unique<stage_type>(stack_, s, programs[s], max_b_, full.slots[s].slots, opt_.sgd));
+        make_channels();
+        runtime_.resize(p);
+        std::vector<T> w(stack_type::parameter_count);
+        stack_.init_parameters(w, opt_.seed);
+        set_parameters(w);
+        build_graph();
+    }
+
+public:
+    schedule_executor(const schedule_executor&) = delete;
+    schedule_executor& operator=(const schedule_executor&) = delete;
+
+    /// One optimizer step on the batch x [B, input_size] (row-major, B = labels.size()) with labels [B] and
+    /// learning rate lr (per mean-loss gradient). Throws, before any work: std::invalid_argument when B == 0,
+    /// B > max_batch, x.size() != B * input_size or lr is not finite; std::out_of_range for a label outside
+    /// [0, classes) (naming the sample). pipeprop::stage_error when a layer or the loss throws inside a stage
+    /// (stage, micro-batch within the step, phase and step named; the original exception nested), std::logic_error
+    /// on a broken invariant (p2 incomplete before the optimizer step, a message of the wrong size).
+    /// After any exception during the work the executor is usable again (the graph and channels are reset before
+    /// the exception leaves step()), but the step was interrupted: stages that had reached their optimizer step
+    /// keep its update (their step counts are rolled back), the others do not. Reset: restore the parameters and
+    /// velocity from before the step (set_parameters / set_velocity, e.g. from parameters() / velocity() saved
+    /// before it, or a checkpoint); the next step then gives exactly the result of an executor that never failed
+    /// (tests/unit/test_stage_failures.cpp).
+    step_result step(std::span<const T> x, std::span<const std::int32_t> labels, double lr) {
+        const std::size_t batch = labels.size();
+        check_step_input(x, labels, lr);
+        const std::size_t m = std::min(opt_.micro_batches, batch);
+        const step_plan& pl = plan_for(m);
+        begin_step(pl, x.data(), labels.data(), batch, lr);
+        const auto t0 = clock::now();
+        t0_ = t0;
+        try {
+            if (opt_.executor == executor_kind::concurrent) {
+                for (auto& n : nodes_) n->try_put(boundary_message{});
+                graph_.wait_for_all();
+            } else {
+                run_sequential(pl);
+            }
+            if (opt_.max_gradient_norm > 0) {  // global clipping: every stage's p2 is done, then all update
+                const double norm = global_gradient_norm();
+                const T scale = norm > opt_.max_gradient_norm ? static_cast<T>(opt_.max_gradient_norm / norm) : T(1);
+                for (std::size_t s = 0; s < ranges_.size(); ++s) update_stage(s, scale);
+                clipped_norm_ = norm;
+            }
+        } catch (...) {
+            graph_.reset();
+            make_channels();
+            for (std::size_t s = 0; s < ranges_.size(); ++s)  // the failed step does not count as a step anywhere
+                if (runtime_[s].updated) {
+                    auto& o = stages_[s]->optimizer();
+                    o.set_step_count(o.step_count() - 1);
+                }
+            throw;
+        }
+        const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
+        for (std::size_t s = 0; s < ranges_.size(); ++s)
+            if (!runtime_[s].updated)
+                throw std::logic_error("pipeprop::sync::pipeline_executor: stage " + std::to_string(s) +
+                                       " did not finish its op list (stopped at op " +
+                                       std::to_string(runtime_[s].next) + ")");
+        ++steps_;
+        step_result r;
+        r.batch = batch;
+        r.micro_batches = m;
+        r.seconds = seconds;
+        const auto& last = runtime_.back();
+        for (std::size_t j = 0; j < m; ++j) {  // fixed order: bit-reproducible
+            r.loss += static_cast<double>(last.losses[j]) * static_cast<double>(sizes_[j]);
+            r.correct += last.correct[j];
+        }
+        r.loss /= static_cast<double>(batch);
+        r.gradient_norm = opt_.max_gradient_norm > 0 ? clipped_norm_ : global_gradient_norm();
+        return r;
+    }
+
+    /// Mean loss and accuracy of the current parameters over n samples x [n, input_size], labels [n]: inference
+    /// through the stages in chunks of max_batch (pipeprop/evaluation.hpp; running state read, never updated).
+    /// Throws std::invalid_argument for n == 0 or sizes that do not match, std::out_of_range for a label outside
+    /// [0, classes). Allocates its buffers on first use. Not during a step.
+    /// Needs a Loss that is a loss policy (loss/loss_policy.hpp), as softmax_cross_entropy is.
+    [[nodiscard]] evaluation evaluate(std::span<const T> x, std::span<const std::int32_t> labels)
+        requires loss_policy<Loss>
+    {
+        const std::size_t n = labels.size();
+        if (x.size() != n * input_size)
+            throw std::invalid_argument("pipeprop::sync::schedule_executor::evaluate: input has " +
+                                        std::to_string(x.size()) + " values, expected n x " +
+                                        std::to_string(input_size) + " = " + std::to_string(n * input_size));
+        if (!eval_) eval_.emplace(stack_, ranges_, opt_.max_batch);
+        return evaluate_in_chunks<Loss>(
+            labels.data(), n, opt_.max_batch,
+            [&](std::size_t first, std::size_t b) {
+                return eval_->run(x.data() + first * input_size, b,
+                                  [&](std::size_t s, auto& act, std::size_t bb, auto& ws) {
+                                      const stage_type& st = *stages_[s];
+                                      st.program().infer(stack_, st.parameters(), act, bb, ws, st.state());
+                                  });
+            },
+            "pipeprop::sync::schedule_executor::evaluate");
+    }
+
+    /// step() with the trainers' non-finite-loss policy (the same as sequential_trainer::train_batch): when the
+    /// batch's loss is NaN or infinite, the parameters, velocity and running state of before the step are restored
+    /// (the pipeline applies its update before the loss is known) and non_finite_loss_error is thrown, naming the
+    /// step, `samples_seen` (the caller's count before this batch) and lr. Otherwise as step().
+    step_result step_or_undo(std::span<const T> x, std::span<const std::int32_t> labels, double lr,
+                             std::uint64_t samples_seen) {
+        const std::uint64_t step_number = steps_;
+        std::vector<T> w = parameters(), v = velocity(), rs = state();
+        const step_result r = step(x, labels, lr);
+        if (!std::isfinite(r.loss)) {
+            set_parameters(w);
+            set_velocity(v);
+            set_state(rs);
+            for (auto& st : stages_) st->optimizer().set_step_count(st->optimizer().step_count() - 1);
+            --steps_;
+            throw non_finite_loss_error("pipeprop::sync: the loss became " +
+                                            std::string(std::isnan(r.loss) ? "NaN" : "infinite") + " at update " +
+                                            std::to_string(step_number) + " (after " + std::to_string(samples_seen) +
+                                            " samples, learning rate " + std::to_string(lr) +
+                                            "); the update was undone. Lower the learning rate or check the data.",
+                                        step_number, samples_seen);
+        }
+        return r;
+    }
+
+    /// Number of stages p.
+    [[nodiscard]] std::size_t stage_count() const noexcept { return ranges_.size(); }
+    /// The stage cut: stage s runs layers ranges()[s].
+    [[nodiscard]] const std::vector<layer_range>& ranges() const noexcept { return ranges_; }
+    /// Stage s (its parameters, gradient, optimizer state, slots). Throws std::out_of_range for s >= p.
+    /// Modifying a stage while a step runs is undefined.
+    [[nodiscard]] const stage_type& stage_at(std::size_t s) const { return *stages_.at(s); }
+    [[nodiscard]] stage_type& stage_at(std::size_t s) { return *stages_.at(s); }
+    /// The options the executor was built with.
+    [[nodiscard]] const executor_options& options() const noexcept { return opt_; }
+    /// The schedule kind and whether 2BP splits the backward.
+    [[nodiscard]] schedule_kind kind() const noexcept { return kind_; }
+    [[nodiscard]] bool two_stage_bp() const noexcept { return two_stage_bp_; }
+    /// The schedule the executor runs for full batches (m micro-batches).
+    [[nodiscard]] const schedule& current_schedule() const { return plans_[opt_.micro_batches]->sc; }
+    /// Activation slots per stage (= the schedule's peak in-flight micro-batches per stage).
+    [[nodiscard]] std::vector<std::size_t> activation_slots() const {
+        std::vector<std::size_t> n;
+        for (const auto& st : stages_) n.push_back(st->slots());
+        return n;
+    }
+    /// Capacities of the boundary channels (messages), per boundary.
+    [[nodiscard]] const std::vector<channel_capacity>& channel_sizes() const noexcept { return caps_; }
+    /// Micro-batch size for which the buffers are allocated: ceil(max_batch / m).
+    [[nodiscard]] std::size_t max_micro_batch() const noexcept { return max_b_; }
+    /// Optimizer steps taken.
+    [[nodiscard]] std::uint64_t steps() const noexcept { return steps_; }
+    /// Sets the step counter (a resumed run: sync::load_state). Not during a step.
+    void set_steps(std::uint64_t n) noexcept { steps_ = n; }
+
+    /// The whole network's parameter block [stack_type::parameter_count], gathered from the stages.
+    [[nodiscard]] std::vector<T> parameters() const {
+        return gather([](const stage_type& s) { return s.parameters(); });
+    }
+    /// The last step's gradient of the mean loss, whole-network layout (what the update used: with
+    /// max_gradient_norm > 0, the clipped gradient).
+    [[nodiscard]] std::vector<T> gradient() const { return gather([](const stage_type& s) { return s.gradient(); }); }
+    /// Momentum-SGD velocity, whole-network layout.
+    [[nodiscard]] std::vector<T> velocity() const {
+        return gather([](const stage_type& s) { return s.optimizer().velocity(); });
+    }
+    /// Sets all parameters from a whole-network block. Throws std::invalid_argument for a wrong size.
+    void set_parameters(std::span<const T> w) {
+        scatter(w, "set_parameters", [](stage_type& s) { return s.parameters(); });
+    }
+    /// The running state of the stateful layers, whole-network layout [stack_type::state_count] (empty when none).
+    [[nodiscard]] std::vector<T> state() const {
+        std::vector<T> out;
+        out.reserve(stack_type::state_count);
+        for (const auto& st : stages_) out.insert(out.end(), st->state().begin(), st->state().end());
+        return out;
+    }
+    /// Sets the running state from a whole-network block. Throws std::invalid_argument for a wrong size.
+    void set_state(std::span<const T> s) {
+        if (s.size() != stack_type::state_count)
+            throw std::invalid_argument("pipeprop::sync::pipeline_executor::set_state: block has " +
+                                        std::to_string(s.size()) + " elements, the network needs " +
+                                        std::to_string(stack_type::state_count));
+        std::size_t off = 0;
+        for (auto& st : stages_) {
+            std::copy_n(s.begin() + static_cast<std::ptrdiff_t>(off), st->state().size(), st->state().begin());
+            off += st->state().size();
+        }
+    }
+    /// Sets the velocity (e.g. from a checkpoint). Throws std::invalid_argument for a wrong size.
+    void set_velocity(std::span<const T> v) {
+        scatter(v, "set_velocity", [](stage_type& s) { return s.optimizer().velocity(); });
+    }
+
+    /// The spans of the last step: every op and each stage's optimizer step, per stage in execution order.
+    [[nodiscard]] std::vector<op_span> spans() const {
+        std::vector<op_span> all;
+        for (const auto& rt : runtime_) all.insert(all.end(), rt.spans.begin(), rt.spans.end());
+        return all;
+    }
+
+private:
+    using clock = std::chrono::steady_clock;
+    using node_type = tbb::flow::multifunction_node<boundary_message, std::tuple<boundary_message, boundary_message>,
+                                                    tbb::flow::queueing>;
+
+    // Per-stage state of the running step. Touched only by the stage's own node (serial) or the one thread of
+    // the sequential executor.
+    struct stage_runtime {
+        const std::vector<op>* ops = nullptr;
+        const std::vector<std::size_t>* slot_of = nullptr;
+        std::size_t next = 0;
+        std::size_t p2_done = 0;
+        bool updated = false;
+        std::vector<boundary_message> forward_in, backward_in;  // [m] headers received, by micro-batch
+        std::vector<char> has_forward, has_backward;
+        std::vector<T> losses;                                   // last stage: [m]
+        std::vector<std::size_t> correct;                        // last stage: [m]
+        std::vector<op_span> spans;
+    };
+
+    // The plan for m' micro-batches, built on first use; it must fit the buffers allocated for m (step_plan.hpp).
+    const step_plan& plan_for(std::size_t m) {
+        auto& slot = plans_[m];
+        if (!slot) {
+            auto p = std::make_unique<step_plan>(make_step_plan(kind_, ranges_.size(), m, two_stage_bp_));
+            if (stages_.empty())
+                caps_ = p->caps;
+            else
+                check_plan_fits(*p, activation_slots(), caps_, opt_.micro_batches);
+            slot = std::move(p);
+        }
+        return *slot;
+    }
+
+    void make_channels() {
+        forward_.clear();
+        backward_.clear();
+        for (std::size_t b = 0; b + 1 < ranges_.size(); ++b) {
+            const std::size_t n = stack_type::activation_size[ranges_[b].end];
+            forward_.push_back(std::make_unique<boundary_channel<T>>(
+                "forward " + std::to_string(b) + "->" + std::to_string(b + 1), caps_[b].forward, n, max_b_, true));
+            backward_.push_back(std::make_unique<boundary_channel<T>>(
+                "backward " + std::to_string(b + 1) + "->" + std::to_string(b), caps_[b].backward, n, max_b_, false));
+        }
+    }
+
+    void build_graph() {
+        const std::size_t p = ranges_.size();
+        for (std::size_t s = 0; s < p; ++s)
+            nodes_.push_back(std::make_unique<node_type>(
+                graph_, tbb::flow::serial,
+                [this, s](const boundary_message& msg, typename node_type::output_ports_type& ports) {
+                    if (!msg.empty()) deliver(s, msg);
+                    run_ready(s, [&](std::size_t to, const boundary_message& out) {
+                        if (to > s)
+                            std::get<0>(ports).try_put(out);
+                        else
+                            std::get<1>(ports).try_put(out);
+                    });
+                }));
+        for (std::size_t s = 0; s + 1 < p; ++s) {
+            tbb::flow::make_edge(tbb::flow::output_port<0>(*nodes_[s]), *nodes_[s + 1]);
+            tbb::flow::make_edge(tbb::flow::output_port<1>(*nodes_[s + 1]), *nodes_[s]);
+        }
+    }
+
+    void check_step_input(std::span<const T> x, std::span<const std::int32_t> labels, double lr) const {
+        const std::size_t batch = labels.size();
+        const std::string who = "pipeprop::sync::pipeline_executor::step: ";
+        if (batch == 0) throw std::invalid_argument(who + "empty batch");
+        if (batch > opt_.max_batch)
+            throw std::invalid_argument(who + "batch of " + std::to_string(batch) +
+                                        " samples exceeds max_batch = " + std::to_string(opt_.max_batch));
+        if (x.size() != batch * input_size)
+            throw std::invalid_argument(who + "input has " + std::to_string(x.size()) + " values, expected B x " +
+                                        std::to_string(input_size) + " = " + std::to_string(batch * input_size));
+        if (!std::isfinite(lr)) throw std::invalid_argument(who + "learning rate is not finite");
+        for (std::size_t n = 0; n < batch; ++n) Loss::check_label(labels[n], n);
+    }
+
+    void begin_step(const step_plan& pl, const T* x, const std::int32_t* labels, std::size_t batch, double lr) {
+        const std::size_t m = pl.sc.micro_batches;
+        sizes_.assign(m, batch / m);
+        offsets_.assign(m, 0);
+        for (std::size_t j = 0; j < batch % m; ++j) ++sizes_[j];
+        for (std::size_t j = 1; j < m; ++j) offsets_[j] = offsets_[j - 1] + sizes_[j - 1];
+        x_ = x;
+        labels_ = labels;
+        batch_ = batch;
+        lr_ = lr;
+        for (std::size_t s = 0; s < ranges_.size(); ++s) {
+            auto& rt = runtime_[s];
+            rt.ops = &pl.sc.ops[s];
+            rt.slot_of = &pl.slots[s].slot_of;
+            rt.next = 0;
+            rt.p2_done = 0;
+            rt.updated = false;
+            rt.forward_in.assign(m, boundary_message{});
+            rt.backward_in.assign(m, boundary_message{});
+            rt.has_forward.assign(m, 0);
+            rt.has_backward.assign(m, 0);
+            rt.losses.assign(m, T(0));
+            rt.correct.assign(m, 0);
+            rt.spans.clear();
+            rt.spans.reserve(rt.ops->size() + 1);
+            stages_[s]->zero_gradient();
+        }
+    }
+
+    void deliver(std::size_t s, const boundary_message& msg) {
+        auto& rt = runtime_[s];
+        const bool fwd = msg.dir == direction::forward;
+        if (msg.micro_batch >= rt.has_forward.size() || msg.sequence != steps_)
+            throw std::logic_error("pipeprop::sync::pipeline_executor: stage " + std::to_string(s) +
+                                   " received a message for micro-batch " + std::to_string(msg.micro_batch) +
+                                   " of step " + std::to_string(msg.sequence) + " during step " +
+                                   std::to_string(steps_));
+        (fwd ? rt.forward_in : rt.backward_in)[msg.micro_batch] = msg;
+        (fwd ? rt.has_forward : rt.has_backward)[msg.micro_batch] = 1;
+    }
+
+    [[nodiscard]] bool ready(std::size_t s) const {
+        const auto& rt = runtime_[s];
+        if (rt.next == rt.ops->size()) return !rt.updated && !(opt_.max_gradient_norm > 0);  // the optimizer step
+        const op o = (*rt.ops)[rt.next];
+        if (o.kind == op_kind::forward) return s == 0 || rt.has_forward[o.micro_batch];
+        if (is_backward_p1(o)) return s + 1 == ranges_.size() || rt.has_backward[o.micro_batch];
+        return true;
+    }
+
+    template <class Send>
+    void run_ready(std::size_t s, Send&& send) {
+        while (ready(s)) run_next(s, send);
+    }
+
+    // Copies a received payload into the stage's slot, checking the sample count (pitfalls.md item 3).
+    void receive(std::size_t s, boundary_channel<T>& ch, const boundary_message& msg, std::size_t j, T* dst,
+                 std::size_t elems, std::int32_t* labels_dst) {
+        if (msg.batch != sizes_[j] || msg.micro_batch != j)
+            throw std::logic_error("pipeprop::sync::pipeline_executor: stage " + std::to_string(s) + ", micro-batch " +
+                                   std::to_string(j) + ", " + (msg.dir == direction::forward ? "forward" : "backward") +
+                                   " message: expected [" + std::to_string(sizes_[j]) + ", " + std::to_string(elems) +
+                                   "], got [" + std::to_string(msg.batch) + ", " + std::to_string(elems) + "]");
+        std::memcpy(dst, ch.values(msg.buffer), sizes_[j] * elems * sizeof(T));
+        if (labels_dst) std::memcpy(labels_dst, ch.labels(msg.buffer), sizes_[j] * sizeof(std::int32_t));
+        ch.release(msg.buffer);
+    }
+
+    template <class Send>
+    void send_message(std::size_t to, boundary_channel<T>& ch, direction dir, std::size_t j, const T* src,
+                      std::size_t elems, const std::int32_t* labels_src, Send& send) {
+        const std::size_t buf = ch.acquire();
+        std::memcpy(ch.values(buf), src, sizes_[j] * elems * sizeof(T));
+        if (labels_src) std::memcpy(ch.labels(buf), labels_src, sizes_[j] * sizeof(std::int32_t));
+        boundary_message msg;
+        msg.micro_batch = j;
+        msg.sequence = steps_;
+        msg.batch = sizes_[j];
+        msg.dir = dir;
+        msg.buffer = buf;
+        send(to, msg);
+    }
+
+    double now() const { return std::chrono::duration<double>(clock::now() - t0_).count(); }
+
+    static const char* phase_name(op_kind k) noexcept {
+        switch (k) {
+            case op_kind::forward: return "forward";
+            case op_kind::backward_input: return "backward-p1";
+            case op_kind::backward_weight: return "backward-p2";
+            case op_kind::backward_fused: return "backward (fused)";
+        }
+        return "op";
+    }
+
+    template <class Send>
+    void run_next(std::size_t s, Send& send) {
+        auto& rt = runtime_[s];
+        auto& st = *stages_[s];
+        const std::size_t p = ranges_.size();
+        const bool last = s + 1 == p;
+        if (rt.next == rt.ops->size()) {  // all ops done: the optimizer step
+            update_stage(s, T(1));
+            return;
+        }
+        const op o = (*rt.ops)[rt.next];
+        const std::size_t j = o.micro_batch, b = sizes_[j], slot = (*rt.slot_of)[rt.next];
+        auto& act = st.slot(slot);
+        const double t = now();
+        bool send_forward = false, send_backward = false;
+        const std::int32_t* sent_labels = nullptr;
+        try {
+        switch (o.kind) {
+            case op_kind::forward: {
+                std::int32_t* lab = st.labels(slot);
+                if (s == 0) {
+                    std::memcpy(act.input(), x_ + offsets_[j] * input_size, b * input_size * sizeof(T));
+                    std::memcpy(lab, labels_ + offsets_[j], b * sizeof(std::int32_t));
+                } else {
+                    receive(s, *forward_[s - 1], rt.forward_in[j], j, act.input(), st.input_size(), lab);
+                }
+                st.forward(slot, b);
+                if (last) {
+                    rt.losses[j] = Loss::loss_and_gradient(act.output(), lab, b, act.output_gradient(),
+                                                           T(1) / static_cast<T>(batch_));
+                    rt.correct[j] = Loss::correct(act.output(), lab, b);
+                } else {
+                    send_forward = true;
+                    sent_labels = lab;
+                }
+                break;
+            }
+            case op_kind::backward_input:
+            case op_kind::backward_fused: {
+                if (!last)
+                    receive(s, *backward_[s], rt.backward_in[j], j, act.output_gradient(), st.output_size(), nullptr);
+                if (o.kind == op_kind::backward_fused) {
+                    st.backward_fused(slot, b);
+                    ++rt.p2_done;
+                } else {
+                    st.backward_input(slot, b);
+                }
+                send_backward = s > 0;
+                break;
+            }
+            case op_kind::backward_weight:
+                st.backward_weight(slot, b);
+                ++rt.p2_done;
+                break;
+        }
+        } catch (...) {
+            rethrow_as_stage_error("pipeprop::sync::pipeline_executor", s, j, phase_name(o.kind),
+                                   " (of step " + std::to_string(steps_) + ")");
+        }
+        // The span ends before its message leaves, so a receiver's span never starts before the sender's ends.
+        rt.spans.push_back({s, span_kind_of(o.kind), j, t, now(), steps_});
+        if (send_forward)
+            send_message(s + 1, *forward_[s], direction::forward, j, act.output(), st.output_size(), sent_labels, send);
+        if (send_backward)
+            send_message(s - 1, *backward_[s - 1], direction::backward, j, act.input_gradient(), st.input_size(),
+                         nullptr, send);
+        ++rt.next;
+    }
+
+    // The optimizer step of stage s with its gradient scaled by `scale` (clipping; 1 otherwise). Asserts that all
+    // of the stage's backward-p2 work is done.
+    void update_stage(std::size_t s, T scale) {
+        auto& rt = runtime_[s];
+        auto& st = *stages_[s];
+        if (rt.next != rt.ops->size() || rt.p2_done != rt.has_forward.size())
+            throw std::logic_error("pipeprop::sync::pipeline_executor: stage " + std::to_string(s) + " reached its "
+                                   "optimizer step with " + std::to_string(rt.p2_done) + " of " +
+                                   std::to_string(rt.has_forward.size()) + " micro-batches' backward-p2 done");
+        const double t = now();
+        if (scale != T(1))
+            for (auto& g : st.gradient()) g *= scale;
+        st.update(lr_);
+        rt.spans.push_back({s, span_kind::optimizer, 0, t, now(), steps_});
+        rt.updated = true;
+    }
+
+    // L2 norm over all stages' gradient blocks, in double, stages and elements in order (deterministic).
+    [[nodiscard]] double global_gradient_norm() const {
+        double sum = 0;
+        for (const auto& st : stages_)
+            for (const T g : st->gradient()) sum += static_cast<double>(g) * static_cast<double>(g);
+        return std::sqrt(sum);
+    }
+
+    void run_sequential(const step_plan& pl) {
+        auto send = [this](std::size_t to, const boundary_message& msg) { deliver(to, msg); };
+        for (const auto g : pl.order) {
+            if (runtime_[g.stage].next != g.index || !ready(g.stage))
+                throw std::logic_error("pipeprop::sync::pipeline_executor: global order broken at stage " +
+                                       std::to_string(g.stage) + " op " + std::to_string(g.index));
+            run_next(g.stage, send);
+        }
+        for (std::size_t s = 0; s < ranges_.size(); ++s) run_ready(s, send);  // the optimizer steps
+    }
+
+    template <class Get>
+    std::vector<T> gather(Get get) const {
+        std::vector<T> all;
+        all.reserve(stack_type::parameter_count);
+        for (const auto& st : stages_) {
+            const auto part = get(*st);
+            all.insert(all.end(), part.begin(), part.end());
+        }
+        return all;
+    }
+    template <class Get>
+    void scatter(std::span<const T> src, const char* who, Get get) {
+        if (src.size() != stack_type::parameter_count)
+            throw std::invalid_argument(std::string("pipeprop::sync::pipeline_executor::") + who + ": block has " +
+                                        std::to_string(src.size()) + " elements, the network needs " +
+                                        std::to_string(stack_type::parameter_count));
+        std::size_t off = 0;
+        for (auto& st : stages_) {
+            auto part = get(*st);
+            std::copy(src.begin() + static_cast<std::ptrdiff_t>(off),
+                      src.begin() + static_cast<std::ptrdiff_t>(off + part.size()), part.begin());
+            off += part.size();
+        }
+    }
+
+    schedule_kind kind_;
+    bool two_stage_bp_;
+    stack_type stack_{};
+    std::vector<layer_range> ranges_;
+    executor_options opt_;
+    std::size_t max_b_ = 1;
+    std::vector<std::unique_ptr<step_plan>> plans_;
+    std::vector<channel_capacity> caps_;
+    std::vector<std::unique_ptr<stage_type>> stages_;
+    std::vector<std::unique_ptr<boundary_channel<T>>> forward_, backward_;
+    std::vector<stage_runtime> runtime_;
+    tbb::flow::graph graph_;
+    std::vector<std::unique_ptr<node_type>> nodes_;
+    std::optional<stage_inference<stack_type>> eval_;
+    // the running step
+    const T* x_ = nullptr;
+    const std::int32_t* labels_ = nullptr;
+    std::size_t batch_ = 0;
+    double lr_ = 0;
+    std::vector<std::size_t> sizes_, offsets_;
+    clock::time_point t0_{};
+    std::uint64_t steps_ = 0;
+    double clipped_norm_ = 0;
+};
+
+}  // namespace pipeprop::sync
