@@ -21,14 +21,15 @@ function(pipeprop_train_unit unit_mode pair)
     target_sources(pipeprop_train_asan PRIVATE ${unit_file})
   endif()
 endfunction()
-# Image networks in every mode; text networks (next-token training on a text corpus) in --mode sgd only for now
-# (the other modes reject them).
+# Image networks in every mode; text networks (next-token training on a text corpus) in --mode sgd and --mode sync
+# (--mode pb rejects them).
 foreach(unit_mode IN ITEMS sgd pb sync)
   foreach(pair IN ITEMS cnn:small_cnn cnn32:small_cnn32 cnn-on:small_cnn_on mlp:mlp resnet20:resnet20)
     pipeprop_train_unit(${unit_mode} ${pair})
   endforeach()
 endforeach()
 pipeprop_train_unit(sgd llama-tiny:llama_tiny)
+pipeprop_train_unit(sync llama-tiny:llama_tiny)
 
 if(PIPEPROP_BUILD_TESTS)
   set(pipeprop_train_data /usr/share/datasets/fashion-mnist)

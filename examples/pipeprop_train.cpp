@@ -88,9 +88,13 @@ int main(int argc, char** argv) {
                                                                     ", not of --mode " + options.mode);
         }
         if (selected == nullptr) throw CLI::ValidationError("--mode", "unknown mode " + options.mode);
-        if (train::is_text_network(options.network) && !selected->supports_text_networks())
+        if (train::is_text_network(options.network) && !selected->supports_text_networks()) {
+            std::string text_modes;
+            for (const auto& m : modes)
+                if (m->supports_text_networks()) text_modes += (text_modes.empty() ? "--mode " : ", --mode ") + m->name();
             throw CLI::ValidationError("--network", options.network + " is not available in --mode " + options.mode +
-                                                        " yet (only in --mode sgd)");
+                                                        " yet (only in " + text_modes + ")");
+        }
         selected->validate(options);
     } catch (const CLI::Success& e) {  // --help
         return app.exit(e);

@@ -1,5 +1,5 @@
 # --network llama-tiny of the main program (train/networks.hpp: a 2-block LLaMA-like byte-level decoder) in
-# --mode sgd (AdamW by default) on Debian's fortunes corpus: ctest runs. Included after pipeprop_train.cmake (the
+# --mode sgd and --mode sync (AdamW by default) on Debian's fortunes corpus: ctest runs. Included after pipeprop_train.cmake (the
 # globbed extras are sorted), whose pipeprop_train_test() helper it uses.
 if(PIPEPROP_BUILD_TESTS)
   set(pipeprop_text_data /usr/share/games/fortunes)
@@ -28,11 +28,26 @@ if(PIPEPROP_BUILD_TESTS)
                    -P ${CMAKE_CURRENT_SOURCE_DIR}/train/check_resume_llama.cmake)
   set_tests_properties(pipeprop_train_llama_resume PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 180)
 
-  # Not available yet: the pipelined modes, AdamW on the image networks (exit 2 with the usage text).
+  # --mode sync: 1F1B with 2BP, m = 4, a cut inside the first transformer block (position 3: after its attention
+  # residual's fork and norm), AdamW; below the baseline after one short epoch.
+  pipeprop_train_test(llama_sync_smoke EXPECT 0
+    ARGS --network llama-tiny --mode sync --schedule 1f1b --two-stage-bp on --micro-batches 4 --stages 3,9
+         --batch 16 --max-samples 320 --max-test-samples 64 --progress log --data ${pipeprop_text_data}
+    REGEX "optimizer: AdamW.*sync: schedule 1f1b\\+2bp, 3 stages.*epoch 1/1: train loss [0-9.]+, validation loss"
+    LAST_LINE_REGEX "^\\{\"mode\":\"sync\",\"network\":\"llama-tiny\",.*\"validation_loss\":${below_uniform},.*\"schedule\":\"1f1b\\+2bp\",\"two_stage_bp\":true,\"micro_batches\":4,\"stages\":3,.*\"optimizer\":\"adamw\",\"beta1\":0\\.9,.*\\}$")
+  set_tests_properties(pipeprop_train_llama_sync_smoke PROPERTIES TIMEOUT 180)
+
+  # --mode sync with m = 1 micro-batch is the sequential trainer bit for bit (same ops per layer, AdamW per
+  # element): the same train and validation losses, to the last printed digit, for every schedule with 2BP on.
+  add_test(NAME pipeprop_train_llama_sync_equals_sgd
+           COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:pipeprop_train> -DDATA=${pipeprop_text_data}
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/train/check_sync_equals_sgd.cmake)
+  set_tests_properties(pipeprop_train_llama_sync_equals_sgd PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1"
+                       TIMEOUT 300)
+
+  # Not available yet: PB on the text networks, AdamW on the image networks (exit 2 with the usage text).
   pipeprop_train_test(llama_mode_pb EXPECT 2 ARGS --network llama-tiny --mode pb
-    REGEX "--network: llama-tiny is not available in --mode pb yet .only in --mode sgd.*Usage:")
-  pipeprop_train_test(llama_mode_sync EXPECT 2 ARGS --network llama-tiny --mode sync
-    REGEX "--network: llama-tiny is not available in --mode sync yet .only in --mode sgd.*Usage:")
+    REGEX "--network: llama-tiny is not available in --mode pb yet .only in --mode sgd, --mode sync.*Usage:")
   pipeprop_train_test(adamw_image_network EXPECT 2 ARGS --network mlp --optimizer adamw
     REGEX "--optimizer: adamw is not available for the image networks yet.*Usage:")
   # A missing text corpus: a message naming the path, exit 1.

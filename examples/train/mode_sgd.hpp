@@ -32,6 +32,9 @@ public:
     static constexpr const char* mode_name = "sgd";
     /// Learning rate of AdamW on a text network when --lr is not given.
     static constexpr double default_adamw_lr = 3e-3;
+    /// AdamW's defaults (shared with --mode sync): torch.optim.AdamW's beta1 and eps; beta2 below torch's 0.999 for
+    /// short runs of a small model (as nanoGPT's character models).
+    static constexpr double default_beta1 = 0.9, default_beta2 = 0.99, default_eps = 1e-8;
 
     [[nodiscard]] std::string name() const override { return mode_name; }
     [[nodiscard]] std::string description() const override {
@@ -131,9 +134,9 @@ private:
     }
 
     std::string optimizer_ = "auto";
-    double beta1_ = 0.9;    ///< torch.optim.AdamW's default
-    double beta2_ = 0.99;   ///< below torch's 0.999: short runs of a small model (as nanoGPT's character models)
-    double eps_ = 1e-8;     ///< torch.optim.AdamW's default
+    double beta1_ = default_beta1;
+    double beta2_ = default_beta2;
+    double eps_ = default_eps;
 };
 
 }  // namespace train

@@ -12,10 +12,15 @@
 //   --trace PATH   Chrome trace-event JSON of the last full step (measured) and of the simulator's prediction from
 //                  that step's own op durations, and an SVG Gantt chart of the prediction (trace_paths: PATH's
 //                  extension names the file it is; the other one is PATH with extension .json or .svg).
+// Networks: the image networks (softmax cross-entropy, momentum SGD) and the text network llama-tiny (next-token
+// sequences, token cross-entropy, AdamW by default or --optimizer sgd; --optimizer, --beta1, --beta2, --eps and
+// their defaults are --mode sgd's). A batch is B sequences; its loss is the mean over its B x L tokens.
 #pragma once
 
 #include <pipeprop/checkpoint.hpp>
 #include <pipeprop/layer_stack.hpp>
+#include <pipeprop/loss/token_cross_entropy.hpp>
+#include <pipeprop/optim/adamw.hpp>
 #include <pipeprop/optim/lr_schedule.hpp>
 #include <pipeprop/pipeline_layout.hpp>
 #include <pipeprop/sequential_trainer.hpp>
@@ -40,6 +45,7 @@
 #include <vector>
 
 #include "train/mode.hpp"
+#include "train/mode_sgd.hpp"
 #include "train/networks.hpp"
 #include "train/output_paths.hpp"
 #include "train/training_loop.hpp"
@@ -53,15 +59,18 @@ namespace ps = pipeprop::sync;
 /// sgd), schedule_executor::evaluate, sync::save_state / load_state (the sequential trainer's names, so a
 /// checkpoint moves freely between --mode sgd and --mode sync). The schedule kind and 2BP flag are run-time values
 /// (one compiled executor for every schedule).
-template <class Net>
+template <class Net, class Loss = pipeprop::detail::default_loss_t<Net, float>,
+          class Optimizer = pipeprop::optim::sgd<float>>
 class sync_engine {
 public:
-    using executor_type = ps::any_executor<Net, float>;
+    using executor_type = ps::any_executor<Net, float, Loss, Optimizer>;
     using stack_type = pipeprop::layer_stack<Net, float>;
+    static constexpr std::size_t targets_per_sample = Loss::targets_per_sample;
 
     sync_engine(ps::schedule_kind kind, bool two_stage_bp, std::vector<pipeprop::layer_range> stages,
-                const ps::executor_options& opt, pipeprop::optim::lr_schedule schedule, bool keep_spans)
-        : ex_(ps::make_any_executor<Net, float>(kind, two_stage_bp, std::move(stages), opt)),
+                const typename executor_type::options_type& opt, pipeprop::optim::lr_schedule schedule,
+                bool keep_spans)
+        : ex_(ps::make_any_executor<Net, float, Loss, Optimizer>(kind, two_stage_bp, std::move(stages), opt)),
           schedule_(schedule),
           seed_(opt.seed),
           keep_spans_(keep_spans) {
@@ -70,7 +79,8 @@ public:
 
     float train_batch(const float* x, const std::int32_t* labels, std::size_t b) {
         const auto r = ex_->step_or_undo(std::span<const float>(x, b * stack_type::input_shape::size),
-                                         std::span<const std::int32_t>(labels, b), current_learning_rate(),
+                                         std::span<const std::int32_t>(labels, b * targets_per_sample),
+                                         current_learning_rate(),
                                          samples_seen_);
         samples_seen_ += b;
         if (keep_spans_ && r.micro_batches == ex_->options().micro_batches) last_full_spans_ = ex_->spans();
@@ -79,7 +89,7 @@ public:
 
     pipeprop::evaluation evaluate(const float* x, const std::int32_t* labels, std::size_t n) {
         return ex_->evaluate(std::span<const float>(x, n * stack_type::input_shape::size),
-                             std::span<const std::int32_t>(labels, n));
+                             std::span<const std::int32_t>(labels, n * targets_per_sample));
     }
 
     void save_state(pipeprop::checkpoint& c) const { ps::save_state(*ex_, c, samples_seen_, seed_); }
@@ -194,6 +204,11 @@ public:
                                     "comma-separated split points (layer positions)");
         executor_opt_ = shared_option(g, "--executor", executor_, "Executor: concurrent (TBB flow graph, one node "
                                                                   "per stage) or sequential (one thread)");
+        // The optimizer options of --mode sgd (text networks: AdamW by default), read here too.
+        optimizer_opt_ = shared_option(g, "--optimizer", optimizer_, "Optimizer: sgd, adamw or auto");
+        beta1_opt_ = shared_option(g, "--beta1", beta1_, "AdamW: decay of the first moment");
+        beta2_opt_ = shared_option(g, "--beta2", beta2_, "AdamW: decay of the second moment");
+        eps_opt_ = shared_option(g, "--eps", eps_, "AdamW: added to sqrt(v_hat)");
         g.add_option("--trace", trace_,
                      "Write a Chrome trace (Perfetto) of the last full step and of its simulated prediction, and an "
                      "SVG Gantt chart of the prediction: PATH is the JSON and PATH with extension .svg the chart; a "
@@ -201,14 +216,22 @@ public:
     }
 
     [[nodiscard]] bool shares_option(const std::string& option_name) const override {
-        return option_name == "--stages" || option_name == "--executor";
+        for (const char* n : {"--stages", "--executor", "--optimizer", "--beta1", "--beta2", "--eps"})
+            if (option_name == n) return true;
+        return false;
     }
+    [[nodiscard]] bool supports_text_networks() const override { return true; }
 
     void validate(const common_options& o) const override {
         const std::string ex = value_of(executor_opt_, executor_);
         if (ex != "concurrent" && ex != "sequential")
             throw CLI::ValidationError("--executor", "must be concurrent or sequential, got " + ex);
-        const std::size_t layers = with_network(o.network, []<class Net>() { return Net::layer_count; });
+        const auto count = []<class Net>() { return Net::layer_count; };
+        const std::size_t layers =
+            is_text_network(o.network) ? with_text_network(o.network, count) : with_network(o.network, count);
+        if (value_of(optimizer_opt_, optimizer_) == "adamw" && !is_text_network(o.network))
+            throw CLI::ValidationError("--optimizer", "adamw is not available for the image networks yet (only for "
+                                                      "llama-tiny); use --optimizer sgd");
         (void)parse_stages(value_of(stages_opt_, stages_), layers);
         if (o.batch > 0 && micro_batches_ > o.batch)
             throw CLI::ValidationError("--micro-batches", std::to_string(micro_batches_) +
@@ -225,13 +248,40 @@ public:
     }
 
     json_line run(const common_options& o) override {
-        return with_network(o.network, [&]<class Net>() { return run_on_network<mode_sync, Net>(*this, o); });
+        const auto run = [&]<class Net>() { return run_on_network<mode_sync, Net>(*this, o); };
+        return is_text_network(o.network) ? with_text_network(o.network, run) : with_network(o.network, run);
     }
 
-    /// Training on network Net (instantiated per network in its own unit: run_on_network).
+    /// Training on network Net (instantiated per network in its own unit: run_on_network). Image networks: softmax
+    /// cross-entropy, momentum SGD. Text networks: next-token sequences of the text corpus, token cross-entropy,
+    /// AdamW (default; --optimizer sgd for momentum SGD), the options and defaults of --mode sgd.
     template <class Net>
     json_line run_network(const common_options& o) {
-        return run_with<Net>(o);
+        const pipeprop::optim::sgd_config sgd{.momentum = o.momentum, .weight_decay = o.weight_decay,
+                                             .nesterov = o.nesterov};
+        if constexpr (is_sequence_model<Net>) {
+            using out = typename pipeprop::layer_stack<Net, float>::output_shape;
+            constexpr std::size_t length = out::dims[0], vocabulary = out::dims[1];
+            using loss = pipeprop::token_cross_entropy<float, length, vocabulary>;
+            const pipeprop::data::text_dataset data = load_text_data(o, length, vocabulary);
+            if (value_of(optimizer_opt_, optimizer_) == "sgd") {
+                json_line j = run_with<Net, loss, pipeprop::optim::sgd<float>>(o, data, sgd);
+                return j.add("optimizer", "sgd");
+            }
+            common_options oa = o;  // AdamW's own learning-rate default, as in --mode sgd
+            if (!o.lr_given) oa.lr = mode_sgd::default_adamw_lr;
+            const double b1 = number_of(beta1_opt_, beta1_), b2 = number_of(beta2_opt_, beta2_),
+                         eps = number_of(eps_opt_, eps_);
+            note(o, fmt::format("optimizer: AdamW, lr {:g}, betas ({:g}, {:g}), eps {:g}, decoupled weight decay {:g}",
+                                oa.lr, b1, b2, eps, o.weight_decay));
+            json_line j = run_with<Net, loss, pipeprop::optim::adamw<float>>(
+                oa, data, {.beta1 = b1, .beta2 = b2, .eps = eps, .weight_decay = o.weight_decay});
+            return j.add("optimizer", "adamw").add("beta1", b1).add("beta2", b2).add("eps", eps);
+        } else {
+            const pipeprop::data::dataset_pair data = load_data<Net>(o);
+            return run_with<Net, pipeprop::detail::default_loss_t<Net, float>, pipeprop::optim::sgd<float>>(o, data,
+                                                                                                             sgd);
+        }
     }
 
 private:
@@ -248,12 +298,15 @@ private:
         if (shared != nullptr && shared->count() > 0) return shared->as<std::string>();
         return own;
     }
+    static double number_of(const CLI::Option* shared, double own) {
+        if (shared != nullptr && shared->count() > 0) return shared->as<double>();
+        return own;
+    }
 
-    template <class Net>
-    json_line run_with(const common_options& o) {
+    template <class Net, class Loss, class Optimizer, class Data>
+    json_line run_with(const common_options& o, const Data& data, const typename Optimizer::config_type& config) {
         const ps::schedule_kind kind = ps::parse_schedule_kind(schedule_);
         const bool two = two_stage_bp_ == "on";
-        const pipeprop::data::dataset_pair data = load_data<Net>(o);
         const std::size_t m = micro_batches_;
         const std::size_t b = (o.batch + m - 1) / m;
         const stage_spec spec = parse_stages(value_of(stages_opt_, stages_), Net::layer_count);
@@ -265,13 +318,14 @@ private:
             points = ps::balanced_partition(cost, spec.balanced_stages, stack_t::cut_allowed_before);
         }
         const auto ranges = pipeprop::partition_at(Net::layer_count, points);
-        ps::executor_options eo;
+        typename sync_engine<Net, Loss, Optimizer>::executor_type::options_type eo;
         eo.micro_batches = m;
         eo.max_batch = o.batch;
-        eo.sgd = {.momentum = o.momentum, .weight_decay = o.weight_decay, .nesterov = o.nesterov};
+        eo.optimizer = config;
         eo.seed = o.seed;
         eo.executor = ps::parse_executor_kind(value_of(executor_opt_, executor_));
-        sync_engine<Net> engine(kind, two, ranges, eo, make_schedule(o, epoch_samples(o, data)), !trace_.empty());
+        sync_engine<Net, Loss, Optimizer> engine(kind, two, ranges, eo, make_schedule(o, epoch_samples(o, data)),
+                                                 !trace_.empty());
 
         auto& ex = engine.executor();
         std::string cut, slots, caps;
@@ -333,8 +387,11 @@ private:
     std::string stages_ = "balanced";
     std::string executor_ = "concurrent";
     std::string trace_;
+    std::string optimizer_ = "auto";
+    double beta1_ = mode_sgd::default_beta1, beta2_ = mode_sgd::default_beta2, eps_ = mode_sgd::default_eps;
     CLI::Option* stages_opt_ = nullptr;
     CLI::Option* executor_opt_ = nullptr;
+    CLI::Option *optimizer_opt_ = nullptr, *beta1_opt_ = nullptr, *beta2_opt_ = nullptr, *eps_opt_ = nullptr;
 };
 
 }  // namespace train

@@ -99,7 +99,7 @@ inline void add_common_options(CLI::App& app, common_options& o, const std::vect
     app.add_option("--network", o.network,
                    "Network: cnn (small CNN with group norm, 1x28x28: MNIST / Fashion-MNIST), cnn32 (the same layers "
                    "for 3x32x32: CIFAR-10), cnn-on (with Online Norm), mlp (784-256-256-10), resnet20 (group norm), "
-                   "llama-tiny (2-block LLaMA-like byte-level decoder on a text corpus; --mode sgd only)")
+                   "llama-tiny (2-block LLaMA-like byte-level decoder on a text corpus; --mode sgd and sync)")
         ->check(CLI::IsMember(networks))
         ->capture_default_str();
     app.add_option("--batch", o.batch, "Batch size B (samples per update; micro-batch size b in pipelined modes)")

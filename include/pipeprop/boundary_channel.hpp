@@ -40,17 +40,17 @@ struct boundary_message {
 
 /// Pool of payload buffers of one boundary and one direction. capacity: how many messages can be in flight at
 /// once (a bound the schedule proves; exceeding it is a logic error and throws std::logic_error naming the
-/// channel). sample_elements: per-sample tensor size; max_b: largest micro-batch; labels: forward channels carry
-/// int32 labels [b]. Thread-safe: the producer and the consumer may run on different threads. The object and each
+/// channel). sample_elements: per-sample tensor size; max_b: largest micro-batch; labels_per_sample: forward
+/// channels carry int32 targets [b, labels_per_sample] (1: a class label; L: a sequence's tokens), 0 for none. Thread-safe: the producer and the consumer may run on different threads. The object and each
 /// of its buffers occupy whole cache lines, so that two channels used on different cores never share a line.
 template <class T>
 class alignas(64) boundary_channel {
 public:
     boundary_channel(std::string name, std::size_t capacity, std::size_t sample_elements, std::size_t max_b,
-                     bool labels)
+                     std::size_t labels_per_sample)
         : name_(std::move(name)),
           stride_(sample_elements * max_b),
-          label_stride_(labels ? max_b : 0),
+          label_stride_(labels_per_sample * max_b),
           values_(capacity * stride_) {
         if (capacity == 0 || sample_elements == 0 || max_b == 0)
             throw std::invalid_argument("pipeprop::boundary_channel " + name_ + ": capacity, sample size and max_b "
@@ -83,7 +83,7 @@ public:
     /// Payload tensor of a buffer, [max_b, sample_elements]; a message uses the first batch rows.
     [[nodiscard]] T* values(std::size_t buffer) noexcept { return values_.data() + buffer * stride_; }
     [[nodiscard]] const T* values(std::size_t buffer) const noexcept { return values_.data() + buffer * stride_; }
-    /// Labels of a buffer, [max_b] (forward channels only).
+    /// Targets of a buffer, [max_b, labels_per_sample] (forward channels only).
     [[nodiscard]] std::int32_t* labels(std::size_t buffer) noexcept { return labels_.data() + buffer * label_stride_; }
     [[nodiscard]] const std::int32_t* labels(std::size_t buffer) const noexcept {
         return labels_.data() + buffer * label_stride_;

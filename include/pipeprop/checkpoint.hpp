@@ -28,3 +28,4 @@
 #include "pipeprop/checkpoint/network_tensors.hpp"
 #include "pipeprop/checkpoint/npy_files.hpp"
 #include "pipeprop/checkpoint/signature.hpp"
+#include "pipeprop/checkpoint/training_state.hpp"

@@ -24,6 +24,7 @@
 
 #include "pipeprop/checkpoint.hpp"
 #include "pipeprop/layer_stack.hpp"
+#include "pipeprop/loss/default_loss.hpp"
 #include "pipeprop/loss/loss_policy.hpp"
 #include "pipeprop/loss/softmax_cross_entropy.hpp"
 #include "pipeprop/network.hpp"
@@ -48,11 +49,6 @@ struct basic_sequential_trainer_config {
 /// Configuration of a sequential_trainer with the default optimizer (momentum SGD).
 using sequential_trainer_config = basic_sequential_trainer_config<optim::sgd_config>;
 
-namespace detail {
-/// The default loss of a trainer of Net: softmax cross-entropy over the output's elements (the classes).
-template <network_type Net, class T>
-using default_loss_t = softmax_cross_entropy<T, layer_stack<Net, T>::output_shape::size>;
-}  // namespace detail
 
 /// Sequential trainer of network Net (value type T) with loss policy Loss and optimizer policy Optimizer.
 ///   Loss (loss/loss_policy.hpp): default softmax_cross_entropy<T, classes> (targets: labels [b]);
@@ -203,15 +199,10 @@ public:
     /// init_seed. The caller adds its own scalars (epoch, data position, ...). Throws checkpoint_error on a name
     /// clash with what c already holds.
     void save_state(checkpoint& c) const {
-        c.signature = signature_of<Net, T>();
-        add_network_tensors<Net, T>(c, std::span<const T>(parameters_));
-        for (std::size_t k = 0; k < Optimizer::state_buffer_names.size(); ++k)
-            add_network_tensors<Net, T>(c, optimizer_.state_buffer(k), Optimizer::state_buffer_names[k]);
-        add_network_state<Net, T>(c, std::span<const T>(state_));
-        c.set_scalar("optimizer", std::string(Optimizer::name));
-        c.set_scalar("step_count", optimizer_.step_count());
-        c.set_scalar("samples_seen", samples_seen_);
-        c.set_scalar("init_seed", config_.seed);
+        std::vector<std::span<const T>> buffers;
+        for (std::size_t k = 0; k < Optimizer::state_buffer_names.size(); ++k) buffers.push_back(optimizer_.state_buffer(k));
+        add_training_state<Net, Optimizer, T>(c, std::span<const T>(parameters_), buffers, std::span<const T>(state_),
+                                              optimizer_.step_count(), samples_seen_, config_.seed);
     }
 
     /// Restores parameters, the optimizer's state buffers and step count, the running state and samples_seen from
@@ -219,27 +210,13 @@ public:
     /// network (the message names the first difference) or by another optimizer (scalar optimizer; a checkpoint
     /// without it, e.g. a PB one, is read as momentum SGD's), or a tensor / scalar is missing or has the wrong shape.
     void load_state(const checkpoint& c, const std::string& where = "checkpoint") {
-        require_signature(c, signature_of<Net, T>(), where);
-        const std::string made_by = c.has_scalar("optimizer") ? c.scalar("optimizer") : std::string("sgd");
-        if (made_by != Optimizer::name)
-            throw checkpoint_error(where + ": the checkpoint holds the state of optimizer " + made_by +
-                                   ", this trainer uses " + Optimizer::name +
-                                   " (resume with the optimizer that made it)");
-        std::vector<T> w(parameter_count);
-        read_network_tensors<Net, T>(c, std::span<T>(w));
-        std::vector<std::vector<T>> buffers(Optimizer::state_buffer_names.size(), std::vector<T>(parameter_count));
-        for (std::size_t k = 0; k < buffers.size(); ++k)
-            read_network_tensors<Net, T>(c, std::span<T>(buffers[k]), Optimizer::state_buffer_names[k]);
-        std::vector<T> st(stack_type::state_count);
-        read_network_state<Net, T>(c, std::span<T>(st));
-        const auto steps = c.scalar_as<std::uint64_t>("step_count");
-        const auto seen = c.scalar_as<std::uint64_t>("samples_seen");
-        parameters_ = std::move(w);
-        state_ = std::move(st);
-        for (std::size_t k = 0; k < buffers.size(); ++k)
-            std::copy(buffers[k].begin(), buffers[k].end(), optimizer_.state_buffer(k).begin());
-        optimizer_.set_step_count(steps);
-        samples_seen_ = seen;
+        training_state<T> st = read_training_state<Net, Optimizer, T>(c, where);
+        parameters_ = std::move(st.parameters);
+        state_ = std::move(st.state);
+        for (std::size_t k = 0; k < st.optimizer_state.size(); ++k)
+            std::copy(st.optimizer_state[k].begin(), st.optimizer_state[k].end(), optimizer_.state_buffer(k).begin());
+        optimizer_.set_step_count(st.step_count);
+        samples_seen_ = st.samples_seen;
     }
 
 private:

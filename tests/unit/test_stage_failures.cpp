@@ -244,7 +244,7 @@ void sync_failure(ps::executor_kind kind, phase ph) {
     ps::executor_options opt;
     opt.micro_batches = 4;
     opt.max_batch = 8;
-    opt.sgd.momentum = 0.9;
+    opt.optimizer.momentum = 0.9;
     opt.seed = 11;
     opt.executor = kind;
     exec a(cut, opt), ref(cut, opt);

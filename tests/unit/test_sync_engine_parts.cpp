@@ -13,6 +13,8 @@
 #include <pipeprop/pipeprop.hpp>
 #include <pipeprop/layers/conv2d.hpp>
 #include <pipeprop/layers/online_norm.hpp>
+#include <pipeprop/loss/token_cross_entropy.hpp>
+#include <pipeprop/optim/adamw.hpp>
 #include <pipeprop/sequential_trainer.hpp>
 #include <pipeprop/sync/any_executor.hpp>
 #include <pipeprop/sync/checkpoint.hpp>
@@ -60,7 +62,7 @@ ps::executor_options options(std::size_t max_batch = 6) {
     ps::executor_options o;
     o.micro_batches = 3;
     o.max_batch = max_batch;
-    o.sgd.momentum = 0.9;
+    o.optimizer.momentum = 0.9;
     o.seed = 11;
     return o;
 }
@@ -190,4 +192,106 @@ TEST_CASE("sync engine parts: save_state / load_state resume bit-identically, al
     CHECK_THROWS_AS(ps::load_state(other, *fresh, "other"), pp::checkpoint_error);
     CHECK(same_bits(fresh->parameters(), before));
     std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+// A tiny LLaMA-like model (token ids [6] -> embedding [6, 8] -> pre-norm block -> norm -> LM head [6, 11]) with the
+// per-token loss (padding id 0 ignored) and AdamW: what the main program's --mode sync runs on llama-tiny.
+using lm = pp::network<shape<6>, pp::token_embedding<11, 8>, pp::prenorm_transformer_block<2, 12>, pp::rms_norm<>,
+                       pp::token_linear<11, false>>;
+using lm_loss = pp::token_cross_entropy<float, 6, 11, 0>;
+using lm_adamw = pp::optim::adamw<float>;
+constexpr std::size_t lm_len = 6;
+
+data make_tokens(std::size_t n, std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    data d;
+    for (std::size_t i = 0; i < n * lm_len; ++i) d.x.push_back(static_cast<float>(rng() % 11));
+    for (std::size_t i = 0; i < n * lm_len; ++i) d.y.push_back(static_cast<std::int32_t>(rng() % 11));  // 0: ignored
+    return d;
+}
+
+}  // namespace
+
+TEST_CASE("sync engine parts: token loss and AdamW as policies, equal to the sequential trainer",
+          "[sync][engine][policies]") {
+    const data a = make_tokens(5, 21), b = make_tokens(5, 22), test = make_tokens(4, 23);
+    const pp::optim::adamw_config cfg{.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.01};
+    using exec = ps::schedule_executor<lm, float, lm_loss, lm_adamw>;
+    STATIC_REQUIRE(exec::targets_per_sample == lm_len);
+    STATIC_REQUIRE(exec::optimizer_buffer_count == 2);
+    // a cut inside the block: before its attention (flat layer 3) and before the SwiGLU residual's fork (5)
+    const auto cut = pp::partition_at(pp::layer_stack<lm, float>::layer_count, {3, 5});
+    pp::basic_sequential_trainer_config<pp::optim::adamw_config> tc;
+    tc.max_batch = 5;
+    tc.optimizer = cfg;
+    tc.seed = 4;
+    pp::sequential_trainer<lm, float, lm_loss, lm_adamw> tr(tc);
+    const float l1 = tr.train_batch(a.x.data(), a.y.data(), 5, 0.01);
+    const float l2 = tr.train_batch(b.x.data(), b.y.data(), 5, 0.01);
+    const std::vector<float> w_ref(tr.parameters().begin(), tr.parameters().end());
+    const auto e_ref = tr.evaluate(test.x.data(), test.y.data(), 4);
+    for (const std::size_t m : {1u, 3u}) {
+        CAPTURE(m);
+        for (const auto kind : {ps::schedule_kind::one_f_one_b, ps::schedule_kind::zb_h2}) {
+            ps::basic_executor_options<pp::optim::adamw_config> o;
+            o.micro_batches = m;
+            o.max_batch = 5;
+            o.optimizer = cfg;
+            o.seed = 4;
+            exec ex(kind, true, cut, o);
+            const auto r1 = ex.step(a.x, a.y, 0.01);
+            const auto r2 = ex.step(b.x, b.y, 0.01);
+            std::size_t counted = 0;
+            for (const auto t : a.y) counted += t != 0 ? 1 : 0;
+            CHECK(r1.targets == counted);  // the ignored id does not count (N of the whole batch)
+            CHECK(ex.optimizer_step_count() == 2);
+            const auto w = ex.parameters();
+            if (m == 1) {  // the same arithmetic: bit-identical to the trainer
+                CHECK(same_bits(w, w_ref));
+                CHECK(static_cast<float>(r1.loss) == l1);
+                CHECK(static_cast<float>(r2.loss) == l2);
+            } else {  // only the float summation order of the micro-batch sums differs
+                CHECK(r1.loss == Approx(l1).epsilon(1e-5));
+                double worst = 0, scale = 0;
+                for (std::size_t i = 0; i < w.size(); ++i) {
+                    worst = std::max(worst, std::abs(double(w[i]) - double(w_ref[i])));
+                    scale = std::max(scale, std::abs(double(w_ref[i])));
+                }
+                CHECK(worst <= 1e-4 * scale);
+            }
+            const auto e = ex.evaluate(test.x, test.y);
+            CHECK(e.targets == e_ref.targets);
+            if (m == 1) CHECK(e.loss == e_ref.loss);
+        }
+    }
+    // The checkpoint carries both AdamW moments and the step count; it loads into the trainer.
+    ps::basic_executor_options<pp::optim::adamw_config> o;
+    o.micro_batches = 1;
+    o.max_batch = 5;
+    o.optimizer = cfg;
+    o.seed = 4;
+    exec ex(ps::schedule_kind::gpipe, false, cut, o);
+    ex.step(a.x, a.y, 0.01);
+    pp::checkpoint c;
+    ps::save_state(ex, c, 5, 4);
+    CHECK(c.scalar("optimizer") == "adamw");
+    pp::sequential_trainer<lm, float, lm_loss, lm_adamw> resumed(tc);
+    resumed.load_state(c, "sync checkpoint");
+    CHECK(resumed.step_count() == 1);
+    ex.step(b.x, b.y, 0.01);
+    resumed.train_batch(b.x.data(), b.y.data(), 5, 0.01);
+    CHECK(same_bits(ex.parameters(), std::vector<float>(resumed.parameters().begin(), resumed.parameters().end())));
+    // a momentum-SGD executor refuses an AdamW checkpoint before changing anything
+    auto sgd_ex = ps::make_any_executor<lm, float, lm_loss>(ps::schedule_kind::gpipe, false, cut,
+                                                           {.micro_batches = 1, .max_batch = 5, .seed = 4});
+    const auto before = sgd_ex->parameters();
+    CHECK_THROWS_WITH(ps::load_state(c, *sgd_ex, "ckpt"), Catch::Contains("optimizer adamw"));
+    CHECK(same_bits(sgd_ex->parameters(), before));
+    // a target outside the vocabulary: std::out_of_range before any work
+    data bad = a;
+    bad.y[4] = 11;
+    CHECK_THROWS_AS(ex.step(bad.x, bad.y, 0.01), std::out_of_range);
+    CHECK_THROWS_AS(ex.step(a.x, {a.y.data(), a.y.size() - 1}, 0.01), std::invalid_argument);
 }

@@ -153,7 +153,7 @@ step_outputs<T> run_pipeline(const std::vector<std::size_t>& split, std::size_t 
                              ps::executor_kind ek, const batch_data<T>& b1, const batch_data<T>& b2) {
     ps::pipeline_executor<Net, T, K, Two> ex(
         pp::partition_at(Net::layer_count, split),
-        {.micro_batches = m, .max_batch = batch, .sgd = sgd_cfg, .seed = init_seed, .executor = ek});
+        {.micro_batches = m, .max_batch = batch, .optimizer = sgd_cfg, .seed = init_seed, .executor = ek});
     step_outputs<T> out;
     const auto r = ex.step(b1.x, b1.y, learning_rate);
     CHECK(r.micro_batches == std::min(m, batch));
@@ -406,7 +406,7 @@ TEST_CASE("spans: each stage runs exactly its op list, respects the dependencies
 TEST_CASE("run to run bit-identical; static layout; a batch smaller than m is handled", "[sync][executor]") {
     openblas_set_num_threads(1);
     using layout = pp::pipeline_layout<mlp, pp::split_at<2, 4>, float>;
-    const ps::executor_options opt{.micro_batches = 4, .max_batch = 12, .sgd = sgd_cfg, .seed = 7};
+    const ps::executor_options opt{.micro_batches = 4, .max_batch = 12, .optimizer = sgd_cfg, .seed = 7};
     auto a = ps::pipeline_executor<mlp, float, ps::schedule_kind::one_f_one_b, true>::for_layout<layout>(opt);
     ps::pipeline_executor<mlp, float, ps::schedule_kind::one_f_one_b, true> b(pp::partition_at(5, {2, 4}), opt);
     for (std::size_t step = 0; step < 3; ++step) {
@@ -499,7 +499,7 @@ TEST_CASE("global reductions: the gradient norm and clipping are over all stages
          {std::vector<std::size_t>{}, std::vector<std::size_t>{2}, std::vector<std::size_t>{1, 3},
           std::vector<std::size_t>{1, 2, 3, 4}}) {
         ps::pipeline_executor<mlp, double, ps::schedule_kind::zb_h1, true> ex(
-            pp::partition_at(5, split), {.micro_batches = m, .max_batch = batch, .sgd = sgd_cfg, .seed = init_seed});
+            pp::partition_at(5, split), {.micro_batches = m, .max_batch = batch, .optimizer = sgd_cfg, .seed = init_seed});
         const auto r = ex.step(b1.x, b1.y, learning_rate);
         CHECK(r.gradient_norm == Approx(ref_norm).epsilon(1e-12));
         if (first.empty())
@@ -513,7 +513,7 @@ TEST_CASE("global reductions: the gradient norm and clipping are over all stages
     ps::pipeline_executor<mlp, double, ps::schedule_kind::one_f_one_b, true> ex(pp::partition_at(5, {1, 3}),
                                                                                 {.micro_batches = m,
                                                                                  .max_batch = batch,
-                                                                                 .sgd = {0.0, 0.0, false},
+                                                                                 .optimizer = {0.0, 0.0, false},
                                                                                  .seed = init_seed,
                                                                                  .max_gradient_norm = max_norm});
     const auto w0 = ex.parameters();
@@ -535,7 +535,7 @@ TEST_CASE("global reductions: the gradient norm and clipping are over all stages
 TEST_CASE("any_executor: the run-time choice of schedule runs the same executor", "[sync][executor]") {
     openblas_set_num_threads(1);
     const auto b1 = make_batch<mlp, float>(10, 31), b2 = make_batch<mlp, float>(10, 32);
-    const ps::executor_options opt{.micro_batches = 4, .max_batch = 10, .sgd = sgd_cfg, .seed = init_seed};
+    const ps::executor_options opt{.micro_batches = 4, .max_batch = 10, .optimizer = sgd_cfg, .seed = init_seed};
     auto any = ps::make_any_executor<mlp, float>(ps::schedule_kind::zb_h2, true, pp::partition_at(5, {2}), opt);
     ps::pipeline_executor<mlp, float, ps::schedule_kind::zb_h2, true> fixed(pp::partition_at(5, {2}), opt);
     for (const auto* d : {&b1, &b2}) {

@@ -12,15 +12,17 @@
 namespace pipeprop::sync {
 
 /// The executor behind a run-time schedule choice (see schedule_executor for every member's contract).
-template <network_type Net, class T = float>
-using any_executor = schedule_executor<Net, T>;
+template <network_type Net, class T = float, class Loss = pipeprop::detail::default_loss_t<Net, T>,
+          class Optimizer = optim::sgd<T>>
+using any_executor = schedule_executor<Net, T, Loss, Optimizer>;
 
 /// A schedule_executor running `kind` with 2BP on or off. Throws as its constructor.
-template <network_type Net, class T = float>
-[[nodiscard]] std::unique_ptr<any_executor<Net, T>> make_any_executor(schedule_kind kind, bool two_stage_bp,
-                                                                      std::vector<layer_range> stages,
-                                                                      const executor_options& opt) {
-    return std::make_unique<any_executor<Net, T>>(kind, two_stage_bp, std::move(stages), opt);
+template <network_type Net, class T = float, class Loss = pipeprop::detail::default_loss_t<Net, T>,
+          class Optimizer = optim::sgd<T>>
+[[nodiscard]] std::unique_ptr<any_executor<Net, T, Loss, Optimizer>> make_any_executor(
+    schedule_kind kind, bool two_stage_bp, std::vector<layer_range> stages,
+    const typename any_executor<Net, T, Loss, Optimizer>::options_type& opt) {
+    return std::make_unique<any_executor<Net, T, Loss, Optimizer>>(kind, two_stage_bp, std::move(stages), opt);
 }
 
 }  // namespace pipeprop::sync

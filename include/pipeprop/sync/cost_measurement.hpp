@@ -60,6 +60,16 @@ double time_median(std::size_t reps, F&& f) {
 }
 }  // namespace detail
 
+/// True when the first layer of Stack reads token ids (declares integer_input, layer_concept.hpp).
+template <class Stack>
+[[nodiscard]] constexpr bool first_layer_reads_token_ids() {
+    using first = typename Stack::template layer_type<0>;
+    if constexpr (requires { first::integer_input; })
+        return static_cast<bool>(first::integer_input);
+    else
+        return false;
+}
+
 /// T_F, T_B, T_W of each layer of Net (value type T) for micro-batches of b samples: median of `reps` timed runs
 /// of layer_stack::forward / backward_input / backward_weight on the layer alone (random data; the first layer's
 /// p1 skips its input gradient, as on a first stage). Throws std::invalid_argument when b == 0 or reps == 0.
@@ -78,7 +88,11 @@ template <network_type Net, class T = float>
         const layer_range r{i, i + 1};
         auto act = stack.make_activations(r, b);
         auto ws = stack.make_workspaces(r, b);
-        for (std::size_t k = 0; k < b * act.input_size(); ++k) act.input()[k] = uniform<T>(rng, T(-1), T(1));
+        // The network input of a layer reading token ids (integer_input, layer_concept.hpp) must hold valid ids:
+        // token 0 (every vocabulary has it); elsewhere uniform values in [-1, 1].
+        const bool token_ids = i == 0 && first_layer_reads_token_ids<stack_t>();
+        for (std::size_t k = 0; k < b * act.input_size(); ++k)
+            act.input()[k] = token_ids ? T(0) : uniform<T>(rng, T(-1), T(1));
         for (std::size_t k = 0; k < b * act.output_size(); ++k)
             act.output_gradient()[k] = uniform<T>(rng, T(-1), T(1));
         const std::span<const T> wr(w.data() + stack_t::parameter_offset[i], stack_t::parameter_count_of(r));
@@ -170,7 +184,7 @@ template <network_type Net, class T = float>
     const std::size_t batch = b * micro_batches;
     std::mt19937_64 rng(derive_seed(seed, 2000));
     std::vector<T> x(batch * stack_t::input_shape::size);
-    for (auto& v : x) v = uniform<T>(rng, T(-1), T(1));
+    for (auto& v : x) v = first_layer_reads_token_ids<stack_t>() ? T(0) : uniform<T>(rng, T(-1), T(1));
     std::vector<std::int32_t> y(batch);
     for (auto& v : y) v = static_cast<std::int32_t>(rng() % stack_t::output_shape::size);
     const executor_options opt{.micro_batches = micro_batches, .max_batch = batch, .seed = seed,

@@ -15,25 +15,26 @@ namespace pipeprop::sync {
 
 /// schedule_executor running schedule Kind with 2BP on (TwoStageBP) or off. Not copyable or movable.
 template <network_type Net, class T, schedule_kind Kind, bool TwoStageBP,
-          class Loss = softmax_cross_entropy<T, layer_stack<Net, T>::output_shape::size>>
-class pipeline_executor : public schedule_executor<Net, T, Loss> {
-    using base = schedule_executor<Net, T, Loss>;
+          class Loss = pipeprop::detail::default_loss_t<Net, T>, class Optimizer = optim::sgd<T>>
+class pipeline_executor : public schedule_executor<Net, T, Loss, Optimizer> {
+    using base = schedule_executor<Net, T, Loss, Optimizer>;
 
 public:
+    using typename base::options_type;
     using typename base::stack_type;
     static constexpr schedule_kind kind = Kind;
     static constexpr bool two_stage_bp = TwoStageBP;
 
     /// Stages are the given ranges (checked as schedule_executor's). Throws as schedule_executor's constructor.
-    pipeline_executor(std::vector<layer_range> stages, const executor_options& opt)
+    pipeline_executor(std::vector<layer_range> stages, const options_type& opt)
         : base(Kind, TwoStageBP, std::move(stages), opt) {}
     /// Each stage's code given (stage_program.hpp).
-    pipeline_executor(std::vector<stage_program<stack_type>> programs, const executor_options& opt)
+    pipeline_executor(std::vector<stage_program<stack_type>> programs, const options_type& opt)
         : base(Kind, TwoStageBP, std::move(programs), opt) {}
 
     /// The executor for a static pipeline_layout (same Net and T). Throws as the constructor.
     template <class Layout>
-    [[nodiscard]] static std::unique_ptr<pipeline_executor> for_layout(const executor_options& opt) {
+    [[nodiscard]] static std::unique_ptr<pipeline_executor> for_layout(const options_type& opt) {
         static_assert(std::is_same_v<typename Layout::stack_type, stack_type>,
                       "pipeprop::sync::pipeline_executor::for_layout: the layout is over another network or "
                       "value type.");

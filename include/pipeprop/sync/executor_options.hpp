@@ -2,7 +2,6 @@
 // and what one optimizer step returns, and the loss interface it needs.
 #pragma once
 
-#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -19,11 +18,13 @@ using pipeprop::parse_executor_kind;
 /// "sequential" / "concurrent" (same as pipeprop::to_string).
 [[nodiscard]] constexpr std::string_view name(executor_kind k) noexcept { return to_string(k); }
 
-/// Construction options of schedule_executor (and pipeline_executor).
-struct executor_options {
+/// Construction options of schedule_executor (and pipeline_executor) whose optimizer has hyperparameters
+/// OptimizerConfig (optim::sgd_config for momentum SGD, optim::adamw_config for AdamW).
+template <class OptimizerConfig>
+struct basic_executor_options {
     std::size_t micro_batches = 1;  ///< m >= 1: micro-batches per optimizer step
     std::size_t max_batch = 1;      ///< largest optimizer batch B a step accepts (buffers hold ceil(max_batch / m))
-    optim::sgd_config sgd{};        ///< momentum, weight decay, Nesterov (validated by optim::sgd)
+    OptimizerConfig optimizer{};    ///< the optimizer's hyperparameters (validated by the optimizer)
     std::uint64_t seed = 0;         ///< parameter initialization (layer_stack::init_parameters: cut-independent)
     executor_kind executor = executor_kind::concurrent;
     /// > 0: clip the gradient to this global L2 norm (over ALL stages, pitfalls.md item 7) before the updates; the
@@ -31,23 +32,18 @@ struct executor_options {
     double max_gradient_norm = 0;
 };
 
+/// Options of an executor with momentum SGD (the default optimizer).
+using executor_options = basic_executor_options<optim::sgd_config>;
+
 /// What one step returns.
 struct step_result {
-    double loss = 0;              ///< mean loss over the batch (nats), before the update
-    std::size_t correct = 0;      ///< samples whose arg-max logit equals the label (before the update)
-    std::size_t batch = 0;        ///< B
-    std::size_t micro_batches = 0;///< m used (min(m, B))
-    double seconds = 0;           ///< wall time of the step
-    double gradient_norm = 0;     ///< L2 norm of the mean-loss gradient over all stages (before any clipping)
-};
-
-/// A loss usable by the executor: softmax_cross_entropy's static interface.
-template <class L, class T>
-concept executor_loss = requires(const T* z, const std::int32_t* y, std::size_t b, T* dz, T scale) {
-    { L::classes } -> std::convertible_to<std::size_t>;
-    { L::loss_and_gradient(z, y, b, dz, scale) } -> std::convertible_to<T>;
-    { L::correct(z, y, b) } -> std::convertible_to<std::size_t>;
-    L::check_label(y[0], b);
+    double loss = 0;               ///< mean loss over the batch's counted targets (nats), before the update
+    std::size_t correct = 0;       ///< counted targets whose arg-max logit equals the target (before the update)
+    std::size_t targets = 0;       ///< counted targets N of the batch (B for a classifier; non-ignored tokens)
+    std::size_t batch = 0;         ///< B (samples)
+    std::size_t micro_batches = 0; ///< m used (min(m, B))
+    double seconds = 0;            ///< wall time of the step
+    double gradient_norm = 0;      ///< L2 norm of the mean-loss gradient over all stages (before any clipping)
 };
 
 }  // namespace pipeprop::sync

@@ -2,13 +2,14 @@
 // a batch B, every stage running exactly the op list of the schedule generator (sync/schedule.hpp), with 2BP
 // (2BP-paper, Rae et al. arXiv 2405.18047, §3) on or off.
 //
-// Semantics (shared/docs/2bp-schedules.md §3): the batch x [B, input size] with labels [B] is split into m
-// micro-batches of sizes differing by at most one (the first B mod m get one sample more; B not divisible by m
-// works); the last stage's F computes the softmax cross-entropy of its micro-batch with gradient_scale 1/B, so the
+// Semantics (shared/docs/2bp-schedules.md §3): the batch x [B, input size] with targets [B, targets per sample]
+// is split into m micro-batches of sizes differing by at most one (the first B mod m get one sample more; B not
+// divisible by m works); the last stage's F computes the loss policy's totals and gradient of its micro-batch with
+// gradient_scale 1/N (N: the counted targets of the WHOLE batch: B samples, or its non-ignored tokens), so the
 // accumulated gradient is that of the MEAN loss over the whole batch whatever m is (pitfalls.md item 1). Every
 // stage zeroes its gradient block, runs its op list (p2 of each micro-batch ADDS into the block), checks that all
 // of its W (or BW) ops have run (a std::logic_error otherwise: deferred p2 work must be complete), then applies one
-// momentum-SGD update (optim::sgd -> optim::momentum_update) to its own parameter block. The W's of a stage run in
+// update of the optimizer policy (momentum SGD by default, AdamW) to its own parameter block. The W's of a stage run in
 // micro-batch order in every schedule, so all schedules and both executors give bit-identical results for the
 // same m; results equal the non-pipelined step on the whole batch up to float summation order.
 //
@@ -62,7 +63,10 @@
 #include "pipeprop/evaluation.hpp"
 #include "pipeprop/non_finite_loss_error.hpp"
 #include "pipeprop/layer_stack.hpp"
+#include "pipeprop/loss/default_loss.hpp"
+#include "pipeprop/loss/loss_policy.hpp"
 #include "pipeprop/loss/softmax_cross_entropy.hpp"
+#include "pipeprop/optim/optimizer_policy.hpp"
 #include "pipeprop/optim/sgd.hpp"
 #include "pipeprop/pipeline_layout.hpp"
 #include "pipeprop/stage_program.hpp"
@@ -79,43 +83,52 @@ namespace pipeprop::sync {
 
 /// The synchronous pipeline executor over layer_stack<Net, T> cut into stages, running the op lists of schedule
 /// `kind` with 2BP on or off (both chosen at construction: the op lists are data, so every schedule runs the same
-/// compiled code). Loss: by default softmax cross-entropy over the network output. Not copyable or movable (its
-/// flow graph refers to it). See the file comment for the semantics; pipeline_executor (sync/executor.hpp) is the
-/// same executor with the schedule fixed by template arguments.
-template <network_type Net, class T = float,
-          class Loss = softmax_cross_entropy<T, layer_stack<Net, T>::output_shape::size>>
+/// compiled code). Loss and Optimizer are policies (loss/loss_policy.hpp, optim/optimizer_policy.hpp): by default
+/// softmax cross-entropy over the network output and momentum SGD; e.g. token_cross_entropy and optim::adamw for a
+/// transformer. Not copyable or movable (its flow graph refers to it). See the file comment for the semantics;
+/// pipeline_executor (sync/executor.hpp) is the same executor with the schedule fixed by template arguments.
+template <network_type Net, class T = float, class Loss = pipeprop::detail::default_loss_t<Net, T>,
+          class Optimizer = optim::sgd<T>>
 class schedule_executor {
 public:
     using stack_type = layer_stack<Net, T>;
-    using stage_type = stage<Net, T>;
+    using stage_type = stage<Net, T, Optimizer>;
     using value_type = T;
     using loss_type = Loss;
-    static_assert(executor_loss<Loss, T>, "pipeprop::sync::schedule_executor: the loss type must provide classes, "
-                                          "loss_and_gradient(z, y, b, dz, scale), correct(z, y, b) and "
-                                          "check_label(y, n) like pipeprop::softmax_cross_entropy.");
-    static_assert(Loss::classes == stack_type::output_shape::size,
-                  "pipeprop::sync::schedule_executor: the loss's number of classes must equal the network's "
-                  "per-sample output size.");
+    using optimizer_type = Optimizer;
+    using options_type = basic_executor_options<typename Optimizer::config_type>;
+    static_assert(check_loss_fits_output<Loss, typename stack_type::output_shape>());
+    static_assert(std::is_same_v<typename Loss::value_type, T>,
+                  "pipeprop::sync::schedule_executor: the Loss must be instantiated for the executor's value type T.");
+    static_assert(optim::optimizer_policy<Optimizer>,
+                  "pipeprop::sync::schedule_executor: the Optimizer is not an optimizer policy "
+                  "(optim/optimizer_policy.hpp: config_type, name, state_buffer_names, step, step_count, "
+                  "state_buffer).");
+    static_assert(std::is_same_v<typename Optimizer::value_type, T>,
+                  "pipeprop::sync::schedule_executor: the Optimizer must be instantiated for the executor's value "
+                  "type T.");
     static constexpr std::size_t input_size = stack_type::input_shape::size;
+    /// int32 targets per sample: 1 (a class label) or L (a sequence's next tokens).
+    static constexpr std::size_t targets_per_sample = Loss::targets_per_sample;
 
     /// Stages are the given ranges (e.g. partition_at(...) or stage_ranges<Layout>()): non-empty, contiguous,
     /// covering all layers in order (check_partition). Runs schedule `kind` for opt.micro_batches micro-batches,
     /// with 2BP when two_stage_bp. Throws std::invalid_argument naming the offending range or option
     /// (micro_batches == 0, max_batch == 0, an invalid sgd_config, a cut where the network allows none).
     schedule_executor(schedule_kind kind, bool two_stage_bp, std::vector<layer_range> stages,
-                      const executor_options& opt)
+                      const options_type& opt)
         : schedule_executor(kind, two_stage_bp, std::vector<stage_program<stack_type>>{}, std::move(stages), opt) {}
 
     /// As above, with each stage's code given (stage_program.hpp; static_stage_programs<Layout>() for a static
     /// layout).
     schedule_executor(schedule_kind kind, bool two_stage_bp, std::vector<stage_program<stack_type>> programs,
-                      const executor_options& opt)
+                      const options_type& opt)
         : schedule_executor(kind, two_stage_bp, std::move(programs), {}, opt) {}
 
     /// The executor for a static pipeline_layout (same Net and T). Throws as the constructor.
     template <class Layout>
     [[nodiscard]] static std::unique_ptr<schedule_executor> for_layout(schedule_kind kind, bool two_stage_bp,
-                                                                       const executor_options& opt) {
+                                                                       const options_type& opt) {
         static_assert(std::is_same_v<typename Layout::stack_type, stack_type>,
                       "pipeprop::sync::schedule_executor::for_layout: the layout is over another network or "
                       "value type.");
@@ -124,7 +137,7 @@ public:
 
 private:
     schedule_executor(schedule_kind kind, bool two_stage_bp, std::vector<stage_program<stack_type>> programs,
-                      std::vector<layer_range> stages, const executor_options& opt)
+                      std::vector<layer_range> stages, const options_type& opt)
         : kind_(kind),
           two_stage_bp_(two_stage_bp),
           ranges_(programs.empty() ? std::move(stages) : ranges_of(programs)),
@@ -144,7 +157,8 @@ private:
         const step_plan& full = plan_for(opt_.micro_batches);
         for (std::size_t s = 0; s < p; ++s)
             stages_.push_back(
-                std::make_unique<stage_type>(stack_, s, programs[s], max_b_, full.slots[s].slots, opt_.sgd));
+                std::make_unique<stage_type>(stack_, s, programs[s], max_b_, full.slots[s].slots, opt_.optimizer,
+                                             targets_per_sample));
         make_channels();
         runtime_.resize(p);
         std::vector<T> w(stack_type::parameter_count);
@@ -157,7 +171,7 @@ public:
     schedule_executor(const schedule_executor&) = delete;
     schedule_executor& operator=(const schedule_executor&) = delete;
 
-    /// One optimizer step on the batch x [B, input_size] (row-major, B = labels.size()) with labels [B] and
+    /// One optimizer step on the batch x [B, input_size] (row-major) with targets [B, targets_per_sample] and
     /// learning rate lr (per mean-loss gradient). Throws, before any work: std::invalid_argument when B == 0,
     /// B > max_batch, x.size() != B * input_size or lr is not finite; std::out_of_range for a label outside
     /// [0, classes) (naming the sample). pipeprop::stage_error when a layer or the loss throws inside a stage
@@ -170,8 +184,8 @@ public:
     /// before it, or a checkpoint); the next step then gives exactly the result of an executor that never failed
     /// (tests/unit/test_stage_failures.cpp).
     step_result step(std::span<const T> x, std::span<const std::int32_t> labels, double lr) {
-        const std::size_t batch = labels.size();
-        check_step_input(x, labels, lr);
+        const std::size_t batch = labels.size() / targets_per_sample;
+        counted_ = check_step_input(x, labels, lr);
         const std::size_t m = std::min(opt_.micro_batches, batch);
         const step_plan& pl = plan_for(m);
         begin_step(pl, x.data(), labels.data(), batch, lr);
@@ -213,23 +227,26 @@ public:
         r.seconds = seconds;
         const auto& last = runtime_.back();
         for (std::size_t j = 0; j < m; ++j) {  // fixed order: bit-reproducible
-            r.loss += static_cast<double>(last.losses[j]) * static_cast<double>(sizes_[j]);
-            r.correct += last.correct[j];
+            r.loss += last.totals[j].loss_sum;
+            r.correct += last.totals[j].correct;
         }
-        r.loss /= static_cast<double>(batch);
+        r.targets = counted_;
+        r.loss = counted_ > 0 ? r.loss / static_cast<double>(counted_) : 0.0;
         r.gradient_norm = opt_.max_gradient_norm > 0 ? clipped_norm_ : global_gradient_norm();
         return r;
     }
 
-    /// Mean loss and accuracy of the current parameters over n samples x [n, input_size], labels [n]: inference
+    /// Mean loss and accuracy of the current parameters over n samples x [n, input_size], targets
+    /// [n, targets_per_sample]: inference
     /// through the stages in chunks of max_batch (pipeprop/evaluation.hpp; running state read, never updated).
     /// Throws std::invalid_argument for n == 0 or sizes that do not match, std::out_of_range for a label outside
     /// [0, classes). Allocates its buffers on first use. Not during a step.
-    /// Needs a Loss that is a loss policy (loss/loss_policy.hpp), as softmax_cross_entropy is.
-    [[nodiscard]] evaluation evaluate(std::span<const T> x, std::span<const std::int32_t> labels)
-        requires loss_policy<Loss>
-    {
-        const std::size_t n = labels.size();
+    [[nodiscard]] evaluation evaluate(std::span<const T> x, std::span<const std::int32_t> labels) {
+        const std::size_t n = labels.size() / targets_per_sample;
+        if (labels.size() != n * targets_per_sample)
+            throw std::invalid_argument("pipeprop::sync::schedule_executor::evaluate: " +
+                                        std::to_string(labels.size()) + " targets, not a multiple of " +
+                                        std::to_string(targets_per_sample) + " per sample");
         if (x.size() != n * input_size)
             throw std::invalid_argument("pipeprop::sync::schedule_executor::evaluate: input has " +
                                         std::to_string(x.size()) + " values, expected n x " +
@@ -254,11 +271,13 @@ public:
     step_result step_or_undo(std::span<const T> x, std::span<const std::int32_t> labels, double lr,
                              std::uint64_t samples_seen) {
         const std::uint64_t step_number = steps_;
-        std::vector<T> w = parameters(), v = velocity(), rs = state();
+        const std::vector<T> w = parameters(), rs = state();
+        std::vector<std::vector<T>> buffers;
+        for (std::size_t k = 0; k < optimizer_buffer_count; ++k) buffers.push_back(optimizer_state(k));
         const step_result r = step(x, labels, lr);
         if (!std::isfinite(r.loss)) {
             set_parameters(w);
-            set_velocity(v);
+            for (std::size_t k = 0; k < optimizer_buffer_count; ++k) set_optimizer_state(k, buffers[k]);
             set_state(rs);
             for (auto& st : stages_) st->optimizer().set_step_count(st->optimizer().step_count() - 1);
             --steps_;
@@ -281,7 +300,7 @@ public:
     [[nodiscard]] const stage_type& stage_at(std::size_t s) const { return *stages_.at(s); }
     [[nodiscard]] stage_type& stage_at(std::size_t s) { return *stages_.at(s); }
     /// The options the executor was built with.
-    [[nodiscard]] const executor_options& options() const noexcept { return opt_; }
+    [[nodiscard]] const options_type& options() const noexcept { return opt_; }
     /// The schedule kind and whether 2BP splits the backward.
     [[nodiscard]] schedule_kind kind() const noexcept { return kind_; }
     [[nodiscard]] bool two_stage_bp() const noexcept { return two_stage_bp_; }
@@ -309,9 +328,31 @@ public:
     /// The last step's gradient of the mean loss, whole-network layout (what the update used: with
     /// max_gradient_norm > 0, the clipped gradient).
     [[nodiscard]] std::vector<T> gradient() const { return gather([](const stage_type& s) { return s.gradient(); }); }
-    /// Momentum-SGD velocity, whole-network layout.
-    [[nodiscard]] std::vector<T> velocity() const {
-        return gather([](const stage_type& s) { return s.optimizer().velocity(); });
+    /// Number of the optimizer's per-parameter state buffers (Optimizer::state_buffer_names).
+    static constexpr std::size_t optimizer_buffer_count = Optimizer::state_buffer_names.size();
+    /// The optimizer's state buffer k (e.g. SGD's velocity, AdamW's first or second moment), whole-network layout.
+    /// Throws std::out_of_range for k >= optimizer_buffer_count.
+    [[nodiscard]] std::vector<T> optimizer_state(std::size_t k) const {
+        check_buffer(k);
+        return gather([k](const stage_type& s) { return s.optimizer().state_buffer(k); });
+    }
+    /// Sets the optimizer's state buffer k from a whole-network block. Throws std::out_of_range for a bad k,
+    /// std::invalid_argument for a wrong size.
+    void set_optimizer_state(std::size_t k, std::span<const T> v) {
+        check_buffer(k);
+        scatter(v, "set_optimizer_state", [k](stage_type& s) { return s.optimizer().state_buffer(k); });
+    }
+    /// The optimizer's step count (updates applied; AdamW's bias corrections follow it), the same on every stage.
+    [[nodiscard]] std::uint64_t optimizer_step_count() const { return stages_.front()->optimizer().step_count(); }
+    /// Sets every stage's optimizer step count (a resumed run: sync::load_state). Not during a step.
+    void set_optimizer_step_count(std::uint64_t n) {
+        for (auto& st : stages_) st->optimizer().set_step_count(n);
+    }
+    /// Momentum-SGD velocity, whole-network layout (optimizer_state(0) of optim::sgd).
+    [[nodiscard]] std::vector<T> velocity() const
+        requires std::is_same_v<Optimizer, optim::sgd<T>>
+    {
+        return optimizer_state(0);
     }
     /// Sets all parameters from a whole-network block. Throws std::invalid_argument for a wrong size.
     void set_parameters(std::span<const T> w) {
@@ -336,9 +377,11 @@ public:
             off += st->state().size();
         }
     }
-    /// Sets the velocity (e.g. from a checkpoint). Throws std::invalid_argument for a wrong size.
-    void set_velocity(std::span<const T> v) {
-        scatter(v, "set_velocity", [](stage_type& s) { return s.optimizer().velocity(); });
+    /// Sets the momentum-SGD velocity (e.g. from a checkpoint). Throws std::invalid_argument for a wrong size.
+    void set_velocity(std::span<const T> v)
+        requires std::is_same_v<Optimizer, optim::sgd<T>>
+    {
+        set_optimizer_state(0, v);
     }
 
     /// The spans of the last step: every op and each stage's optimizer step, per stage in execution order.
@@ -363,8 +406,7 @@ private:
         bool updated = false;
         std::vector<boundary_message> forward_in, backward_in;  // [m] headers received, by micro-batch
         std::vector<char> has_forward, has_backward;
-        std::vector<T> losses;                                   // last stage: [m]
-        std::vector<std::size_t> correct;                        // last stage: [m]
+        std::vector<loss_totals> totals;                         // last stage: [m]
         std::vector<op_span> spans;
     };
 
@@ -388,9 +430,10 @@ private:
         for (std::size_t b = 0; b + 1 < ranges_.size(); ++b) {
             const std::size_t n = stack_type::activation_size[ranges_[b].end];
             forward_.push_back(std::make_unique<boundary_channel<T>>(
-                "forward " + std::to_string(b) + "->" + std::to_string(b + 1), caps_[b].forward, n, max_b_, true));
+                "forward " + std::to_string(b) + "->" + std::to_string(b + 1), caps_[b].forward, n, max_b_,
+                targets_per_sample));
             backward_.push_back(std::make_unique<boundary_channel<T>>(
-                "backward " + std::to_string(b + 1) + "->" + std::to_string(b), caps_[b].backward, n, max_b_, false));
+                "backward " + std::to_string(b + 1) + "->" + std::to_string(b), caps_[b].backward, n, max_b_, 0));
         }
     }
 
@@ -414,10 +457,15 @@ private:
         }
     }
 
-    void check_step_input(std::span<const T> x, std::span<const std::int32_t> labels, double lr) const {
-        const std::size_t batch = labels.size();
+    // Checks a step's input; returns the counted targets N of the batch (Loss::count_targets, which checks every
+    // target first).
+    std::size_t check_step_input(std::span<const T> x, std::span<const std::int32_t> labels, double lr) const {
+        const std::size_t batch = labels.size() / targets_per_sample;
         const std::string who = "pipeprop::sync::pipeline_executor::step: ";
         if (batch == 0) throw std::invalid_argument(who + "empty batch");
+        if (labels.size() != batch * targets_per_sample)
+            throw std::invalid_argument(who + std::to_string(labels.size()) + " targets, not a multiple of " +
+                                        std::to_string(targets_per_sample) + " per sample");
         if (batch > opt_.max_batch)
             throw std::invalid_argument(who + "batch of " + std::to_string(batch) +
                                         " samples exceeds max_batch = " + std::to_string(opt_.max_batch));
@@ -425,7 +473,13 @@ private:
             throw std::invalid_argument(who + "input has " + std::to_string(x.size()) + " values, expected B x " +
                                         std::to_string(input_size) + " = " + std::to_string(batch * input_size));
         if (!std::isfinite(lr)) throw std::invalid_argument(who + "learning rate is not finite");
-        for (std::size_t n = 0; n < batch; ++n) Loss::check_label(labels[n], n);
+        return Loss::count_targets(labels.data(), batch);
+    }
+
+    void check_buffer(std::size_t k) const {
+        if (k >= optimizer_buffer_count)
+            throw std::out_of_range("pipeprop::sync::schedule_executor: optimizer state buffer " + std::to_string(k) +
+                                    " of " + std::to_string(optimizer_buffer_count));
     }
 
     void begin_step(const step_plan& pl, const T* x, const std::int32_t* labels, std::size_t batch, double lr) {
@@ -449,8 +503,7 @@ private:
             rt.backward_in.assign(m, boundary_message{});
             rt.has_forward.assign(m, 0);
             rt.has_backward.assign(m, 0);
-            rt.losses.assign(m, T(0));
-            rt.correct.assign(m, 0);
+            rt.totals.assign(m, loss_totals{});
             rt.spans.clear();
             rt.spans.reserve(rt.ops->size() + 1);
             stages_[s]->zero_gradient();
@@ -492,7 +545,8 @@ private:
                                    " message: expected [" + std::to_string(sizes_[j]) + ", " + std::to_string(elems) +
                                    "], got [" + std::to_string(msg.batch) + ", " + std::to_string(elems) + "]");
         std::memcpy(dst, ch.values(msg.buffer), sizes_[j] * elems * sizeof(T));
-        if (labels_dst) std::memcpy(labels_dst, ch.labels(msg.buffer), sizes_[j] * sizeof(std::int32_t));
+        if (labels_dst)
+            std::memcpy(labels_dst, ch.labels(msg.buffer), sizes_[j] * targets_per_sample * sizeof(std::int32_t));
         ch.release(msg.buffer);
     }
 
@@ -501,7 +555,8 @@ private:
                       std::size_t elems, const std::int32_t* labels_src, Send& send) {
         const std::size_t buf = ch.acquire();
         std::memcpy(ch.values(buf), src, sizes_[j] * elems * sizeof(T));
-        if (labels_src) std::memcpy(ch.labels(buf), labels_src, sizes_[j] * sizeof(std::int32_t));
+        if (labels_src)
+            std::memcpy(ch.labels(buf), labels_src, sizes_[j] * targets_per_sample * sizeof(std::int32_t));
         boundary_message msg;
         msg.micro_batch = j;
         msg.sequence = steps_;
@@ -545,15 +600,17 @@ private:
                 std::int32_t* lab = st.labels(slot);
                 if (s == 0) {
                     std::memcpy(act.input(), x_ + offsets_[j] * input_size, b * input_size * sizeof(T));
-                    std::memcpy(lab, labels_ + offsets_[j], b * sizeof(std::int32_t));
+                    std::memcpy(lab, labels_ + offsets_[j] * targets_per_sample,
+                                b * targets_per_sample * sizeof(std::int32_t));
                 } else {
                     receive(s, *forward_[s - 1], rt.forward_in[j], j, act.input(), st.input_size(), lab);
                 }
                 st.forward(slot, b);
                 if (last) {
-                    rt.losses[j] = Loss::loss_and_gradient(act.output(), lab, b, act.output_gradient(),
-                                                           T(1) / static_cast<T>(batch_));
-                    rt.correct[j] = Loss::correct(act.output(), lab, b);
+                    // gradient of the MEAN loss over the batch's N counted targets (pitfalls.md item 1)
+                    rt.totals[j] = Loss::totals_and_gradient(
+                        act.output(), lab, b, act.output_gradient(),
+                        counted_ > 0 ? T(1) / static_cast<T>(counted_) : T(1));
                 } else {
                     send_forward = true;
                     sent_labels = lab;
@@ -657,7 +714,7 @@ private:
     bool two_stage_bp_;
     stack_type stack_{};
     std::vector<layer_range> ranges_;
-    executor_options opt_;
+    options_type opt_;
     std::size_t max_b_ = 1;
     std::vector<std::unique_ptr<step_plan>> plans_;
     std::vector<channel_capacity> caps_;
@@ -671,6 +728,7 @@ private:
     const T* x_ = nullptr;
     const std::int32_t* labels_ = nullptr;
     std::size_t batch_ = 0;
+    std::size_t counted_ = 0;  // N: counted targets of the running step's batch
     double lr_ = 0;
     std::vector<std::size_t> sizes_, offsets_;
     clock::time_point t0_{};

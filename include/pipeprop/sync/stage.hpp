@@ -1,7 +1,7 @@
 // pipeprop/sync/stage.hpp: what one stage of a synchronous pipeline owns: its layer range, its own parameter,
 // gradient and optimizer-state blocks, its activation slots (one per micro-batch in flight) and its workspaces.
 //
-// Nothing here knows about schedules or threads: the executors (sync/executor.hpp) decide which op runs on which
+// Nothing here knows about schedules or threads: the executors (sync/schedule_executor.hpp) decide which op runs on which
 // slot and move data across stage boundaries through boundary_channel messages; a stage never reads another
 // stage's memory. The type depends only on layer_stack, so another engine can reuse it for its stages.
 #pragma once
@@ -16,30 +16,35 @@
 
 #include "pipeprop/layer_stack.hpp"
 #include "pipeprop/stage_program.hpp"
+#include "pipeprop/optim/optimizer_policy.hpp"
 #include "pipeprop/optim/sgd.hpp"
 
 namespace pipeprop::sync {
 
 /// One stage of a pipeline over layer_stack<Net, T>: layers `range()`, parameters w [parameter_count_of(range)]
 /// (a copy of the network block's slice, owned by the stage), gradient dw [same] (accumulated by p2 over the
-/// micro-batches of a step), momentum-SGD state, `slots()` activation buffers for micro-batches of up to max_b
-/// samples, int32 labels [max_b] per slot (they travel with the micro-batch's forward messages), and one
-/// workspace set (a stage runs one op at a time).
-template <network_type Net, class T>
+/// micro-batches of a step), the state of optimizer policy Optimizer (optim/optimizer_policy.hpp; default momentum
+/// SGD) over its own block, `slots()` activation buffers for micro-batches of up to max_b samples, int32 targets
+/// [max_b, targets_per_sample] per slot (they travel with the micro-batch's forward messages), and one workspace
+/// set (a stage runs one op at a time).
+template <network_type Net, class T, class Optimizer = optim::sgd<T>>
 class stage {
 public:
     using stack_type = layer_stack<Net, T>;
     using activations = typename stack_type::activations;
+    using optimizer_type = Optimizer;
+    using optimizer_config = typename Optimizer::config_type;
 
     /// Throws std::invalid_argument (from layer_stack) for an empty or out-of-bounds range or max_b == 0, and
-    /// when slots == 0; from optim::sgd for an invalid sgd_config.
+    /// when slots == 0; from the optimizer for an invalid configuration.
     stage(const stack_type& stack, std::size_t index, layer_range range, std::size_t max_b, std::size_t slots,
-          const optim::sgd_config& sgd)
-        : stage(stack, index, make_stage_program<stack_type, dynamic_range>(range), max_b, slots, sgd) {}
+          const optimizer_config& config, std::size_t targets_per_sample = 1)
+        : stage(stack, index, make_stage_program<stack_type, dynamic_range>(range), max_b, slots, config,
+                targets_per_sample) {}
 
     /// As above, with the stage's code given (stage_program.hpp: instantiated for its stage type, or dynamic).
     stage(const stack_type& stack, std::size_t index, const stage_program<stack_type>& program, std::size_t max_b,
-          std::size_t slots, const optim::sgd_config& sgd)
+          std::size_t slots, const optimizer_config& config, std::size_t targets_per_sample = 1)
         : stack_(&stack),
           program_(program),
           index_(index),
@@ -47,9 +52,10 @@ public:
           max_b_(max_b),
           w_(stack_type::parameter_count_of(program.range), T(0)),
           dw_(w_.size(), T(0)),
-          opt_(w_.size(), sgd),
+          opt_(w_.size(), config),
           ws_(stack.make_workspaces(program.range, max_b)),
-          labels_(slots * max_b, 0) {
+          targets_per_sample_(targets_per_sample),
+          labels_(slots * max_b * targets_per_sample, 0) {
         const layer_range range = program.range;
         if (slots == 0)
             throw std::invalid_argument("pipeprop::sync::stage " + std::to_string(index) + ": needs >= 1 slot");
@@ -89,12 +95,14 @@ public:
     [[nodiscard]] std::span<const T> state() const noexcept { return state_; }
     [[nodiscard]] std::span<T> gradient() noexcept { return dw_; }
     [[nodiscard]] std::span<const T> gradient() const noexcept { return dw_; }
-    [[nodiscard]] optim::sgd<T>& optimizer() noexcept { return opt_; }
-    [[nodiscard]] const optim::sgd<T>& optimizer() const noexcept { return opt_; }
+    [[nodiscard]] Optimizer& optimizer() noexcept { return opt_; }
+    [[nodiscard]] const Optimizer& optimizer() const noexcept { return opt_; }
 
-    /// Buffers of slot i (see layer_stack::activations) and its labels [max_b].
+    /// Buffers of slot i (see layer_stack::activations) and its targets [max_b, targets_per_sample].
     [[nodiscard]] activations& slot(std::size_t i) noexcept { return act_[i]; }
-    [[nodiscard]] std::int32_t* labels(std::size_t i) noexcept { return labels_.data() + i * max_b_; }
+    [[nodiscard]] std::int32_t* labels(std::size_t i) noexcept {
+        return labels_.data() + i * max_b_ * targets_per_sample_;
+    }
 
     /// Zeroes the gradient block (start of a step).
     void zero_gradient() noexcept { std::fill(dw_.begin(), dw_.end(), T(0)); }
@@ -113,8 +121,7 @@ public:
     void backward_fused(std::size_t i, std::size_t b) {
         program_.backward(*stack_, w_, dw_, act_[i], b, ws_, index_ > 0, state_);
     }
-    /// Optimizer step: momentum_update of the stage's block with its gradient and learning rate lr (per
-    /// mean-loss gradient), through optim::sgd (heavy-ball or Nesterov, L2 weight decay).
+    /// Optimizer step of the stage's block with its gradient and learning rate lr (per mean-loss gradient).
     void update(double lr) { opt_.step(w_, dw_, lr); }
 
 private:
@@ -126,8 +133,9 @@ private:
     std::vector<T> w_;
     std::vector<T> dw_;
     std::vector<T> state_;
-    optim::sgd<T> opt_;
+    Optimizer opt_;
     typename stack_type::workspaces ws_;
+    std::size_t targets_per_sample_;
     std::vector<activations> act_;
     std::vector<std::int32_t> labels_;
 };
