@@ -67,28 +67,13 @@ std::vector<pipeprop::layer_range> parse_stages(const std::string& text) {
     return ranges;
 }
 
-/// The training loop's engine contract (training_loop.hpp) as a run-time interface: every --mitigation policy's
-/// engine is one, so run_training is compiled once per network, not once per policy (compile time of the unit).
-class pb_loop_engine {
-public:
-    virtual ~pb_loop_engine() = default;
-    virtual float train_batch(const float* x, const std::int32_t* labels, std::size_t b) = 0;
-    virtual void end_of_epoch() = 0;
-    virtual pipeprop::evaluation evaluate(const float* x, const std::int32_t* labels, std::size_t n) = 0;
-    virtual void save_state(pipeprop::checkpoint& c) const = 0;
-    virtual void load_state(const pipeprop::checkpoint& c, const std::string& where) = 0;
-    [[nodiscard]] virtual std::uint64_t samples_seen() const = 0;
-    [[nodiscard]] virtual double current_learning_rate() const = 0;
-    [[nodiscard]] virtual double epoch_train_loss() const noexcept = 0;
-};
-
 /// The PB pipeline adapted to the training loop's engine contract (training_loop.hpp).
 /// train_batch pushes one micro-batch and returns the loss sum of the micro-batches COMPLETED during the call
 /// divided by b, so the loop's b-weighted sum counts each completed micro-batch once (the loss of a PB micro-batch
 /// is known when its backward completes, which for the concurrent executor is up to push_buffer + 2 S micro-batches
 /// later); end_of_epoch drains and keeps the epoch's exact mean loss (epoch_train_loss).
 template <class Net, class Policy>
-class pb_engine final : public pb_loop_engine {
+class pb_engine {
 public:
     using pipe_type = pipeprop::pb::pipeline<Net, pipeprop::pb::runtime_partition, Policy>;
 
@@ -96,25 +81,25 @@ public:
               pipeprop::optim::lr_schedule schedule, double momentum, double weight_decay)
         : pipe_(std::move(stages), opt), schedule_(schedule), momentum_(momentum), weight_decay_(weight_decay) {}
 
-    float train_batch(const float* x, const std::int32_t* labels, std::size_t b) override {
+    float train_batch(const float* x, const std::int32_t* labels, std::size_t b) {
         pipe_.set_hyperparameters({static_cast<float>(schedule_(pipe_.samples_pushed())), static_cast<float>(momentum_),
                                    static_cast<float>(weight_decay_)});
         const auto done = pipe_.push({x, b * pipe_type::input_size}, {labels, b}, b);
         return static_cast<float>(take(done) / static_cast<double>(b));
     }
-    void end_of_epoch() override {
+    void end_of_epoch() {
         take(pipe_.drain());
         last_epoch_loss_ = epoch_samples_ > 0 ? epoch_loss_sum_ / static_cast<double>(epoch_samples_) : 0.0;
         epoch_loss_sum_ = 0.0;
         epoch_samples_ = 0;
     }
-    pipeprop::evaluation evaluate(const float* x, const std::int32_t* labels, std::size_t n) override {
+    pipeprop::evaluation evaluate(const float* x, const std::int32_t* labels, std::size_t n) {
         return pipe_.evaluate({x, n * pipe_type::input_size}, {labels, n}, n);
     }
-    void save_state(pipeprop::checkpoint& c) const override { pipeprop::pb::save_state(pipe_, c); }
+    void save_state(pipeprop::checkpoint& c) const { pipeprop::pb::save_state(pipe_, c); }
     /// A PB checkpoint restores everything; a checkpoint of another mode (e.g. --mode sgd) provides the initial
     /// weights and the data position only (its velocity belongs to another batch size).
-    void load_state(const pipeprop::checkpoint& c, const std::string& where) override {
+    void load_state(const pipeprop::checkpoint& c, const std::string& where) {
         if (c.has_scalar("pb_format")) {
             pipeprop::pb::load_state(pipe_, c, where);
             return;
@@ -127,12 +112,12 @@ public:
         std::vector<float> no_lr(pipe_.number_of_stages(), 0.0f);
         pipe_.restore_counters(0, static_cast<std::size_t>(seen), no_lr);
     }
-    [[nodiscard]] std::uint64_t samples_seen() const override { return pipe_.samples_pushed(); }
-    [[nodiscard]] double current_learning_rate() const override { return schedule_(pipe_.samples_pushed()); }
+    [[nodiscard]] std::uint64_t samples_seen() const { return pipe_.samples_pushed(); }
+    [[nodiscard]] double current_learning_rate() const { return schedule_(pipe_.samples_pushed()); }
 
     [[nodiscard]] pipe_type& pipeline() noexcept { return pipe_; }
     /// Mean training loss of the last finished epoch, over all its micro-batches.
-    [[nodiscard]] double epoch_train_loss() const noexcept override { return last_epoch_loss_; }
+    [[nodiscard]] double epoch_train_loss() const noexcept { return last_epoch_loss_; }
 
 private:
     double take(std::span<const pipeprop::pb::completed_micro_batch<float>> done) {
@@ -280,7 +265,7 @@ public:
                                     s.stage, s.layers.begin, s.layers.end, s.delay, s.parameters, s.stash_bytes,
                                     s.weight_bytes));
         }
-        run_summary r = run_training<Net>(static_cast<pb_loop_engine&>(engine), o, data, mode_name);
+        run_summary r = run_training<Net>(engine, o, data, mode_name);
         const auto st = pipe.stats();
         std::string delays, utilization, lanes;
         for (std::size_t s = 0; s < S; ++s) {
