@@ -31,7 +31,7 @@ set(pipeprop_variant_asan_flags -O1 -g -fno-omit-frame-pointer -fsanitize=addres
 set(pipeprop_variant_asan_link -fsanitize=address,undefined)
 set(pipeprop_variant_tsan_flags -O1 -g -fno-omit-frame-pointer -fsanitize=thread)
 set(pipeprop_variant_tsan_link -fsanitize=thread)
-set(pipeprop_variant_baseline_flags -march=x86-64-v2)
+set(pipeprop_variant_baseline_flags -O3 -march=x86-64-v2)  # -O3 whatever the build type (scripts/test.sh: -O2)
 set(pipeprop_variant_baseline_link "")
 
 # ASan: abort on the first report, check leaks; UBSan: print the stack. TSan: the oneTBB suppressions, a non-zero
