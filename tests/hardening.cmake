@@ -21,7 +21,13 @@ if(NOT PIPEPROP_HARDENING_TESTS)
 endif()
 
 set(pipeprop_asan_tests test_data_readers test_checkpoint test_optim test_layers_basic test_simd_gemm
-    test_sync_schedule test_sync_simulator test_pb_executors test_sync_executor)
+    test_sync_schedule test_sync_simulator)
+# The executor tests under ASan cost ~2.5 minutes of compile each on 2 cores: on by default, off in scripts/test.sh
+# (CI), which runs them under TSan and on the baseline architecture.
+option(PIPEPROP_ASAN_EXECUTOR_TESTS "Also build test_pb_executors and test_sync_executor with ASan + UBSan" ON)
+if(PIPEPROP_ASAN_EXECUTOR_TESTS)
+  list(APPEND pipeprop_asan_tests test_pb_executors test_sync_executor)
+endif()
 set(pipeprop_tsan_tests test_pb_executors test_sync_executor)
 set(pipeprop_baseline_tests test_pb_executors test_sync_executor)
 
