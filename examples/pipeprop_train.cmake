@@ -21,14 +21,19 @@ function(pipeprop_train_unit unit_mode pair)
     target_sources(pipeprop_train_asan PRIVATE ${unit_file})
   endif()
 endfunction()
-# Image networks in every mode; text networks (next-token training on a text corpus) in --mode sgd and --mode sync
-# (--mode pb rejects them).
+# Image networks and the text network (next-token training on a text corpus) in every mode.
 foreach(unit_mode IN ITEMS sgd pb sync)
   foreach(pair IN ITEMS cnn:small_cnn cnn32:small_cnn32 cnn-on:small_cnn_on mlp:mlp resnet20:resnet20)
     pipeprop_train_unit(${unit_mode} ${pair})
   endforeach()
 endforeach()
 pipeprop_train_unit(sgd llama-tiny:llama_tiny)
+pipeprop_train_unit(pb llama-tiny:llama_tiny)
+# --mode pb on llama-tiny with AdamW: a unit of its own (train/pb_text_adamw.cpp).
+target_sources(pipeprop_train PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/train/pb_text_adamw.cpp)
+if(TARGET pipeprop_train_asan)
+  target_sources(pipeprop_train_asan PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/train/pb_text_adamw.cpp)
+endif()
 pipeprop_train_unit(sync llama-tiny:llama_tiny)
 
 if(PIPEPROP_BUILD_TESTS)

@@ -1,5 +1,5 @@
 # --network llama-tiny of the main program (train/networks.hpp: a 2-block LLaMA-like byte-level decoder) in
-# --mode sgd and --mode sync (AdamW by default) on Debian's fortunes corpus: ctest runs. Included after pipeprop_train.cmake (the
+# --mode sgd, --mode pb and --mode sync (AdamW by default) on Debian's fortunes corpus: ctest runs. Included after pipeprop_train.cmake (the
 # globbed extras are sorted), whose pipeprop_train_test() helper it uses.
 if(PIPEPROP_BUILD_TESTS)
   set(pipeprop_text_data /usr/share/games/fortunes)
@@ -45,9 +45,19 @@ if(PIPEPROP_BUILD_TESTS)
   set_tests_properties(pipeprop_train_llama_sync_equals_sgd PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1"
                        TIMEOUT 300)
 
-  # Not available yet: PB on the text networks, AdamW on the image networks (exit 2 with the usage text).
-  pipeprop_train_test(llama_mode_pb EXPECT 2 ARGS --network llama-tiny --mode pb
-    REGEX "--network: llama-tiny is not available in --mode pb yet .only in --mode sgd, --mode sync.*Usage:")
+  # --mode pb: fine-grained PB at b = 1 (a stage per parametric layer: 11 stages, cuts inside both transformer
+  # blocks), AdamW (the default optimizer of the text networks) with plain PB (the default mitigation with AdamW);
+  # below the baseline after a few hundred sequences.
+  pipeprop_train_test(llama_pb_smoke EXPECT 0
+    ARGS --network llama-tiny --mode pb --stages fine --max-samples 240 --max-test-samples 64 --progress log
+         --data ${pipeprop_text_data}
+    REGEX "optimizer: AdamW, lr 0.003.*pb: 11 stages, mitigation none, executor concurrent, micro-batch b = 1.*epoch 1/1: train loss [0-9.]+, validation loss"
+    LAST_LINE_REGEX "^\\{\"mode\":\"pb\",\"network\":\"llama-tiny\",\"batch\":1,.*\"validation_loss\":${below_uniform},.*\"mitigation\":\"none\",\"executor\":\"concurrent\",.*\"stages\":11,\"delays\":\"20,18,16,14,12,10,8,6,4,2,0\",.*\"optimizer\":\"adamw\",\"beta1\":0\\.9,.*\\}$")
+  set_tests_properties(pipeprop_train_llama_pb_smoke PROPERTIES TIMEOUT 180)
+  # SC and LWP are momentum SGD's (PB-paper section 4): refused with AdamW (exit 2 with the usage text).
+  pipeprop_train_test(llama_pb_sc_adamw EXPECT 2 ARGS --network llama-tiny --mode pb --mitigation sc_lwp
+    REGEX "--mitigation: sc_lwp is defined for momentum SGD only.*Usage:")
+  # Not available yet: AdamW on the image networks (exit 2 with the usage text).
   pipeprop_train_test(adamw_image_network EXPECT 2 ARGS --network mlp --optimizer adamw
     REGEX "--optimizer: adamw is not available for the image networks yet.*Usage:")
   # A missing text corpus: a message naming the path, exit 1.

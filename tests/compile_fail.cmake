@@ -40,3 +40,5 @@ pipeprop_compile_fail(attention_odd_head_dim
   "layer_at_position<0, pipeprop::causal_self_attention<4>.*static assertion failed.*pipeprop::causal_self_attention: the head dimension D / Heads must be even")
 pipeprop_compile_fail(token_loss_rank1_output
   "static assertion failed.*pipeprop: the loss does not fit the network's output: their ranks differ")
+pipeprop_compile_fail(pb_adamw_spike_compensation
+  "static assertion failed.*pipeprop::pb: spike compensation and the velocity form of linear weight prediction are defined for momentum SGD only")

@@ -11,6 +11,12 @@
 // --executor concurrent|sequential, --push-buffer K (concurrent: micro-batches buffered per graph run), --lanes L
 // (concurrent: serial nodes the stages are grouped into; 0 = one per core),
 // --pipemare-warmup (epochs), --pipemare-decay.
+// Networks: the image networks (softmax cross-entropy, heavy-ball momentum SGD) and the text network llama-tiny
+// (next-token sequences of the text corpus, one sequence per sample, token cross-entropy), where --optimizer auto
+// means AdamW (pb/optimizer.hpp: with AdamW only --mitigation none, stash and pipemare are defined, and none is
+// then the default; --lr defaults to 3e-3 as in --mode sgd; --reference-batch is not offered: the scaling rules are
+// momentum SGD's) and --optimizer sgd momentum SGD with every mitigation. --optimizer, --beta1, --beta2 and --eps
+// are --mode sgd's options, read here too.
 // Printed: per-stage layers, D_s, stash bytes and weight bytes at the start; samples/s and per-stage busy time and
 // utilization at the end. The JSON result gains mitigation, executor, reference_batch, stages, delays,
 // utilization (arrays as comma-separated strings: the result object is flat) and pb_samples_per_second.
@@ -30,6 +36,7 @@
 #include <vector>
 
 #include "train/mode.hpp"
+#include "train/mode_sgd.hpp"
 #include "train/networks.hpp"
 #include "train/training_loop.hpp"
 
@@ -71,11 +78,13 @@ std::vector<pipeprop::layer_range> parse_stages(const std::string& text) {
 /// train_batch pushes one micro-batch and returns the loss sum of the micro-batches COMPLETED during the call
 /// divided by b, so the loop's b-weighted sum counts each completed micro-batch once (the loss of a PB micro-batch
 /// is known when its backward completes, which for the concurrent executor is up to push_buffer + 2 S micro-batches
-/// later); end_of_epoch drains and keeps the epoch's exact mean loss (epoch_train_loss).
-template <class Net, class Policy>
+/// later); end_of_epoch drains and keeps the epoch's exact mean loss per counted target (epoch_train_loss).
+template <class Net, class Policy, class Loss = pipeprop::detail::default_loss_t<Net, float>,
+          class Optimizer = pipeprop::optim::sgd<float>>
 class pb_engine {
 public:
-    using pipe_type = pipeprop::pb::pipeline<Net, pipeprop::pb::runtime_partition, Policy>;
+    using pipe_type = pipeprop::pb::pipeline<Net, pipeprop::pb::runtime_partition, Policy, float, Loss, Optimizer>;
+    static constexpr std::size_t targets_per_sample = pipe_type::targets_per_sample;
 
     pb_engine(std::vector<pipeprop::layer_range> stages, const pipeprop::pb::options<Policy>& opt,
               pipeprop::optim::lr_schedule schedule, double momentum, double weight_decay)
@@ -84,17 +93,17 @@ public:
     float train_batch(const float* x, const std::int32_t* labels, std::size_t b) {
         pipe_.set_hyperparameters({static_cast<float>(schedule_(pipe_.samples_pushed())), static_cast<float>(momentum_),
                                    static_cast<float>(weight_decay_)});
-        const auto done = pipe_.push({x, b * pipe_type::input_size}, {labels, b}, b);
+        const auto done = pipe_.push({x, b * pipe_type::input_size}, {labels, b * targets_per_sample}, b);
         return static_cast<float>(take(done) / static_cast<double>(b));
     }
     void end_of_epoch() {
         take(pipe_.drain());
-        last_epoch_loss_ = epoch_samples_ > 0 ? epoch_loss_sum_ / static_cast<double>(epoch_samples_) : 0.0;
+        last_epoch_loss_ = epoch_targets_ > 0 ? epoch_loss_sum_ / static_cast<double>(epoch_targets_) : 0.0;
         epoch_loss_sum_ = 0.0;
-        epoch_samples_ = 0;
+        epoch_targets_ = 0;
     }
     pipeprop::evaluation evaluate(const float* x, const std::int32_t* labels, std::size_t n) {
-        return pipe_.evaluate({x, n * pipe_type::input_size}, {labels, n}, n);
+        return pipe_.evaluate({x, n * pipe_type::input_size}, {labels, n * targets_per_sample}, n);
     }
     void save_state(pipeprop::checkpoint& c) const { pipeprop::pb::save_state(pipe_, c); }
     /// A PB checkpoint restores everything; a checkpoint of another mode (e.g. --mode sgd) provides the initial
@@ -120,15 +129,17 @@ public:
     [[nodiscard]] double epoch_train_loss() const noexcept { return last_epoch_loss_; }
 
 private:
+    /// Adds the completed micro-batches to the epoch's loss (weighted by their counted targets) and returns their
+    /// loss sum weighted by samples (what train_batch reports to the progress display).
     double take(std::span<const pipeprop::pb::completed_micro_batch<float>> done) {
         double sum = 0.0;
         for (const auto& c : done) {
             // A NaN or infinite loss never gets here: pb::engine throws pipeprop::non_finite_loss_error first
             // (exit 1, the last good checkpoint left as it was).
             sum += static_cast<double>(c.loss) * static_cast<double>(c.batch);
-            epoch_samples_ += c.batch;
+            epoch_loss_sum_ += static_cast<double>(c.loss) * static_cast<double>(c.targets);
+            epoch_targets_ += c.targets;
         }
-        epoch_loss_sum_ += sum;
         return sum;
     }
 
@@ -136,7 +147,7 @@ private:
     pipeprop::optim::lr_schedule schedule_;
     double momentum_, weight_decay_;
     double epoch_loss_sum_ = 0.0;
-    std::size_t epoch_samples_ = 0;
+    std::size_t epoch_targets_ = 0;
     double last_epoch_loss_ = 0.0;
 };
 
@@ -151,11 +162,12 @@ public:
     }
 
     void add_options(CLI::Option_group& g) override {
-        g.add_option("--mitigation", mitigation_,
-                     "PB mitigation: none, sc (spike compensation), lwp (linear weight "
-                     "prediction), sc_lwp, stash (weight stashing), pipemare")
-            ->check(CLI::IsMember({"none", "sc", "lwp", "sc_lwp", "stash", "pipemare"}))
-            ->capture_default_str();
+        mitigation_opt_ = g.add_option("--mitigation", mitigation_,
+                                       "PB mitigation: none, sc (spike compensation), lwp (linear weight "
+                                       "prediction), sc_lwp, stash (weight stashing), pipemare (default: sc_lwp with "
+                                       "momentum SGD, none with AdamW)")
+                              ->check(CLI::IsMember({"none", "sc", "lwp", "sc_lwp", "stash", "pipemare"}))
+                              ->capture_default_str();
         g.add_option("--stages", stages_,
                      "Stages: fine (one per parametric layer), fine-own (one per layer) or "
                      "comma-separated split points, e.g. 2,5,8")
@@ -183,9 +195,21 @@ public:
         g.add_option("--pipemare-decay", pipemare_decay_, "PipeMare: decay of the EMA of weight steps, in [0, 1)")
             ->check(CLI::Range(0.0, 0.999999))
             ->capture_default_str();
+        // --mode sgd's optimizer options (text networks: AdamW by default), read here too.
+        optimizer_opt_ = shared_option(g, "--optimizer", optimizer_, "Optimizer: sgd, adamw or auto");
+        beta1_opt_ = shared_option(g, "--beta1", beta1_, "AdamW: decay of the first moment");
+        beta2_opt_ = shared_option(g, "--beta2", beta2_, "AdamW: decay of the second moment");
+        eps_opt_ = shared_option(g, "--eps", eps_, "AdamW: added to sqrt(v_hat)");
         if (CLI::App* parent = g.get_parent(); parent != nullptr)
             batch_option_ = parent->get_option_no_throw("--batch");
     }
+
+    [[nodiscard]] bool shares_option(const std::string& option_name) const override {
+        for (const char* n : {"--optimizer", "--beta1", "--beta2", "--eps"})
+            if (option_name == n) return true;
+        return false;
+    }
+    [[nodiscard]] bool supports_text_networks() const override { return true; }
 
     void validate(const common_options& o) const override {
         // CLI11's range checks let NaN through (every comparison with NaN is false): a bad option, exit 2.
@@ -198,13 +222,31 @@ public:
             throw CLI::ValidationError("--nesterov",
                                        "is not available in --mode pb (stages use heavy-ball momentum; "
                                        "spike compensation with D = 1 is Nesterov's form)");
-        with_network(o.network, [&]<class Net>() {
+        const auto check_stages = [&]<class Net>() {
             try {
                 (void)parse_stages<Net>(stages_);
             } catch (const std::invalid_argument& e) {
                 throw CLI::ValidationError("--stages", e.what());
             }
-        });
+        };
+        const bool text = is_text_network(o.network);
+        text ? with_text_network(o.network, check_stages) : with_network(o.network, check_stages);
+        const std::string optimizer = value_of(optimizer_opt_, optimizer_);
+        if (optimizer == "adamw" && !text)
+            throw CLI::ValidationError("--optimizer", "adamw is not available for the image networks yet (only for "
+                                                      "llama-tiny); use --optimizer sgd");
+        if (uses_adamw(o)) {
+            const std::string m = mitigation(o);
+            if (m == "sc" || m == "lwp" || m == "sc_lwp")
+                throw CLI::ValidationError(
+                    "--mitigation", m + " is defined for momentum SGD only (spike compensation and linear weight "
+                                        "prediction use its velocity: PB-paper section 4); with AdamW use none, stash "
+                                        "or pipemare, or use --optimizer sgd");
+            if (reference_batch_ > 0)
+                throw CLI::ValidationError("--reference-batch", "the batch-size scaling rules are momentum SGD's "
+                                                                "(pb-semantics.md section 4); with AdamW give --lr "
+                                                                "for the micro-batch size directly");
+        }
     }
 
     json_line run(const common_options& given) override {
@@ -220,25 +262,82 @@ public:
             o.lr = s.learning_rate;
             o.momentum = s.momentum;
         }
-        return with_network(o.network, [&]<class Net>() { return run_on_network<mode_pb, Net>(*this, o); });
+        const auto run = [&]<class Net>() { return run_on_network<mode_pb, Net>(*this, o); };
+        return is_text_network(o.network) ? with_text_network(o.network, run) : with_network(o.network, run);
     }
 
     /// Training on network Net with the --mitigation policy, o already scaled (instantiated per network in its
-    /// own unit: run_on_network).
+    /// own unit: run_on_network). Image networks: softmax cross-entropy, momentum SGD. Text networks: next-token
+    /// sequences, token cross-entropy, AdamW (--optimizer auto or adamw) or momentum SGD.
     template <class Net>
     json_line run_network(const common_options& o) {
-        namespace pol = pipeprop::pb::policy;
-        if (mitigation_ == "none") return run_with<Net, pol::none>(o);
-        if (mitigation_ == "sc") return run_with<Net, pol::spike_compensation<>>(o);
-        if (mitigation_ == "lwp") return run_with<Net, pol::linear_weight_prediction<>>(o);
-        if (mitigation_ == "sc_lwp") return run_with<Net, pol::sc_lwp<>>(o);
-        if (mitigation_ == "stash") return run_with<Net, pol::weight_stashing>(o);
-        return run_with<Net, pol::pipemare>(o);
+        if constexpr (is_sequence_model<Net>) {
+            return uses_adamw(o) ? run_text<Net, pipeprop::optim::adamw<float>>(o)
+                                 : run_text<Net, pipeprop::optim::sgd<float>>(o);
+        } else {
+            const pipeprop::data::dataset_pair data = load_data<Net>(o);
+            return run_policy<Net, pipeprop::detail::default_loss_t<Net, float>>(o, mitigation(o), data);
+        }
     }
 
-    template <class Net, class Policy>
-    json_line run_with(const common_options& o) {
-        const pipeprop::data::dataset_pair data = load_data<Net>(o);
+    /// A text network Net (next-token sequences, token cross-entropy) with Optimizer: momentum SGD and every
+    /// mitigation, or AdamW with none, stash or pipemare. The AdamW instantiation of llama-tiny has a translation
+    /// unit of its own (train/pb_text_adamw.cpp; declared extern below the class), for compile time.
+    template <class Net, class Optimizer>
+    json_line run_text(const common_options& o) {
+        namespace pol = pipeprop::pb::policy;
+        const std::string m = mitigation(o);
+        using out = typename pipeprop::layer_stack<Net, float>::output_shape;
+        constexpr std::size_t length = out::dims[0], vocabulary = out::dims[1];
+        using loss = pipeprop::token_cross_entropy<float, length, vocabulary>;
+        const pipeprop::data::text_dataset data = load_text_data(o, length, vocabulary);
+        if constexpr (pipeprop::pb::is_adamw<Optimizer, float>) {
+            common_options oa = o;  // AdamW's own learning-rate default, as in --mode sgd
+            if (!o.lr_given) oa.lr = mode_sgd::default_adamw_lr;
+            oa.momentum = 0.0;
+            const double b1 = number_of(beta1_opt_, beta1_), b2 = number_of(beta2_opt_, beta2_),
+                         eps = number_of(eps_opt_, eps_);
+            const pipeprop::optim::adamw_config c{.beta1 = b1, .beta2 = b2, .eps = eps, .weight_decay = o.weight_decay};
+            note(o, fmt::format("optimizer: AdamW, lr {:g}, betas ({:g}, {:g}), eps {:g}, decoupled weight decay {:g}",
+                                oa.lr, b1, b2, eps, o.weight_decay));
+            json_line j = m == "none"    ? run_with<Net, pol::none, loss, Optimizer>(oa, data, c)
+                          : m == "stash" ? run_with<Net, pol::weight_stashing, loss, Optimizer>(oa, data, c)
+                                         : run_with<Net, pol::pipemare, loss, Optimizer>(oa, data, c);
+            return j.add("optimizer", "adamw").add("beta1", b1).add("beta2", b2).add("eps", eps);
+        } else {
+            return run_policy<Net, loss>(o, m, data).add("optimizer", "sgd");
+        }
+    }
+
+private:
+    /// True when the run uses AdamW: --optimizer adamw, or auto on a text network.
+    [[nodiscard]] bool uses_adamw(const common_options& o) const {
+        const std::string optimizer = value_of(optimizer_opt_, optimizer_);
+        return optimizer == "adamw" || (optimizer == "auto" && is_text_network(o.network));
+    }
+    /// --mitigation, or its default: sc_lwp with momentum SGD, none with AdamW.
+    [[nodiscard]] std::string mitigation(const common_options& o) const {
+        if (mitigation_opt_ != nullptr && mitigation_opt_->count() == 0 && uses_adamw(o)) return "none";
+        return mitigation_;
+    }
+
+    /// Momentum SGD with mitigation m.
+    template <class Net, class Loss, class Data>
+    json_line run_policy(const common_options& o, const std::string& m, const Data& data) {
+        namespace pol = pipeprop::pb::policy;
+        using sgd = pipeprop::optim::sgd<float>;
+        const pipeprop::optim::adamw_config unused{};
+        if (m == "none") return run_with<Net, pol::none, Loss, sgd>(o, data, unused);
+        if (m == "sc") return run_with<Net, pol::spike_compensation<>, Loss, sgd>(o, data, unused);
+        if (m == "lwp") return run_with<Net, pol::linear_weight_prediction<>, Loss, sgd>(o, data, unused);
+        if (m == "sc_lwp") return run_with<Net, pol::sc_lwp<>, Loss, sgd>(o, data, unused);
+        if (m == "stash") return run_with<Net, pol::weight_stashing, Loss, sgd>(o, data, unused);
+        return run_with<Net, pol::pipemare, Loss, sgd>(o, data, unused);
+    }
+
+    template <class Net, class Policy, class Loss, class Optimizer, class Data>
+    json_line run_with(const common_options& o, const Data& data, const pipeprop::optim::adamw_config& adamw) {
+        const std::string mitigation_name = mitigation(o);
         const std::size_t epoch_size = epoch_samples(o, data);
         pipeprop::pb::options<Policy> opt;
         opt.max_batch = o.batch;
@@ -247,17 +346,18 @@ public:
         opt.lanes = lanes_;
         opt.eval_batch = 256;
         opt.seed = o.seed;
+        opt.adamw = adamw;
         if constexpr (Policy::corrects_discrepancy) {
             opt.policy.warmup_samples = pipemare_warmup_epochs_ * static_cast<double>(epoch_size);
             opt.policy.discrepancy_decay = pipemare_decay_;
         }
-        pb_engine<Net, Policy> engine(parse_stages<Net>(stages_), opt, make_schedule(o, epoch_size), o.momentum,
-                                      o.weight_decay);
+        pb_engine<Net, Policy, Loss, Optimizer> engine(parse_stages<Net>(stages_), opt, make_schedule(o, epoch_size),
+                                                       o.momentum, o.weight_decay);
         auto& pipe = engine.pipeline();
         const std::size_t S = pipe.number_of_stages();
         {
             const auto st = pipe.stats();
-            note(o, fmt::format("pb: {} stages, mitigation {}, executor {}, micro-batch b = {}", S, mitigation_,
+            note(o, fmt::format("pb: {} stages, mitigation {}, executor {}, micro-batch b = {}", S, mitigation_name,
                                 executor_, o.batch));
             for (const auto& s : st.stages)
                 note(o, fmt::format("pb: stage {:2} layers [{}, {})  D = {:2}  parameters {:8}  stash bytes {:9}  "
@@ -279,7 +379,7 @@ public:
         note(o, fmt::format("pb: {:.1f} samples/s over {:.2f} s inside the pipeline ({} executor)",
                             st.samples_per_second, st.wall_seconds, executor_));
         json_line j = r.to_json();
-        j.add("mitigation", mitigation_)
+        j.add("mitigation", mitigation_name)
             .add("executor", executor_)
             .add("reference_batch", reference_batch_)
             .add("stages", S)
@@ -300,7 +400,14 @@ public:
     double pipemare_warmup_epochs_ = 0.25;
     double pipemare_decay_ = 0.9;
     const CLI::Option* batch_option_ = nullptr;
+    const CLI::Option* mitigation_opt_ = nullptr;
+    std::string optimizer_ = "auto";
+    double beta1_ = mode_sgd::default_beta1, beta2_ = mode_sgd::default_beta2, eps_ = mode_sgd::default_eps;
+    CLI::Option *optimizer_opt_ = nullptr, *beta1_opt_ = nullptr, *beta2_opt_ = nullptr, *eps_opt_ = nullptr;
     double reference_lr_ = 0.0, reference_momentum_ = 0.0;
 };
+
+// Compiled in train/pb_text_adamw.cpp, not in the unit of --mode pb on llama-tiny.
+extern template json_line mode_pb::run_text<llama_tiny, pipeprop::optim::adamw<float>>(const common_options&);
 
 }  // namespace train

@@ -285,24 +285,6 @@ public:
     }
 
 private:
-    template <class T>
-    static CLI::Option* shared_option(CLI::Option_group& g, const std::string& name, T& value,
-                                      const std::string& help) {
-        if (CLI::Option* existing = g.get_parent() ? g.get_parent()->get_option_no_throw(name) : nullptr)
-            return existing;
-        g.add_option(name, value, help)->capture_default_str();
-        return nullptr;
-    }
-    // The value of an option that may live in another mode's group (see shared_option).
-    static std::string value_of(const CLI::Option* shared, const std::string& own) {
-        if (shared != nullptr && shared->count() > 0) return shared->as<std::string>();
-        return own;
-    }
-    static double number_of(const CLI::Option* shared, double own) {
-        if (shared != nullptr && shared->count() > 0) return shared->as<double>();
-        return own;
-    }
-
     template <class Net, class Loss, class Optimizer, class Data>
     json_line run_with(const common_options& o, const Data& data, const typename Optimizer::config_type& config) {
         const ps::schedule_kind kind = ps::parse_schedule_kind(schedule_);

@@ -10,12 +10,14 @@
 // Tensors are stored per LAYER, not per stage (names independent of the cut; the same names as the sequential
 // trainer's, so its checkpoints and PB's share the weights and velocity):
 //   layer_XX.<tensor>                   weights
-//   layer_XX.<tensor>.velocity          momentum velocity
+//   layer_XX.<tensor>.velocity          momentum velocity (AdamW: .first_moment and .second_moment)
 //   layer_XX.<tensor>.pb_last_step      LWP weight-difference form: w(k) - w(k-1)
 //   layer_XX.<tensor>.pb_discrepancy    PipeMare: delta
 //   <node>.<state tensor>               running state of stateful layers (Online Normalization)
 // Scalars: pb_format (1), pb_policy, pb_stages ("b0-e0,b1-e1,..."), pb_micro_batches, pb_samples,
-// pb_stage_<s>_last_learning_rate, and step_count / samples_seen (as the sequential trainer writes them).
+// pb_stage_<s>_last_learning_rate, and optimizer / step_count / samples_seen / init_seed. The weights, optimizer state,
+// running state and those last four are written and read by the trainers' one layout (checkpoint/training_state.hpp),
+// so PB, the sequential trainer and the synchronous executors read each other's weights.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "pipeprop/checkpoint.hpp"
+#include "pipeprop/checkpoint/training_state.hpp"
 #include "pipeprop/pb/engine.hpp"
 
 namespace pipeprop::pb {
@@ -49,53 +52,60 @@ inline std::string stage_scalar(std::size_t s, const char* what) {
 /// Adds the state of engine e (any pb::engine / pb::pipeline) to checkpoint c (see the file comment). Throws
 /// std::logic_error when micro-batches are in flight (drain() first) or the engine failed (engine::failed()),
 /// checkpoint_error on a name clash.
-template <network_type Net, mitigation_policy Policy, class T>
-void save_state(const engine<Net, Policy, T>& e, checkpoint& c) {
+template <network_type Net, mitigation_policy Policy, class T, class Loss, class Optimizer>
+void save_state(const engine<Net, Policy, T, Loss, Optimizer>& e, checkpoint& c) {
     using stack = layer_stack<Net, T>;
     e.require_usable("save_state");
     if (e.in_flight() != 0)
         throw std::logic_error("pipeprop::pb::save_state: " + std::to_string(e.in_flight()) +
                                " micro-batches are in flight; a PB checkpoint is taken at a drained point (drain())");
-    c.signature = signature_of<Net, T>();
-    std::vector<T> block(stack::parameter_count);
-    auto add = [&](auto field, const char* suffix) {
+    // The stages' slices of a per-parameter buffer, gathered into the network's block layout.
+    auto gathered = [&](auto field) {
+        std::vector<T> block(stack::parameter_count);
         for (const auto& st : e.stages()) {
             const auto src = field(st);
             std::copy(src.begin(), src.end(),
                       block.begin() + static_cast<std::ptrdiff_t>(stack::parameter_offset[st.range().begin]));
         }
-        add_network_tensors<Net, T>(c, std::span<const T>(block), suffix);
+        return block;
     };
-    add([](const auto& st) { return st.weights(); }, "");
-    add([](const auto& st) { return st.velocity(); }, "velocity");
+    const std::vector<T> weights = gathered([](const auto& st) { return st.weights(); });
+    std::vector<std::vector<T>> optimizer_state;
+    for (std::size_t k = 0; k < Optimizer::state_buffer_names.size(); ++k)
+        optimizer_state.push_back(gathered([k](const auto& st) { return st.optimizer_state(k); }));
+    std::vector<T> state;
+    state.reserve(stack::state_count);
+    for (const auto& st : e.stages()) state.insert(state.end(), st.state().begin(), st.state().end());
+    // The trainers' layout (checkpoint/training_state.hpp), then PB's own buffers and scalars.
+    add_training_state<Net, Optimizer, T>(c, std::span<const T>(weights),
+                                          std::vector<std::span<const T>>(optimizer_state.begin(),
+                                                                          optimizer_state.end()),
+                                          std::span<const T>(state), e.micro_batches_pushed(), e.samples_pushed(),
+                                          e.engine_options().seed);
     if constexpr (Policy::predicts_weights && Policy::form == lwp_form::weight_difference)
-        add([](const auto& st) { return st.last_step(); }, "pb_last_step");
-    if constexpr (Policy::corrects_discrepancy) add([](const auto& st) { return st.discrepancy(); }, "pb_discrepancy");
-    if constexpr (stack::state_count > 0) {
-        std::vector<T> state;
-        state.reserve(stack::state_count);
-        for (const auto& st : e.stages()) state.insert(state.end(), st.state().begin(), st.state().end());
-        add_network_state<Net, T>(c, std::span<const T>(state));
-    }
+        add_network_tensors<Net, T>(c, std::span<const T>(gathered([](const auto& st) { return st.last_step(); })),
+                                    "pb_last_step");
+    if constexpr (Policy::corrects_discrepancy)
+        add_network_tensors<Net, T>(c, std::span<const T>(gathered([](const auto& st) { return st.discrepancy(); })),
+                                    "pb_discrepancy");
     c.set_scalar("pb_format", 1);
     c.set_scalar("pb_policy", std::string(Policy::name));
     c.set_scalar("pb_stages", detail::stages_text(e.stage_ranges()));
     c.set_scalar("pb_micro_batches", static_cast<std::uint64_t>(e.micro_batches_pushed()));
     c.set_scalar("pb_samples", static_cast<std::uint64_t>(e.samples_pushed()));
-    c.set_scalar("step_count", static_cast<std::uint64_t>(e.micro_batches_pushed()));
-    c.set_scalar("samples_seen", static_cast<std::uint64_t>(e.samples_pushed()));
     for (std::size_t s = 0; s < e.stages().size(); ++s)
         c.set_scalar(detail::stage_scalar(s, "last_learning_rate"), e.stages()[s].last_learning_rate());
 }
 
-/// Restores engine e from checkpoint c (written by save_state for the same network, policy and partition).
-/// All-or-nothing: everything is read and checked before e changes. Throws checkpoint_error naming `where` and
-/// the first problem (other network, other policy or partition, missing tensor or scalar), std::logic_error when
-/// micro-batches are in flight.
-template <network_type Net, mitigation_policy Policy, class T>
-void load_state(engine<Net, Policy, T>& e, const checkpoint& c, const std::string& where = "checkpoint") {
+/// Restores engine e from checkpoint c (written by save_state for the same network, policy, optimizer and
+/// partition). All-or-nothing: everything is read and checked before e changes. Throws checkpoint_error naming
+/// `where` and the first problem (other network, other policy, optimizer or partition, missing tensor or scalar),
+/// std::logic_error when micro-batches are in flight.
+template <network_type Net, mitigation_policy Policy, class T, class Loss, class Optimizer>
+void load_state(engine<Net, Policy, T, Loss, Optimizer>& e, const checkpoint& c,
+                const std::string& where = "checkpoint") {
     using stack = layer_stack<Net, T>;
-    e.require_usable("save_state");
+    e.require_usable("load_state");
     if (e.in_flight() != 0)
         throw std::logic_error("pipeprop::pb::load_state: " + std::to_string(e.in_flight()) +
                                " micro-batches are in flight; drain() first");
@@ -109,9 +119,8 @@ void load_state(engine<Net, Policy, T>& e, const checkpoint& c, const std::strin
     if (c.scalar("pb_stages") != detail::stages_text(e.stage_ranges()))
         throw checkpoint_error(where + ": made for stages " + c.scalar("pb_stages") + ", this pipeline has " +
                                detail::stages_text(e.stage_ranges()));
-    std::vector<T> w(stack::parameter_count), v(stack::parameter_count), step, delta;
-    read_network_tensors<Net, T>(c, std::span<T>(w));
-    read_network_tensors<Net, T>(c, std::span<T>(v), "velocity");
+    const training_state<T> ts = read_training_state<Net, Optimizer, T>(c, where);
+    std::vector<T> step, delta;
     if constexpr (Policy::predicts_weights && Policy::form == lwp_form::weight_difference) {
         step.resize(stack::parameter_count);
         read_network_tensors<Net, T>(c, std::span<T>(step), "pb_last_step");
@@ -120,8 +129,6 @@ void load_state(engine<Net, Policy, T>& e, const checkpoint& c, const std::strin
         delta.resize(stack::parameter_count);
         read_network_tensors<Net, T>(c, std::span<T>(delta), "pb_discrepancy");
     }
-    std::vector<T> state(stack::state_count);
-    read_network_state<Net, T>(c, std::span<T>(state));
     const auto micro_batches = c.scalar_as<std::uint64_t>("pb_micro_batches");
     const auto samples = c.scalar_as<std::uint64_t>("pb_samples");
     std::vector<T> last_lr(e.stages().size());
@@ -133,27 +140,28 @@ void load_state(engine<Net, Policy, T>& e, const checkpoint& c, const std::strin
                     dst.begin());
     };
     for (auto& st : e.stages()) {
-        scatter(w, st.weights(), st.range());
-        scatter(v, st.velocity(), st.range());
+        scatter(ts.parameters, st.weights(), st.range());
+        for (std::size_t k = 0; k < ts.optimizer_state.size(); ++k)
+            scatter(ts.optimizer_state[k], st.optimizer_state(k), st.range());
         if (!step.empty()) scatter(step, st.last_step(), st.range());
         if (!delta.empty()) scatter(delta, st.discrepancy(), st.range());
-        std::copy_n(state.begin() + static_cast<std::ptrdiff_t>(stack::state_offset[st.range().begin]),
+        std::copy_n(ts.state.begin() + static_cast<std::ptrdiff_t>(stack::state_offset[st.range().begin]),
                     st.state().size(), st.state().begin());
     }
     e.restore_counters(static_cast<std::size_t>(micro_batches), static_cast<std::size_t>(samples), last_lr);
 }
 
 /// save_state into a new checkpoint, written atomically to directory `dir` (pipeprop::save_checkpoint).
-template <network_type Net, mitigation_policy Policy, class T>
-void save_checkpoint(const engine<Net, Policy, T>& e, const std::filesystem::path& dir) {
+template <network_type Net, mitigation_policy Policy, class T, class Loss, class Optimizer>
+void save_checkpoint(const engine<Net, Policy, T, Loss, Optimizer>& e, const std::filesystem::path& dir) {
     checkpoint c;
     save_state(e, c);
     pipeprop::save_checkpoint(c, dir);
 }
 
 /// Loads directory `dir` (pipeprop::load_checkpoint) and restores e from it (load_state).
-template <network_type Net, mitigation_policy Policy, class T>
-void load_checkpoint(engine<Net, Policy, T>& e, const std::filesystem::path& dir) {
+template <network_type Net, mitigation_policy Policy, class T, class Loss, class Optimizer>
+void load_checkpoint(engine<Net, Policy, T, Loss, Optimizer>& e, const std::filesystem::path& dir) {
     load_state(e, pipeprop::load_checkpoint(dir), dir.string());
 }
 

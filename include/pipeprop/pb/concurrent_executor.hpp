@@ -75,7 +75,7 @@
 
 #include "pipeprop/boundary_channel.hpp"
 #include "pipeprop/layer_stack.hpp"
-#include "pipeprop/loss/softmax_cross_entropy.hpp"
+#include "pipeprop/loss/loss_policy.hpp"
 #include "pipeprop/optim/momentum_update.hpp"
 #include "pipeprop/pb/executor.hpp"
 #include "pipeprop/pb/stage_state.hpp"
@@ -92,13 +92,16 @@ struct stage_message {
     micro_batch_info<T> info{};
 };
 
-/// Concurrent executor over `stages` (owned by the engine; they outlive this object).
-template <network_type Net, mitigation_policy Policy, class T>
+/// Concurrent executor over `stages` (owned by the engine; they outlive this object); loss policy Loss
+/// (loss/loss_policy.hpp), stages updated by Optimizer (pb/optimizer.hpp).
+template <network_type Net, mitigation_policy Policy, class T, loss_policy Loss, class Optimizer>
 class concurrent_executor final : public executor<T> {
 public:
     using stack_type = layer_stack<Net, T>;
-    using stage_type = stage_state<Net, Policy, T>;
-    using loss_type = softmax_cross_entropy<T, stack_type::output_shape::size>;
+    using stage_type = stage_state<Net, Policy, T, Optimizer>;
+    using loss_type = Loss;
+    /// int32 targets per sample that travel with the forward messages.
+    static constexpr std::size_t targets_per_sample = Loss::targets_per_sample;
     using message = stage_message<T>;
 
     /// Messages in flight per boundary and direction (see the file comment for the proof).
@@ -118,7 +121,7 @@ public:
             p->slots.resize(st.delay() + 1);
             for (slot& sl : p->slots) {
                 sl.act = stack.make_activations(st.range(), max_b);
-                sl.labels.assign(max_b, 0);
+                sl.labels.assign(max_b * targets_per_sample, 0);
             }
             p->ws = stack.make_workspaces(st.range(), max_b);
             if (st.predicted_forward()) p->forward_weights.assign(st.parameter_count(), T(0));
@@ -127,16 +130,18 @@ public:
             per_.push_back(std::move(p));
         }
         input_ = std::make_unique<boundary_channel<T>>(
-            "input -> stage 0", push_buffer, stack_type::activation_size[stages.front().range().begin], max_b, true);
+            "input -> stage 0", push_buffer, stack_type::activation_size[stages.front().range().begin], max_b,
+            targets_per_sample);
         for (std::size_t s = 0; s + 1 < count; ++s) {
             const std::size_t boundary = stages[s].range().end;
             const std::size_t elems = stack_type::activation_size[boundary];
             const std::string where = "stage " + std::to_string(s) + " -> stage " + std::to_string(s + 1);
             forward_.push_back(
-                std::make_unique<boundary_channel<T>>("forward " + where, channel_capacity, elems, max_b, true));
+                std::make_unique<boundary_channel<T>>("forward " + where, channel_capacity, elems, max_b,
+                                                      targets_per_sample));
             backward_.push_back(std::make_unique<boundary_channel<T>>(
                 "backward stage " + std::to_string(s + 1) + " -> stage " + std::to_string(s), channel_capacity, elems,
-                max_b, false));
+                max_b, 0));
         }
         pending_.reserve(push_buffer);
         completed_.reserve(push_buffer + 2 * count + 1);
@@ -160,7 +165,7 @@ public:
         check_usable();
         const std::size_t buffer = input_->acquire();
         std::copy_n(x, mb.batch * stack_type::activation_size[stages_.front().range().begin], input_->values(buffer));
-        std::copy_n(labels, mb.batch, input_->labels(buffer));
+        std::copy_n(labels, mb.batch * targets_per_sample, input_->labels(buffer));
         message m;
         m.header = {mb.id, next_tick_++, mb.batch, direction::forward, buffer};
         m.info = mb;
@@ -221,7 +226,7 @@ private:
 
     struct slot {
         typename stack_type::activations act;  // one micro-batch's buffers of the stage's range
-        std::vector<std::int32_t> labels;      // [max_b]
+        std::vector<std::int32_t> labels;      // [max_b, targets_per_sample]
         micro_batch_info<T> info{};
         std::size_t forward_version = 0;  // stage updates when its forward ran
     };
@@ -288,6 +293,9 @@ private:
                 const std::size_t pc = st.parameter_count();
                 slot& forward_slot = p.slots[round % p.slots.size()];
                 slot& backward_slot = p.slots[(round + 1) % p.slots.size()];
+                // Stage 0 reads zeros (io's initial value; also a valid token id where the first layer reads them,
+                // integer_input), a later stage what the stage before it left in io.
+                if (s == 0) std::fill_n(io.data(), b * forward_slot.act.input_size(), T(0));
                 const auto t0 = std::chrono::steady_clock::now();
                 std::copy_n(io.data(), b * forward_slot.act.input_size(), forward_slot.act.input());
                 st.program().forward(stack_, st.weights(), forward_slot.act, b, p.ws, probe_state[s]);
@@ -445,7 +453,7 @@ private:
             fs = &p.slots[f.info.id % p.slots.size()];
             boundary_channel<T>& in = s == 0 ? *input_ : *forward_[s - 1];
             std::copy_n(in.values(f.header.buffer), f.header.batch * fs->act.input_size(), fs->act.input());
-            std::copy_n(in.labels(f.header.buffer), f.header.batch, fs->labels.data());
+            std::copy_n(in.labels(f.header.buffer), f.header.batch * targets_per_sample, fs->labels.data());
             in.release(f.header.buffer);
             fs->info = f.info;
         }
@@ -456,6 +464,7 @@ private:
             ch.release(g.header.buffer);
             gs->info.loss = g.info.loss;
             gs->info.correct = g.info.correct;
+            gs->info.targets = g.info.targets;
         }
         // 2. Forward (the last stage: forward, loss and backward of the same micro-batch, then its update).
         if (fs != nullptr) {
@@ -475,16 +484,18 @@ private:
                 boundary_channel<T>& ch = *forward_[s];
                 const std::size_t buffer = ch.acquire();
                 std::copy_n(sl.act.output(), b * sl.act.output_size(), ch.values(buffer));
-                std::copy_n(sl.labels.data(), b, ch.labels(buffer));
+                std::copy_n(sl.labels.data(), b * targets_per_sample, ch.labels(buffer));
                 message m;
                 m.header = {sl.info.id, next, b, direction::forward, buffer};
                 m.info = sl.info;
                 send_forward(s, m, out);
                 sent_forward = true;
             } else {
-                sl.info.correct = loss_type::correct(sl.act.output(), sl.labels.data(), b);
-                sl.info.loss =
-                    loss_type::loss_and_gradient(sl.act.output(), sl.labels.data(), b, sl.act.output_gradient());
+                const loss_totals t =
+                    Loss::totals_and_gradient(sl.act.output(), sl.labels.data(), b, sl.act.output_gradient(), T(0));
+                sl.info.loss = static_cast<T>(t.mean());
+                sl.info.correct = t.correct;
+                sl.info.targets = t.count;
                 backward_and_update(s, sl, next, out);
                 sent_backward = s > 0;
             }
@@ -525,7 +536,7 @@ private:
             m.info = sl.info;
             send_backward(s, m, out);
         } else {
-            completed_.push_back({sl.info.id, b, sl.info.loss, sl.info.correct});
+            completed_.push_back({sl.info.id, b, sl.info.loss, sl.info.correct, sl.info.targets});
         }
         st.update(sl.info, p.forward_weights.empty() ? nullptr : p.forward_weights.data());
         --p.in_flight;

@@ -11,8 +11,11 @@
 //   auto r = e.evaluate(test_x, test_labels, n);        // current weights
 //
 // The static pipeline types with compile-time stage counts and delays (pb::pipeline, pb/pipeline.hpp) derive from
-// it and share all of its code. Requirements: the network's output is rank 1 [classes] (softmax cross-entropy
-// against int32 labels).
+// it and share all of its code. Loss and optimizer are policies (issue 10 item 6): Loss (loss/loss_policy.hpp;
+// default softmax cross-entropy over a rank-1 [classes] output against int32 labels; token_cross_entropy for a
+// language model's [L, V] output against [L] next tokens) and Optimizer (pb/optimizer.hpp: optim::sgd<T>, the
+// default, with every mitigation; optim::adamw<T> with none, weight stashing, LWP's weight-difference form and
+// PipeMare; other combinations do not compile, with a sentence saying why).
 //
 // Failures inside a stage (a layer throws in its forward or backward): push() / drain() throw
 // pipeprop::stage_error naming the stage and the micro-batch (stage_error.hpp; the layer's exception nested). The
@@ -37,13 +40,15 @@
 #include <vector>
 
 #include "pipeprop/layer_stack.hpp"
-#include "pipeprop/loss/softmax_cross_entropy.hpp"
+#include "pipeprop/loss/default_loss.hpp"
+#include "pipeprop/loss/loss_policy.hpp"
 #include "pipeprop/evaluation.hpp"
 #include "pipeprop/non_finite_loss_error.hpp"
 #include "pipeprop/pb/concurrent_executor.hpp"
 #include "pipeprop/pb/executor.hpp"
 #include "pipeprop/pb/hyperparameters.hpp"
 #include "pipeprop/pb/micro_batch.hpp"
+#include "pipeprop/pb/optimizer.hpp"
 #include "pipeprop/pb/policies.hpp"
 #include "pipeprop/pb/sequential_executor.hpp"
 #include "pipeprop/pb/stage_state.hpp"
@@ -56,23 +61,28 @@ namespace pipeprop::pb {
 
 using pipeprop::check_partition;
 
-/// PB engine for network Net (value type T) under mitigation policy Policy, stages given at run time.
-template <network_type Net, mitigation_policy Policy, class T = float>
+/// PB engine for network Net (value type T) under mitigation policy Policy, loss policy Loss and optimizer
+/// Optimizer (see the file comment), stages given at run time.
+template <network_type Net, mitigation_policy Policy, class T = float,
+          class Loss = pipeprop::detail::default_loss_t<Net, T>, class Optimizer = optim::sgd<T>>
 class engine {
+    static_assert(check_loss_fits_output<Loss, typename layer_stack<Net, T>::output_shape>());
+    static_assert(check_pb_optimizer<Policy, Optimizer, T>());
+
 public:
     using network_type = Net;
     using policy_type = Policy;
     using value_type = T;
+    using loss_type = Loss;
+    using optimizer_type = Optimizer;
     using stack_type = layer_stack<Net, T>;
-    using stage_type = stage_state<Net, Policy, T>;
+    using stage_type = stage_state<Net, Policy, T, Optimizer>;
     using options_type = options<Policy>;
-    static_assert(vector_shape<typename stack_type::output_shape>,
-                  "pipeprop::pb::engine: the network's last layer must output a rank-1 [classes] tensor (the PB "
-                  "engine trains with softmax cross-entropy against integer labels).");
-    using loss_type = softmax_cross_entropy<T, stack_type::output_shape::size>;
-    /// Per-sample elements of the network input and number of classes.
+    /// Per-sample elements of the network input, int32 targets per sample (1: a class label; L: a sequence's next
+    /// tokens) and the number of classes (the loss's last logits dimension).
     static constexpr std::size_t input_size = stack_type::activation_size[0];
-    static constexpr std::size_t classes = stack_type::output_shape::size;
+    static constexpr std::size_t targets_per_sample = Loss::targets_per_sample;
+    static constexpr std::size_t classes = stack_type::output_shape::size / Loss::targets_per_sample;
 
     /// Cuts the network into `stages` (checked by check_partition), initializes the network's parameter block with
     /// layer_stack::init_parameters(options.seed) and slices it into the stages, allocates every buffer and starts
@@ -113,14 +123,15 @@ public:
             std::copy(storage.begin(), storage.end(), block.begin());
         stages_.reserve(ranges_.size());
         for (std::size_t s = 0; s < ranges_.size(); ++s)
-            stages_.emplace_back(s, ranges_.size(), programs[s], std::span<const T>(block), opt.policy, storage);
+            stages_.emplace_back(s, ranges_.size(), programs[s], std::span<const T>(block), opt.policy, storage,
+                                 opt.adamw);
         if constexpr (Policy::fixed_momentum) hyper_.momentum = static_cast<T>(Policy::momentum);
         if (opt.executor == executor_kind::sequential)
-            executor_ = std::make_unique<sequential_executor<Net, Policy, T>>(stack_, stages_, opt.max_batch);
-        else
             executor_ =
-                std::make_unique<concurrent_executor<Net, Policy, T>>(stack_, stages_, opt.max_batch, opt.push_buffer,
-                                                                  opt.lanes);
+                std::make_unique<sequential_executor<Net, Policy, T, Loss, Optimizer>>(stack_, stages_, opt.max_batch);
+        else
+            executor_ = std::make_unique<concurrent_executor<Net, Policy, T, Loss, Optimizer>>(
+                stack_, stages_, opt.max_batch, opt.push_buffer, opt.lanes);
     }
 
     /// The dynamic programs of runtime ranges, after the partition checks (a bad range must not reach the stack).
@@ -145,9 +156,16 @@ public:
 
     /// Hyperparameters for the micro-batches pushed from now on (each micro-batch keeps the values current at its
     /// push). Throws std::invalid_argument for values out of range (see validate) or, when the policy's momentum is
-    /// a compile-time constant, for a different momentum.
+    /// a compile-time constant, for a different momentum; with AdamW for a momentum other than 0 (its betas are
+    /// options::adamw; weight_decay is then AdamW's decoupled decay).
     void set_hyperparameters(const hyperparameters<T>& h) {
         validate(h);
+        if constexpr (is_adamw<Optimizer, T>)
+            if (h.momentum != T(0))
+                throw std::invalid_argument("pipeprop::pb::engine: the momentum hyperparameter is " +
+                                            std::to_string(h.momentum) +
+                                            ", but the optimizer is AdamW (momentum must be 0; its betas are "
+                                            "options::adamw)");
         if constexpr (Policy::fixed_momentum)
             if (h.momentum != static_cast<T>(Policy::momentum))
                 throw std::invalid_argument("pipeprop::pb::engine: policy " + std::string(Policy::name) +
@@ -157,11 +175,12 @@ public:
     }
     [[nodiscard]] const hyperparameters<T>& current_hyperparameters() const noexcept { return hyper_; }
 
-    /// Pushes micro-batch n = micro_batches_pushed(): x [b, input...] (b * input_size values), labels [b] (int32 in
-    /// [0, classes)), 1 <= b <= max_batch (a final partial micro-batch is just a smaller b). The data are copied
+    /// Pushes micro-batch n = micro_batches_pushed(): x [b, input...] (b * input_size values), int32 targets
+    /// [b, targets_per_sample] (labels in [0, classes); a token loss's targets as it defines them), 1 <= b <=
+    /// max_batch (a final partial micro-batch is just a smaller b). The data are copied
     /// before push returns. Returns the micro-batches whose backward completed at every stage during this call
     /// (sequential executor: exactly this one; concurrent: those that completed while the graph ran, which it does
-    /// every push_buffer pushes), valid until the next call. Throws std::invalid_argument (sizes, label range, b)
+    /// every push_buffer pushes), valid until the next call. Throws std::invalid_argument (sizes, target range, b)
     /// naming the micro-batch and sample, before anything is changed; pipeprop::non_finite_loss_error (after the
     /// call's work is done) when a completed micro-batch's loss is NaN or infinite: PB has then already applied that
     /// micro-batch's update at every stage, so the weights are not usable any more (stop; do not save them);
@@ -181,12 +200,15 @@ public:
         if (x.size() != b * input_size)
             fail("x has " + std::to_string(x.size()) + " values, expected b * " + std::to_string(input_size) + " = " +
                  std::to_string(b * input_size));
-        if (labels.size() != b)
-            fail("labels has " + std::to_string(labels.size()) + " entries, expected b = " + std::to_string(b));
-        for (std::size_t i = 0; i < b; ++i)
-            if (labels[i] < 0 || static_cast<std::size_t>(labels[i]) >= classes)
-                fail("label " + std::to_string(labels[i]) + " of sample " + std::to_string(i) + " is outside [0, " +
-                     std::to_string(classes) + ")");
+        if (labels.size() != b * targets_per_sample)
+            fail("targets has " + std::to_string(labels.size()) + " entries, expected b * " +
+                 std::to_string(targets_per_sample) + " = " + std::to_string(b * targets_per_sample));
+        try {
+            // N = 0 (every target ignored) is allowed, as in the trainers: loss 0 and a zero gradient.
+            (void)Loss::count_targets(labels.data(), b);
+        } catch (const std::out_of_range& e) {
+            fail(e.what());
+        }
         micro_batch_info<T> mb;
         mb.id = next_id_;
         mb.batch = b;
@@ -230,24 +252,25 @@ public:
     [[nodiscard]] std::size_t micro_batches_pushed() const noexcept { return next_id_; }
     [[nodiscard]] std::size_t samples_pushed() const noexcept { return samples_pushed_; }
 
-    /// Mean loss and accuracy of the CURRENT weights (w, never predicted or stashed ones) over n samples:
-    /// x [n, input...], labels [n], processed in chunks of eval_batch. Throws std::logic_error when micro-batches
-    /// are in flight (call drain() first: evaluation must see all updates) and std::invalid_argument for sizes or
-    /// labels out of range. Allocates its buffers on first use.
+    /// Mean loss (per counted target) and accuracy of the CURRENT weights (w, never predicted or stashed ones) over n
+    /// samples: x [n, input...], targets [n, targets_per_sample], processed in chunks of eval_batch. Throws
+    /// std::logic_error when micro-batches are in flight (call drain() first: evaluation must see all updates) and
+    /// std::invalid_argument for sizes or targets out of range. Allocates its buffers on first use.
     [[nodiscard]] evaluation evaluate(std::span<const T> x, std::span<const std::int32_t> labels, std::size_t n) {
         require_usable("evaluate");
         if (in_flight() != 0)
             throw std::logic_error("pipeprop::pb::engine::evaluate: " + std::to_string(in_flight()) +
                                    " micro-batches are in flight; call drain() first so evaluation sees all updates");
-        if (x.size() != n * input_size || labels.size() != n)
+        if (x.size() != n * input_size || labels.size() != n * targets_per_sample)
             throw std::invalid_argument("pipeprop::pb::engine::evaluate: expected " + std::to_string(n * input_size) +
-                                        " input values and " + std::to_string(n) + " labels, got " +
-                                        std::to_string(x.size()) + " and " + std::to_string(labels.size()));
-        for (std::size_t i = 0; i < n; ++i)
-            if (labels[i] < 0 || static_cast<std::size_t>(labels[i]) >= classes)
-                throw std::invalid_argument("pipeprop::pb::engine::evaluate: label " + std::to_string(labels[i]) +
-                                            " of sample " + std::to_string(i) + " is outside [0, " +
-                                            std::to_string(classes) + ")");
+                                        " input values and " + std::to_string(n * targets_per_sample) +
+                                        " targets, got " + std::to_string(x.size()) + " and " +
+                                        std::to_string(labels.size()));
+        try {
+            (void)Loss::count_targets(labels.data(), n);
+        } catch (const std::out_of_range& e) {
+            throw std::invalid_argument(std::string("pipeprop::pb::engine::evaluate: ") + e.what());
+        }
         if (!eval_) eval_.emplace(stack_, ranges_, options_.eval_batch);
         if (n == 0) return {};
         return evaluate_in_chunks<loss_type>(
@@ -266,10 +289,19 @@ public:
         require_usable("copy_parameters");
         gather(out, [](const stage_type& st) { return st.weights(); });
     }
-    /// Same for the momentum velocities.
+    /// Same for the momentum velocities (AdamW: the first moments).
     void copy_velocities(std::span<T> out) const {
         require_usable("copy_velocities");
         gather(out, [](const stage_type& st) { return st.velocity(); });
+    }
+    /// Same for buffer k of the optimizer's state (Optimizer::state_buffer_names[k]: SGD velocity; AdamW first and
+    /// second moment). Throws std::out_of_range for k >= the number of buffers, std::invalid_argument for a size.
+    void copy_optimizer_state(std::size_t k, std::span<T> out) const {
+        require_usable("copy_optimizer_state");
+        if (k >= Optimizer::state_buffer_names.size())
+            throw std::out_of_range("pipeprop::pb::engine::copy_optimizer_state: buffer " + std::to_string(k) + " of " +
+                                    std::to_string(Optimizer::state_buffer_names.size()));
+        gather(out, [k](const stage_type& st) { return st.optimizer_state(k); });
     }
     /// Replaces every stage's weights with slices of a network parameter block [parameter_count] (e.g. an SGD
     /// checkpoint); velocities and policy state are left as they are. Throws std::logic_error when micro-batches

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "pipeprop/executor_kind.hpp"
+#include "pipeprop/optim/adamw.hpp"
 #include "pipeprop/pb/micro_batch.hpp"
 #include "pipeprop/pb/policies.hpp"
 #include "pipeprop/pb/stats.hpp"
@@ -47,6 +48,9 @@ struct options {
     std::size_t eval_batch = 64;           ///< samples per forward pass in evaluate() (>= 1)
     std::uint64_t seed = 1;                ///< layer_stack::init_parameters seed (per layer; independent of the cut)
     typename Policy::parameters policy{};  ///< the policy's runtime knobs (PipeMare: warm-up, EMA decay)
+    /// Engines whose Optimizer is optim::adamw<T> (pb/optimizer.hpp): beta1, beta2 and eps. Its weight_decay is not
+    /// read: the decoupled decay comes per micro-batch with pb::hyperparameters, like the learning rate.
+    optim::adamw_config adamw{};
 };
 
 /// The executor interface (internal to pb::engine, which validates every argument before calling it).
@@ -54,7 +58,8 @@ template <class T>
 class executor {
 public:
     virtual ~executor() = default;
-    /// Accepts micro-batch mb with x [mb.batch, input size] and labels [mb.batch] (copied before returning);
+    /// Accepts micro-batch mb with x [mb.batch, input size] and targets [mb.batch, targets per sample] (copied
+    /// before returning);
     /// returns the micro-batches whose backward completed at every stage during this call, oldest first. The span
     /// is valid until the next call.
     virtual std::span<const completed_micro_batch<T>> push(const T* x, const std::int32_t* labels,

@@ -1,7 +1,8 @@
 // pipeprop/pb/micro_batch.hpp: what the PB engine knows about one micro-batch, and what it reports back.
 //
-// A micro-batch is b >= 1 samples, x [b, input...] and int32 labels [b], pushed by the caller; its gradient is the
-// gradient of its MEAN loss over its b samples (pb-semantics.md §1; shared/docs/pitfalls.md item 1). Its index n
+// A micro-batch is b >= 1 samples, x [b, input...] and int32 targets [b, targets_per_sample] (class labels, or a
+// sequence's next tokens for a token loss), pushed by the caller; its gradient is the gradient of its MEAN loss over
+// its N counted targets (N = b for a classifier; pb-semantics.md §1; shared/docs/pitfalls.md item 1). Its index n
 // (0-based, counted over the whole run, across drains) determines its delay behaviour (pb-semantics.md §1).
 #pragma once
 
@@ -21,8 +22,9 @@ struct micro_batch_info {
     std::size_t batch = 0;         ///< b: samples in it (1 <= b <= max_batch)
     std::size_t first_sample = 0;  ///< samples pushed before it (PipeMare warm-up clock, schedules)
     hyperparameters<T> hyper{};    ///< hyperparameters of its update at every stage
-    T loss = T(0);                 ///< mean loss over its b samples (nats); set by the last stage
-    std::size_t correct = 0;       ///< samples whose arg-max logit equals the label; set by the last stage
+    T loss = T(0);                 ///< mean loss over its N counted targets (nats); set by the last stage
+    std::size_t correct = 0;       ///< counted targets whose arg-max logit equals the target; set by the last stage
+    std::size_t targets = 0;       ///< N, its counted targets (b for a classifier); set by the last stage
 };
 
 /// A micro-batch whose backward has completed at every stage (its update is applied everywhere).
@@ -30,8 +32,10 @@ template <class T>
 struct completed_micro_batch {
     std::size_t id = 0;       ///< n
     std::size_t batch = 0;    ///< b
-    T loss = T(0);            ///< mean training loss of its forward (nats), computed with the PB forward weights
-    std::size_t correct = 0;  ///< correctly classified samples of its forward
+    T loss = T(0);            ///< mean training loss of its forward per counted target (nats), computed with the
+                              ///< PB forward weights
+    std::size_t correct = 0;  ///< counted targets its forward predicted right (arg-max)
+    std::size_t targets = 0;  ///< N, its counted targets (b for a classifier; the tokens for a token loss)
 };
 
 /// Result of pb::engine::evaluate (pipeprop/evaluation.hpp).

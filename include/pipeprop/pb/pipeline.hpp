@@ -10,7 +10,10 @@
 //
 // Stage count, boundaries, delays D_s = 2 (S - 1 - s), LWP horizons and (for a policy with a compile-time momentum)
 // the spike-compensation coefficients are constexpr members. pipeline<Net, runtime_partition, Policy, T> takes the
-// split points at run time (e.g. the CLI's --stages 2,5,8) and runs exactly the same code (pb::engine).
+// split points at run time (e.g. the CLI's --stages 2,5,8) and runs exactly the same code (pb::engine). The last two
+// template arguments are the loss and optimizer policies (pb/engine.hpp; defaults: softmax cross-entropy, momentum
+// SGD), e.g. pipeline<lm, fine_grained<>, policy::weight_stashing, float, token_cross_entropy<float, 64, 256>,
+// optim::adamw<float>>.
 #pragma once
 
 #include <boost/mp11/algorithm.hpp>
@@ -29,9 +32,13 @@ namespace pipeprop::pb {
 struct runtime_partition {};
 
 /// Static PB pipeline: network Net cut by Partition (split_at<...> or fine_grained<...>), mitigation Policy, value
-/// type T. Static-asserts (through pipeline_layout) that split points are increasing and inside the network.
-template <network_type Net, class Partition, mitigation_policy Policy, class T = float>
-class pipeline : public engine<Net, Policy, T> {
+/// type T, loss policy Loss, optimizer Optimizer. Static-asserts (through pipeline_layout) that split points are
+/// increasing and inside the network, and (pb::engine) that loss, optimizer and policy fit.
+template <network_type Net, class Partition, mitigation_policy Policy, class T = float,
+          class Loss = pipeprop::detail::default_loss_t<Net, T>, class Optimizer = optim::sgd<T>>
+class pipeline : public engine<Net, Policy, T, Loss, Optimizer> {
+    using base = engine<Net, Policy, T, Loss, Optimizer>;
+
 public:
     using layout = pipeline_layout<Net, Partition, T>;
     /// S, the number of stages.
@@ -75,11 +82,9 @@ public:
 
     /// The stages' code is instantiated from the stage types (static_stage_programs<layout>: each stage's passes
     /// over exactly its layers).
-    explicit pipeline(const options<Policy>& opt = {})
-        : engine<Net, Policy, T>(static_stage_programs<layout>(), opt) {}
+    explicit pipeline(const options<Policy>& opt = {}) : base(static_stage_programs<layout>(), opt) {}
     /// On parameter storage the caller owns [parameter_count] (see pb::engine's embedding constructor).
-    pipeline(const options<Policy>& opt, std::span<T> storage)
-        : engine<Net, Policy, T>(static_stage_programs<layout>(), opt, storage) {}
+    pipeline(const options<Policy>& opt, std::span<T> storage) : base(static_stage_programs<layout>(), opt, storage) {}
 };
 
 /// Spike-compensation coefficients a_s = m^D_s, b_s = (1 - m^D_s)/(1 - m) of every stage of a static pipeline
@@ -94,16 +99,17 @@ requires(Pipeline::policy_type::spike_compensated&& Pipeline::policy_type::fixed
 }();
 
 /// PB pipeline whose stages are chosen at run time; same executors and state as the static pipeline.
-template <network_type Net, mitigation_policy Policy, class T>
-class pipeline<Net, runtime_partition, Policy, T> : public engine<Net, Policy, T> {
+template <network_type Net, mitigation_policy Policy, class T, class Loss, class Optimizer>
+class pipeline<Net, runtime_partition, Policy, T, Loss, Optimizer> : public engine<Net, Policy, T, Loss, Optimizer> {
+    using base = engine<Net, Policy, T, Loss, Optimizer>;
+
 public:
     /// Stages cut at `split_points` (strictly increasing, inside (0, layer count); empty: one stage). Throws
     /// std::invalid_argument naming the offending point (pipeprop::partition_at).
     pipeline(const std::vector<std::size_t>& split_points, const options<Policy>& opt)
-        : engine<Net, Policy, T>(partition_at(layer_stack<Net, T>::layer_count, split_points), opt) {}
+        : base(partition_at(layer_stack<Net, T>::layer_count, split_points), opt) {}
     /// Stages given as layer ranges (checked by check_partition).
-    pipeline(std::vector<layer_range> stages, const options<Policy>& opt)
-        : engine<Net, Policy, T>(std::move(stages), opt) {}
+    pipeline(std::vector<layer_range> stages, const options<Policy>& opt) : base(std::move(stages), opt) {}
 };
 
 }  // namespace pipeprop::pb

@@ -195,6 +195,14 @@ concept mitigation_policy = std::is_base_of_v<policy_base, P> && requires {
     typename P::parameters;
 };
 
+/// True when P's formulas are written in momentum SGD's velocity (spike compensation, PB-paper §4; the velocity form
+/// of linear weight prediction, w - eta T v): such a policy needs optim::sgd<T>. The other policies (none, weight
+/// stashing, LWP's weight-difference form, PipeMare) work on weights and weight steps and take any PB optimizer
+/// (pb/optimizer.hpp).
+template <mitigation_policy P>
+inline constexpr bool needs_momentum_sgd =
+    P::spike_compensated || (P::predicts_weights && P::form == lwp_form::velocity);
+
 /// The LWP horizon of a stage with delay D under policy P, as a value of type T (0 when P does not predict).
 template <mitigation_policy P, class T>
 [[nodiscard]] constexpr T lwp_horizon(std::size_t delay) noexcept {

@@ -6,7 +6,7 @@
 //      k_s = max(n0, n - D_s) (n0: first micro-batch after the last drain): w(k_s), or for LWP the prediction made
 //      from the state after k_s updates. They come from a per-stage history of D_s + 1 forward-weight versions,
 //      written after every update (stage_state::update's forward_out);
-//   2. the last stage computes the mean loss over the b samples and its gradient;
+//   2. the last stage computes the loss policy's mean loss over the micro-batch's counted targets and its gradient;
 //   3. every stage (loss side first) runs its backward with its backward weights: the current w, the history
 //      version k_s (weight stashing), or w - D_s delta (PipeMare);
 //   4. every stage applies the update of micro-batch n.
@@ -25,24 +25,25 @@
 #include <vector>
 
 #include "pipeprop/layer_stack.hpp"
-#include "pipeprop/loss/softmax_cross_entropy.hpp"
+#include "pipeprop/loss/loss_policy.hpp"
 #include "pipeprop/pb/executor.hpp"
 #include "pipeprop/pb/stage_state.hpp"
 #include "pipeprop/stage_error.hpp"
 
 namespace pipeprop::pb {
 
-/// Reference executor over `stages` (owned by the engine; they outlive this object).
-template <network_type Net, mitigation_policy Policy, class T>
+/// Reference executor over `stages` (owned by the engine; they outlive this object); loss policy Loss
+/// (loss/loss_policy.hpp), stages updated by Optimizer (pb/optimizer.hpp).
+template <network_type Net, mitigation_policy Policy, class T, loss_policy Loss, class Optimizer>
 class sequential_executor final : public executor<T> {
 public:
     using stack_type = layer_stack<Net, T>;
-    using stage_type = stage_state<Net, Policy, T>;
-    using loss_type = softmax_cross_entropy<T, stack_type::output_shape::size>;
+    using stage_type = stage_state<Net, Policy, T, Optimizer>;
+    using loss_type = Loss;
 
     /// Allocates one activation buffer per stage for up to max_b samples and the forward-weight histories.
     sequential_executor(const stack_type& stack, std::vector<stage_type>& stages, std::size_t max_b)
-        : stack_(stack), stages_(stages), labels_(max_b) {
+        : stack_(stack), stages_(stages), labels_(max_b * Loss::targets_per_sample) {
         per_.reserve(stages.size());
         for (const stage_type& st : stages) {
             per_stage p;
@@ -62,7 +63,7 @@ public:
         const std::size_t n = mb.id;
         const std::size_t b = mb.batch;
         const std::size_t count = stages_.size();
-        std::copy_n(labels, b, labels_.data());
+        std::copy_n(labels, b * Loss::targets_per_sample, labels_.data());
         std::copy_n(x, b * per_[0].act.input_size(), per_[0].act.input());
 
         // 1. forward, input side first.
@@ -79,14 +80,13 @@ public:
             if (s + 1 < count) std::copy_n(p.act.output(), b * p.act.output_size(), per_[s + 1].act.input());
             p.busy += clock::now() - t0;
         }
-        // 2. loss of the last stage (mean over b).
+        // 2. loss of the last stage (mean over the counted targets).
         per_stage& last = per_[count - 1];
         {
             const auto t0 = clock::now();
-            result_ = {n, b, T(0), 0};
-            result_.correct = loss_type::correct(last.act.output(), labels_.data(), b);
-            result_.loss =
-                loss_type::loss_and_gradient(last.act.output(), labels_.data(), b, last.act.output_gradient());
+            const loss_totals t =
+                Loss::totals_and_gradient(last.act.output(), labels_.data(), b, last.act.output_gradient(), T(0));
+            result_ = {n, b, static_cast<T>(t.mean()), t.correct, t.count};
             last.busy += clock::now() - t0;
         }
         // 3. backward, loss side first.
@@ -172,7 +172,7 @@ private:
     const stack_type& stack_;
     std::vector<stage_type>& stages_;
     std::vector<per_stage> per_;
-    std::vector<std::int32_t> labels_;  // [max_b]
+    std::vector<std::int32_t> labels_;  // [max_b, targets_per_sample]
     std::size_t n0_ = 0;
     completed_micro_batch<T> result_{};
     bool used_ = false;

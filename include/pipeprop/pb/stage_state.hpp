@@ -4,7 +4,8 @@
 // range [begin, end) of the network with delay D = 2 (S - 1 - s). It owns (all aligned, allocated once):
 //   weights     w [P]   its slice of the network's parameter block (P = parameter_count_of(range)): a copy it
 //                       owns, or a view of the caller's storage (embedding in another framework)
-//   velocity    v [P]   momentum buffer
+//   velocity    v [P]   momentum buffer (AdamW: the first moment m)
+//   second_moment [P]   AdamW only: v of Adam (pb/optimizer.hpp)
 //   gradient    g [P]   the loss gradient of the micro-batch being applied (backward-p2 ADDS into it; the update
 //                       zeroes it again)
 //   policy state:  last_step  [P] (LWP weight-difference form: w(k) - w(k-1))
@@ -29,22 +30,29 @@
 #include "pipeprop/stage_program.hpp"
 #include "pipeprop/optim/momentum_update.hpp"
 #include "pipeprop/pb/micro_batch.hpp"
+#include "pipeprop/pb/optimizer.hpp"
 #include "pipeprop/pb/policies.hpp"
 #include "pipeprop/pb/stage_kernels.hpp"
 #include "pipeprop/pipeline_layout.hpp"
 
 namespace pipeprop::pb {
 
-/// Per-stage parameters, optimizer state and policy state of network Net (value type T) under policy Policy.
+/// Per-stage parameters, optimizer state and policy state of network Net (value type T) under policy Policy, updated
+/// by Optimizer (optim::sgd<T> or optim::adamw<T>, pb/optimizer.hpp).
 /// Not copyable (large buffers); movable. All buffers are allocated by the constructor; no member function
 /// allocates afterwards. Cache-line aligned: neighbouring stages in a std::vector, run on different cores by the
 /// concurrent executor, never write to one line.
-template <network_type Net, mitigation_policy Policy, class T>
+template <network_type Net, mitigation_policy Policy, class T, class Optimizer = optim::sgd<T>>
 class alignas(64) stage_state {
+    static_assert(check_pb_optimizer<Policy, Optimizer, T>());
+
 public:
     using stack_type = layer_stack<Net, T>;
     using policy_type = Policy;
     using policy_parameters = typename Policy::parameters;
+    using optimizer_type = Optimizer;
+    /// AdamW stages keep a second moment and step with optim::adamw_update; SGD stages with momentum_update.
+    static constexpr bool adaptive = is_adamw<Optimizer, T>;
 
     /// Elements processed per pass of the fused update loop (fits L1 together with its w, v, g slices).
     static constexpr std::size_t update_chunk = 1024;
@@ -61,8 +69,10 @@ public:
     /// stage_program.hpp) or for a runtime range (dynamic variant).
     /// storage (optional): the caller's parameter block [stack_type::parameter_count] (embedding, issue 10 item 7):
     /// the stage's weights are then its slice of that block, updated in place, instead of a copy the stage owns.
+    /// adamw: AdamW's betas and eps (AdamW stages; its weight_decay is not read: the decay comes per micro-batch).
     stage_state(std::size_t index, std::size_t stage_count, const stage_program<stack_type>& program,
-                std::span<const T> network_block, const policy_parameters& parameters, std::span<T> storage = {})
+                std::span<const T> network_block, const policy_parameters& parameters, std::span<T> storage = {},
+                const optim::adamw_config& adamw = {})
         : program_(program),
           index_(index),
           delay_(pb_delay(index, stage_count)),
@@ -80,6 +90,12 @@ public:
             throw std::invalid_argument("pipeprop::pb::stage_state: the network parameter block has " +
                                         std::to_string(network_block.size()) + " elements, expected " +
                                         std::to_string(stack_type::parameter_count));
+        if constexpr (adaptive) {
+            optim::adamw_config betas = adamw;
+            betas.weight_decay = 0.0;  // not read here
+            betas.validate();
+            adamw_ = adamw;
+        }
         if constexpr (Policy::corrects_discrepancy) {
             const double g = parameters.discrepancy_decay;
             if (!(g >= 0.0 && g < 1.0))
@@ -110,6 +126,7 @@ public:
                           s.begin() + static_cast<std::ptrdiff_t>(stack_type::state_offset[range.end]));
         }
         velocity_.assign(parameter_count_, T(0));
+        if constexpr (adaptive) second_moment_.assign(parameter_count_, T(0));
         gradient_.assign(parameter_count_, T(0));
         if constexpr (Policy::predicts_weights && Policy::form == lwp_form::weight_difference)
             last_step_.assign(parameter_count_, T(0));
@@ -146,6 +163,14 @@ public:
     [[nodiscard]] std::span<const T> weights() const noexcept { return weights_; }
     [[nodiscard]] std::span<T> velocity() noexcept { return velocity_; }
     [[nodiscard]] std::span<const T> velocity() const noexcept { return velocity_; }
+    /// Buffer k of the optimizer's state, named Optimizer::state_buffer_names[k] in checkpoints: SGD's velocity
+    /// (k = 0); AdamW's first moment (k = 0, the velocity() buffer) and second moment (k = 1). [P]
+    [[nodiscard]] std::span<T> optimizer_state(std::size_t k) noexcept {
+        return k == 0 ? std::span<T>(velocity_) : std::span<T>(second_moment_);
+    }
+    [[nodiscard]] std::span<const T> optimizer_state(std::size_t k) const noexcept {
+        return k == 0 ? std::span<const T>(velocity_) : std::span<const T>(second_moment_);
+    }
     /// The gradient buffer [P] the backward-p2 of the micro-batch being applied adds into (zero between updates).
     [[nodiscard]] std::span<T> gradient() noexcept { return gradient_; }
     /// LWP weight-difference form: w(k) - w(k-1) [P]; empty otherwise.
@@ -198,8 +223,16 @@ public:
     }
 
     /// The update coefficients for micro-batch mb (pb-semantics.md §2-3): heavy-ball, or spike compensation with
-    /// a = m^D, b = (1 - m^D)/(1 - m).
-    [[nodiscard]] optim::update_coefficients<T> coefficients_for(const micro_batch_info<T>& mb) const noexcept {
+    /// a = m^D, b = (1 - m^D)/(1 - m); AdamW: those of its step updates() + 1 (bias corrections in double).
+    [[nodiscard]] auto coefficients_for(const micro_batch_info<T>& mb) const noexcept {
+        if constexpr (adaptive)
+            return optim::adamw_step_coefficients<T>(learning_rate_for(mb), mb.hyper.weight_decay, adamw_.beta1,
+                                                     adamw_.beta2, adamw_.eps, updates_ + 1);
+        else
+            return momentum_coefficients_for(mb);
+    }
+
+    [[nodiscard]] optim::update_coefficients<T> momentum_coefficients_for(const micro_batch_info<T>& mb) const noexcept {
         const T lr = learning_rate_for(mb);
         if constexpr (Policy::spike_compensated) {
             const sc_coefficients<T> sc =
@@ -216,7 +249,8 @@ public:
     /// One fused pass over the block in chunks of update_chunk elements; optim::momentum_update is element-wise, so
     /// the chunking does not change any result. No allocation, no exceptions.
     void update(const micro_batch_info<T>& mb, T* forward_out) noexcept {
-        const optim::update_coefficients<T> c = coefficients_for(mb);
+        const auto c = coefficients_for(mb);
+        const T learning_rate = learning_rate_for(mb);
         constexpr bool keeps_old =
             (Policy::predicts_weights && Policy::form == lwp_form::weight_difference) || Policy::corrects_discrepancy;
         alignas(64) T old[keeps_old ? update_chunk : 1];
@@ -224,7 +258,10 @@ public:
             const std::size_t n = std::min(update_chunk, parameter_count_ - i);
             T* w = weights_.data() + i;
             if constexpr (keeps_old) std::copy_n(w, n, old);
-            optim::momentum_update(n, w, velocity_.data() + i, gradient_.data() + i, c);
+            if constexpr (adaptive)
+                optim::adamw_update(n, w, velocity_.data() + i, second_moment_.data() + i, gradient_.data() + i, c);
+            else
+                optim::momentum_update(n, w, velocity_.data() + i, gradient_.data() + i, c);
             std::fill_n(gradient_.data() + i, n, T(0));
             if constexpr (Policy::predicts_weights && Policy::form == lwp_form::weight_difference)
                 kernels::difference(n, w, old, last_step_.data() + i);
@@ -235,11 +272,11 @@ public:
                                              corrected_.data() + i);
             }
             if (forward_out != nullptr) {
-                last_learning_rate_ = c.learning_rate;  // the prediction below uses this update's eta
+                last_learning_rate_ = learning_rate;  // the prediction below uses this update's eta
                 forward_weights_chunk(i, n, forward_out);
             }
         }
-        last_learning_rate_ = c.learning_rate;
+        last_learning_rate_ = learning_rate;
         ++updates_;
     }
 
@@ -259,7 +296,7 @@ public:
     [[nodiscard]] std::size_t weight_bytes() const noexcept { return weight_copies() * parameter_count_ * sizeof(T); }
     /// Number of parameter-sized buffers this object holds.
     [[nodiscard]] std::size_t weight_copies() const noexcept {
-        return 3 + (last_step_.empty() ? 0 : 1) + (discrepancy_.empty() ? 0 : 2);
+        return 3 + (adaptive ? 1 : 0) + (last_step_.empty() ? 0 : 1) + (discrepancy_.empty() ? 0 : 2);
     }
 
 private:
@@ -294,11 +331,13 @@ private:
     T gamma_ = T(0);
     T one_minus_gamma_ = T(1);
     sc_coefficients<T> fixed_sc_{};
+    optim::adamw_config adamw_{};
 
     aligned_vector<T> owned_weights_;  // w [P] when the stage owns its weights
     std::span<T> weights_;             // w [P]: owned_weights_ or the slice of the caller's storage
     aligned_vector<T> state_;        // running state of the stage's stateful layers
-    aligned_vector<T> velocity_;     // v [P]
+    aligned_vector<T> velocity_;     // v [P] (AdamW: first moment m)
+    aligned_vector<T> second_moment_;  // [P] AdamW only
     aligned_vector<T> gradient_;     // g [P]
     aligned_vector<T> last_step_;    // [P] LWP weight-difference form only
     aligned_vector<T> discrepancy_;  // [P] PipeMare only

@@ -1,0 +1,6 @@
+// The main program's --mode pb on llama-tiny with AdamW (train/mode_pb.hpp: mode_pb::run_text), a translation unit of
+// its own so that the unit of --mode pb on llama-tiny (momentum SGD, six mitigations) does not also hold these.
+#include "train/mode_pb.hpp"
+
+template train::json_line train::mode_pb::run_text<train::llama_tiny, pipeprop::optim::adamw<float>>(
+    const train::common_options&);

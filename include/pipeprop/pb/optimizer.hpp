@@ -1,0 +1,46 @@
+// pipeprop/pb/optimizer.hpp: the optimizers a PB stage can apply its updates with, and which mitigation policies
+// each admits (issue 10 item 6).
+//
+// PB-paper (Kosson et al., arXiv 2003.11666) §4 and shared/docs/pb-semantics.md §2-3 define PB's mitigations for
+// momentum SGD. A PB engine's Optimizer template argument is
+//   optim::sgd<T>    heavy-ball momentum SGD with L2 weight decay (the default): every mitigation policy. The
+//                    momentum and weight decay come per micro-batch with pb::hyperparameters; Nesterov is not
+//                    offered (spike compensation with D = 1 is Nesterov's form).
+//   optim::adamw<T>  AdamW (decoupled weight decay, PyTorch's semantics; optim/adamw.hpp): the policies that work
+//                    on weights and weight steps: none, weight_stashing, linear_weight_prediction in the
+//                    weight-difference form, pipemare. The update of a stage is the AdamW step number k + 1 of that
+//                    stage (k: its updates so far), with the micro-batch's learning rate and decoupled weight decay
+//                    (pb::hyperparameters; momentum must be 0) and the betas and eps of options::adamw.
+//                    Spike compensation and LWP's velocity form are written in SGD's velocity: rejected at compile
+//                    time (needs_momentum_sgd, pb/policies.hpp).
+#pragma once
+
+#include <type_traits>
+
+#include "pipeprop/optim/adamw.hpp"
+#include "pipeprop/optim/sgd.hpp"
+#include "pipeprop/pb/policies.hpp"
+
+namespace pipeprop::pb {
+
+/// True when O is momentum SGD over T.
+template <class O, class T>
+inline constexpr bool is_momentum_sgd = std::is_same_v<O, optim::sgd<T>>;
+/// True when O is AdamW over T.
+template <class O, class T>
+inline constexpr bool is_adamw = std::is_same_v<O, optim::adamw<T>>;
+
+/// Compile-time check of a PB engine's optimizer (each failure is a sentence).
+template <mitigation_policy Policy, class Optimizer, class T>
+constexpr bool check_pb_optimizer() {
+    static_assert(is_momentum_sgd<Optimizer, T> || is_adamw<Optimizer, T>,
+                  "pipeprop::pb: the Optimizer of a PB engine must be optim::sgd<T> (momentum SGD) or "
+                  "optim::adamw<T> over the engine's value type T (pb/optimizer.hpp).");
+    static_assert(!(is_adamw<Optimizer, T> && needs_momentum_sgd<Policy>),
+                  "pipeprop::pb: spike compensation and the velocity form of linear weight prediction are defined for "
+                  "momentum SGD only (PB-paper §4, pb-semantics.md §3); with optim::adamw<T> use policy::none, "
+                  "policy::weight_stashing, policy::pipemare or linear_weight_prediction<lwp_form::weight_difference>.");
+    return true;
+}
+
+}  // namespace pipeprop::pb
