@@ -3,7 +3,7 @@
 //
 // What it does:
 //  1. Measures every layer's T_F, T_B, T_W at the middle micro-batch size and cuts the network into p = --stages
-//     balanced stages (sync::balanced_partition).
+//     balanced stages (pipeprop::balanced_partition).
 //  2. For each m in --micro-batches: measures each stage's T_F, T_B, T_W, T_BW, T_opt as the single-threaded
 //     executor runs them (sync::measure_stage_costs) and simulates every schedule with and without 2BP: the
 //     predicted step time, samples/s and with/without ratio.
@@ -23,7 +23,7 @@
 #include <boost/mp11/list.hpp>
 
 #include <pipeprop/pipeprop.hpp>
-#include <pipeprop/sync/balanced_partition.hpp>
+#include <pipeprop/balanced_partition.hpp>
 #include <pipeprop/sync/cost_measurement.hpp>
 #include <pipeprop/sync/executor.hpp>
 #include <pipeprop/sync/simulator.hpp>
@@ -112,7 +112,7 @@ int run(const bench_options& o) {
     const auto layer_costs = ps::measure_layer_costs<Net>((B + m_mid - 1) / m_mid, 7);
     std::vector<double> totals;
     for (const auto& c : layer_costs) totals.push_back(c.total());
-    const auto points = ps::balanced_partition(totals, p);
+    const auto points = pipeprop::balanced_partition(totals, p);
     const auto ranges = pp::partition_at(stack_t::layer_count, points);
     std::printf("\nPer-layer costs at b = %zu (ms, F / p1 / p2):", (B + m_mid - 1) / m_mid);
     for (std::size_t i = 0; i < layer_costs.size(); ++i)

@@ -25,7 +25,7 @@
 #include <pipeprop/pipeline_layout.hpp>
 #include <pipeprop/sequential_trainer.hpp>
 #include <pipeprop/sync/any_executor.hpp>
-#include <pipeprop/sync/balanced_partition.hpp>
+#include <pipeprop/balanced_partition.hpp>
 #include <pipeprop/sync/cost_measurement.hpp>
 #include <pipeprop/sync/checkpoint.hpp>
 #include <pipeprop/sync/executor.hpp>
@@ -297,7 +297,7 @@ private:
             std::vector<double> cost;
             for (const auto& c : ps::measure_layer_costs<Net>(b, 5, o.seed)) cost.push_back(c.total());
             using stack_t = pipeprop::layer_stack<Net, float>;
-            points = ps::balanced_partition(cost, spec.balanced_stages, stack_t::cut_allowed_before);
+            points = pipeprop::balanced_partition(cost, spec.balanced_stages, stack_t::cut_allowed_before);
         }
         const auto ranges = pipeprop::partition_at(Net::layer_count, points);
         typename sync_engine<Net, Loss, Optimizer>::executor_type::options_type eo;

@@ -59,7 +59,7 @@
 #include "pipeprop/sync/checkpoint.hpp"
 #include "pipeprop/sync/any_executor.hpp"
 #include "pipeprop/sync/trace.hpp"
-#include "pipeprop/sync/balanced_partition.hpp"
+#include "pipeprop/balanced_partition.hpp"
 #include "pipeprop/sync/cost_measurement.hpp"
 #include "pipeprop/pb/pipeline.hpp"
 #include "pipeprop/pb/checkpoint.hpp"

@@ -3,7 +3,8 @@
 // runtime split points are rejected with the offending point named; static and runtime cuts equal boundaries and
 // delays listed by hand (CNN, MLP, and a ResNet whose projection shortcut must share its add's stage); a runtime
 // partition trains bit-identically to the static pipeline of the same cut (and a cut one node off does not); the
-// concurrent executor stays bit-identical under oversubscription.
+// concurrent executor stays bit-identical under oversubscription. Lane plans (pb/lane_plan.hpp): checked, cut by
+// measured costs where the work is, and an explicit plan is used as given with the same bits.
 #include <catch2/catch.hpp>
 
 #include <oneapi/tbb/global_control.h>
@@ -259,4 +260,51 @@ TEST_CASE("concurrent stays bit-identical when four threads share two cores", "[
     CHECK(bitwise_equal(rc.weights, rs.weights));
     CHECK(bitwise_equal(rc.losses, rs.losses));
     CHECK(rc.ids == rs.ids);
+}
+
+TEST_CASE("lane plans: checked, balanced by cost, and an explicit plan is used as given", "[pb][partition][lanes]") {
+    openblas_set_num_threads(1);
+    CHECK_THROWS_WITH(pb::check_lane_plan({}, 4), Catch::Contains("start at stage 0"));
+    CHECK_THROWS_WITH(pb::check_lane_plan({1, 2}, 4), Catch::Contains("start at stage 0"));
+    CHECK_THROWS_WITH(pb::check_lane_plan({0, 2, 2}, 4), Catch::Contains("lane 2 starts at stage 2, not after"));
+    CHECK_THROWS_WITH(pb::check_lane_plan({0, 4}, 4), Catch::Contains("lane 1 starts at stage 4"));
+    CHECK_NOTHROW(pb::check_lane_plan({0, 1, 3}, 4));
+    CHECK(pb::plan_lanes({5, 1, 1, 1, 1, 1}, 2).first_stage == std::vector<std::size_t>{0, 1});
+    CHECK(pb::plan_lanes({1, 1, 1, 1, 1, 5}, 2).first_stage == std::vector<std::size_t>{0, 5});
+    CHECK(pb::plan_lanes({1, 1, 1}, 7).first_stage == std::vector<std::size_t>{0, 1, 2});  // at most one per stage
+    CHECK(pb::plan_lanes({1, 1, 1}, 1).lane_count() == 1);
+    CHECK_THROWS_AS(pb::plan_lanes({1, 1}, 0), std::invalid_argument);
+
+    // Measured costs put the lane cut where the work is: a wide dense layer dwarfs the others.
+    using lopsided = pp::network<shape<256>, pp::dense<4>, pp::relu, pp::dense<4>, pp::relu, pp::dense<1024>,
+                                 pp::dense<3>>;
+    const auto ranges = pp::stage_ranges<pp::pipeline_layout<lopsided, pp::fine_grained<>>>();
+    REQUIRE(ranges.size() == 4);
+    const auto costs = pb::measure_tick_costs<lopsided>(ranges, 1);
+    REQUIRE(costs.size() == 4);
+    for (double c : costs) CHECK(c > 0);
+    CHECK(costs[2] > costs[1]);  // dense 4 -> 1024 (and its 4k-parameter update) against dense 4 -> 4
+    CHECK(costs[3] > costs[1]);  // dense 1024 -> 3
+
+    // An explicit plan: the stats show it, the bits are the sequential reference's; a bad plan is refused.
+    using policy = pb::policy::sc_lwp<>;
+    using pipe = pb::pipeline<cnn, pp::fine_grained<pp::parameter_free::own_stage>, policy>;
+    pb::options<policy> o;
+    o.executor = pb::executor_kind::sequential;
+    o.max_batch = 2;
+    pipe seq(o);
+    const run_record rs = drive(seq, 80, 2, 1, 40);
+    o.executor = pb::executor_kind::concurrent;
+    o.push_buffer = 9;
+    o.lanes = 1;  // not read when lane_starts is given
+    o.lane_starts = {0, 3, 4, 8};
+    pipe con(o);
+    const run_record rc = drive(con, 80, 2, 1, 40);
+    CHECK(bitwise_equal(rc.weights, rs.weights));
+    CHECK(bitwise_equal(rc.losses, rs.losses));
+    const auto st = con.stats();
+    const std::vector<std::size_t> want{0, 0, 0, 1, 2, 2, 2, 2, 3, 3};
+    for (std::size_t s = 0; s < want.size(); ++s) CHECK(st.stages[s].lane == want[s]);
+    o.lane_starts = {0, 10};
+    CHECK_THROWS_WITH(pipe(o), Catch::Contains("lane 1 starts at stage 10"));
 }

@@ -1,4 +1,4 @@
-// Cost inputs of the simulator (sync/cost_measurement.hpp) and the balanced cut (sync/balanced_partition.hpp):
+// Cost inputs of the simulator (sync/cost_measurement.hpp) and the balanced cut (balanced_partition.hpp):
 // the cut is optimal (checked against all cuts by brute force), covers every layer once and rejects impossible
 // requests; measured costs follow the work (a layer or stage with 4x the FLOPs costs clearly more than the 1x one
 // in the same run, a skipped backward-p1 costs next to nothing, a parameter-free layer has no backward-p2) and,
@@ -6,7 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <pipeprop/pipeprop.hpp>
-#include <pipeprop/sync/balanced_partition.hpp>
+#include <pipeprop/balanced_partition.hpp>
 #include <pipeprop/sync/cost_measurement.hpp>
 
 #include <cblas.h>
@@ -54,7 +54,7 @@ TEST_CASE("balanced_partition: optimal contiguous cut, every layer exactly once"
         const std::size_t L = 1 + trial % 9, p = 1 + (trial / 9) % L;
         std::vector<double> c(L);
         for (auto& v : c) v = static_cast<double>(rng() % 20) / 4.0;
-        const auto pts = ps::balanced_partition(c, p);
+        const auto pts = pipeprop::balanced_partition(c, p);
         REQUIRE(pts.size() == p - 1);
         const auto ranges = pp::partition_at(L, pts);  // throws unless strictly increasing inside (0, L)
         REQUIRE(ranges.size() == p);
@@ -69,10 +69,10 @@ TEST_CASE("balanced_partition: optimal contiguous cut, every layer exactly once"
         CHECK(covered == L);
         CHECK(worst == brute_force(c, p));
     }
-    CHECK(ps::balanced_partition({1, 1, 1, 1}, 4) == std::vector<std::size_t>{1, 2, 3});
-    CHECK(ps::balanced_partition({5, 1, 1, 1, 1, 1}, 2) == std::vector<std::size_t>{1});
-    CHECK_THROWS_WITH(ps::balanced_partition({1, 2}, 3), Catch::Contains("2 layers into 3"));
-    CHECK_THROWS_AS(ps::balanced_partition({1, -2}, 1), std::invalid_argument);
+    CHECK(pipeprop::balanced_partition({1, 1, 1, 1}, 4) == std::vector<std::size_t>{1, 2, 3});
+    CHECK(pipeprop::balanced_partition({5, 1, 1, 1, 1, 1}, 2) == std::vector<std::size_t>{1});
+    CHECK_THROWS_WITH(pipeprop::balanced_partition({1, 2}, 3), Catch::Contains("2 layers into 3"));
+    CHECK_THROWS_AS(pipeprop::balanced_partition({1, -2}, 1), std::invalid_argument);
 }
 
 namespace {
@@ -168,12 +168,12 @@ TEST_CASE("measured costs cut a deliberately unbalanced network where the work i
         return t;
     };
     const std::vector<std::size_t> want2{5}, want3{5, 6};
-    CHECK(ps::balanced_partition(std::vector<double>(6, 1.0), 2) != want2);  // equal costs would not give it
-    CHECK(ps::balanced_partition(std::vector<double>(7, 1.0), 3) != want3);
-    const auto p2 = measure_until([&] { return ps::balanced_partition(totals(ps::measure_layer_costs<net2>(16, 9)), 2); },
+    CHECK(pipeprop::balanced_partition(std::vector<double>(6, 1.0), 2) != want2);  // equal costs would not give it
+    CHECK(pipeprop::balanced_partition(std::vector<double>(7, 1.0), 3) != want3);
+    const auto p2 = measure_until([&] { return pipeprop::balanced_partition(totals(ps::measure_layer_costs<net2>(16, 9)), 2); },
                                   [&](const std::vector<std::size_t>& p) { return p == want2; });
     CHECK(p2 == want2);
-    const auto p3 = measure_until([&] { return ps::balanced_partition(totals(ps::measure_layer_costs<net3>(16, 9)), 3); },
+    const auto p3 = measure_until([&] { return pipeprop::balanced_partition(totals(ps::measure_layer_costs<net3>(16, 9)), 3); },
                                   [&](const std::vector<std::size_t>& p) { return p == want3; });
     CHECK(p3 == want3);
 }

@@ -12,18 +12,14 @@
 // forward of micro-batch n at stage s sees max(n0, n - D_s) updates, its backward n updates: identical bits to the
 // sequential reference (pb/sequential_executor.hpp), which the tests check for every policy.
 //
-// Lanes. The stages are grouped into L lanes of consecutive stages (options::lanes; by default one per core of the task
-// arena, at most S, cut by sync::balanced_partition so that the lanes' measured per-tick costs are as even as possible;
-// L = S gives one node per stage). One serial flow-graph node per lane runs, per tick, the ticks of its stages in turn.
-// Inside a lane, stages still exchange explicit boundary messages (channel copies; a message sent at tick t is kept for
-// the neighbour's tick t + 1); only messages between lanes travel through the graph. Why: with one node per stage,
-// TBB's work stealing runs each stage on whichever thread is free, so activations, stage messages and stage state keep
-// crossing between cores. On this project's 2-core machine, at times when a cache line takes 440-510 ns to cross
-// between the two cores (bench/core_round_trip.cpp), the stages' busy times then summed to 1.47x those of the
-// sequential reference (concurrent / sequential samples/s 1.20-1.34); with two lanes and cache-line-aligned per-stage
-// state (no line written by two cores except the boundary channels between lanes) the sum is 1.17-1.19x and the median
-// per-round ratio 1.49-1.66 (bench/pb_executors.sh, three runs). The results do not depend on the lanes (the clocked
-// model fixes every input of every tick); the tests run L = 1, 2, 3, S and the default.
+// Lanes. The stages are grouped into lanes of consecutive stages (a lane_plan, pb/lane_plan.hpp: made by pb::engine
+// from options::lanes and measured per-tick costs, or given as options::lane_starts). One serial flow-graph node per
+// lane runs, per tick, the ticks of its stages in turn. Inside a lane, stages still exchange explicit boundary messages
+// (channel copies; a message sent at tick t is kept for the neighbour's tick t + 1); only messages between lanes travel
+// through the graph. Why: with one node per stage, TBB's work stealing runs each stage on whichever thread is free, so
+// activations, stage messages and stage state keep crossing between cores (bench/README.md has the measurements).
+// The results do not depend on the lanes (the clocked model fixes every input of every tick); the tests run L = 1, 2,
+// 3, S and the default.
 //
 // Graph (one serial node per lane; every message carries the tick it is for as its tag):
 //   forward message from lane l - 1 (lane 0: the pushed token) --+
@@ -80,7 +76,7 @@
 #include "pipeprop/pb/executor.hpp"
 #include "pipeprop/pb/stage_state.hpp"
 #include "pipeprop/stage_error.hpp"
-#include "pipeprop/sync/balanced_partition.hpp"
+#include "pipeprop/pb/lane_plan.hpp"
 
 namespace pipeprop::pb {
 
@@ -107,12 +103,11 @@ public:
     /// Messages in flight per boundary and direction (see the file comment for the proof).
     static constexpr std::size_t channel_capacity = 2;
 
-    /// Builds the channels, D_s + 1 activation slots per stage for up to max_b samples, the lanes (`lanes` serial
-    /// nodes, see the file comment; 0 = one per core) and the graph; push_buffer (>= 1) tokens are buffered before
-    /// the graph runs. When some lane gets more than one stage (1 < lanes < S), each stage's tick is first timed a
-    /// few times on scratch buffers (no state changes; measure_stage_costs) to balance the lanes.
+    /// Builds the channels, D_s + 1 activation slots per stage for up to max_b samples, one serial node per lane of
+    /// `lanes` (default: one lane per stage; throws std::invalid_argument for a plan that is not one for S stages,
+    /// check_lane_plan) and the graph; push_buffer (>= 1) tokens are buffered before the graph runs.
     concurrent_executor(const stack_type& stack, std::vector<stage_type>& stages, std::size_t max_b,
-                        std::size_t push_buffer, std::size_t lanes = 0)
+                        std::size_t push_buffer, const lane_plan& lanes)
         : stack_(stack), stages_(stages), push_buffer_(push_buffer) {
         const std::size_t count = stages.size();
         per_.reserve(count);
@@ -145,7 +140,7 @@ public:
         }
         pending_.reserve(push_buffer);
         completed_.reserve(push_buffer + 2 * count + 1);
-        plan_lanes(lanes, max_b);
+        apply(lanes);
         build_graph();
         resynchronize();
     }
@@ -258,92 +253,18 @@ private:
         return m;
     }
 
-    /// Per-tick cost of every stage (seconds, median of 9 rounds), measured as a tick runs: copy a payload in,
-    /// forward into one activation slot, copy the output out, backward from another slot (the one the real run
-    /// would read, written several ticks before), and the momentum update (timed on up to 2^16 scratch elements and
-    /// scaled to the stage's parameter count). Rounds visit the stages in turn, so each stage finds the caches as
-    /// the others left them. Reads the stages' weights, writes only scratch buffers, activation slots and
-    /// workspaces (all overwritten before a micro-batch uses them): no state of the run changes.
-    std::vector<double> measure_stage_costs(std::size_t b) {
-        constexpr std::size_t update_probe = std::size_t{1} << 16;
+    /// Groups the stages into the plan's lanes.
+    void apply(const lane_plan& plan) {
         const std::size_t count = stages_.size();
-        std::size_t max_p = 0, max_io = 0;
-        for (std::size_t s = 0; s < count; ++s) {
-            max_p = std::max(max_p, stages_[s].parameter_count());
-            const auto& act = per_[s]->slots[0].act;
-            max_io = std::max({max_io, b * act.input_size(), b * act.output_size()});
-        }
-        aligned_vector<T> g(max_p), io(max_io), w(std::min(max_p, update_probe)), v(w.size()), gu(w.size()),
-            fw(w.size());
-        const optim::update_coefficients<T> c = optim::heavy_ball(T(0), T(0), T(0));
-        // The probe runs on copies of the stages' running state (stateful layers): it must not advance the real one.
-        std::vector<std::vector<T>> probe_state(count);
-        for (std::size_t s = 0; s < count; ++s)
-            probe_state[s].assign(stages_[s].state().begin(), stages_[s].state().end());
-        for (std::size_t s = 0; s < count; ++s)  // every slot holds a forward's stashes before any backward reads it
-            for (slot& sl : per_[s]->slots) {
-                std::copy_n(io.data(), b * sl.act.input_size(), sl.act.input());
-                stages_[s].program().forward(stack_, stages_[s].weights(), sl.act, b, per_[s]->ws, probe_state[s]);
-            }
-        std::vector<std::vector<double>> times(count);
-        for (std::size_t round = 0; round < 9; ++round)
-            for (std::size_t s = 0; s < count; ++s) {
-                stage_type& st = stages_[s];
-                per_stage& p = *per_[s];
-                const std::size_t pc = st.parameter_count();
-                slot& forward_slot = p.slots[round % p.slots.size()];
-                slot& backward_slot = p.slots[(round + 1) % p.slots.size()];
-                // Stage 0 reads zeros (io's initial value; also a valid token id where the first layer reads them,
-                // integer_input), a later stage what the stage before it left in io.
-                if (s == 0) std::fill_n(io.data(), b * forward_slot.act.input_size(), T(0));
-                const auto t0 = std::chrono::steady_clock::now();
-                std::copy_n(io.data(), b * forward_slot.act.input_size(), forward_slot.act.input());
-                st.program().forward(stack_, st.weights(), forward_slot.act, b, p.ws, probe_state[s]);
-                std::copy_n(forward_slot.act.output(), b * forward_slot.act.output_size(), io.data());
-                std::copy_n(io.data(), b * backward_slot.act.output_size(), backward_slot.act.output_gradient());
-                st.program().backward(stack_, st.weights(), {g.data(), pc}, backward_slot.act, b, p.ws, s > 0,
-                                      probe_state[s]);
-                if (s > 0)
-                    std::copy_n(backward_slot.act.input_gradient(), b * backward_slot.act.input_size(), io.data());
-                const auto t1 = std::chrono::steady_clock::now();
-                const std::size_t n = std::min(pc, w.size());
-                optim::momentum_update(n, w.data(), v.data(), gu.data(), c);
-                if (!p.forward_weights.empty()) std::copy_n(w.data(), n, fw.data());
-                const auto t2 = std::chrono::steady_clock::now();
-                const double update =
-                    n == 0 ? 0.0
-                           : std::chrono::duration<double>(t2 - t1).count() * static_cast<double>(pc) /
-                                 static_cast<double>(n);
-                times[s].push_back(std::chrono::duration<double>(t1 - t0).count() + update);
-            }
-        std::vector<double> costs(count);
-        for (std::size_t s = 0; s < count; ++s) {
-            std::sort(times[s].begin(), times[s].end());
-            costs[s] = times[s][times[s].size() / 2];
-        }
-        return costs;
-    }
-
-    /// Cuts the stages into lanes: `requested` lanes (0: the task arena's concurrency), at most S; balanced by
-    /// measured stage costs when a lane gets more than one stage.
-    void plan_lanes(std::size_t requested, std::size_t max_b) {
-        const std::size_t count = stages_.size();
-        std::size_t n = requested != 0 ? requested
-                                       : static_cast<std::size_t>(std::max(1, tbb::this_task_arena::max_concurrency()));
-        n = std::min(n, count);
-        std::vector<std::size_t> firsts{0};
-        if (n == count) {
-            for (std::size_t s = 1; s < count; ++s) firsts.push_back(s);
-        } else if (n > 1) {
-            for (std::size_t point : sync::balanced_partition(measure_stage_costs(max_b), n)) firsts.push_back(point);
-        }
+        check_lane_plan(plan.first_stage, count);
+        const std::vector<std::size_t>& firsts = plan.first_stage;
         lane_of_.assign(count, 0);
         for (std::size_t l = 0; l < firsts.size(); ++l) {
             lane ln;
             ln.first = firsts[l];
             ln.end = l + 1 < firsts.size() ? firsts[l + 1] : count;
             for (std::size_t s = ln.first; s < ln.end; ++s) lane_of_[s] = l;
-            lanes_.push_back(std::move(ln));
+            lanes_.push_back(ln);
         }
         // Tick 0's inputs inside a lane: empty messages (the graph seeds the edges between lanes).
         for (std::size_t s = 0; s < count; ++s) {

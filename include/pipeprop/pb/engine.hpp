@@ -47,6 +47,7 @@
 #include "pipeprop/pb/concurrent_executor.hpp"
 #include "pipeprop/pb/executor.hpp"
 #include "pipeprop/pb/hyperparameters.hpp"
+#include "pipeprop/pb/lane_plan.hpp"
 #include "pipeprop/pb/micro_batch.hpp"
 #include "pipeprop/pb/optimizer.hpp"
 #include "pipeprop/pb/policies.hpp"
@@ -131,7 +132,24 @@ public:
                 std::make_unique<sequential_executor<Net, Policy, T, Loss, Optimizer>>(stack_, stages_, opt.max_batch);
         else
             executor_ = std::make_unique<concurrent_executor<Net, Policy, T, Loss, Optimizer>>(
-                stack_, stages_, opt.max_batch, opt.push_buffer, opt.lanes);
+                stack_, stages_, opt.max_batch, opt.push_buffer, lane_plan_for(opt));
+    }
+
+    /// The lanes the concurrent executor gets (pb/lane_plan.hpp): options::lane_starts as given (checked), else
+    /// options::lanes lanes (0: the task arena's concurrency) clamped to [1, S]: one per stage when S, one when 1,
+    /// otherwise plan_lanes over measure_tick_costs of this cut (a few ticks per stage timed on scratch buffers).
+    [[nodiscard]] lane_plan lane_plan_for(const options_type& opt) const {
+        const std::size_t S = ranges_.size();
+        if (!opt.lane_starts.empty()) {
+            check_lane_plan(opt.lane_starts, S);
+            return {opt.lane_starts};
+        }
+        std::size_t n = opt.lanes != 0 ? opt.lanes
+                                       : static_cast<std::size_t>(std::max(1, tbb::this_task_arena::max_concurrency()));
+        n = std::min(n, S);
+        if (n == S) return one_lane_per_stage(S);
+        if (n == 1) return {};
+        return plan_lanes(measure_tick_costs<Net, T>(ranges_, opt.max_batch, 9, opt.seed), n);
     }
 
     /// The dynamic programs of runtime ranges, after the partition checks (a bad range must not reach the stack).

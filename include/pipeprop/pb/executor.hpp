@@ -43,8 +43,13 @@ struct options {
     /// Concurrent executor: the serial flow-graph nodes ("lanes") the stages are grouped into, each lane a run of
     /// consecutive stages whose ticks one node runs in turn, so that a stage's weights and activations stay on the
     /// core that runs its lane. 0 (default): one lane per core of the task arena, at most S, the cut balanced by
-    /// the stages' measured costs; S (or more): one node per stage. The results do not depend on it.
+    /// the stages' measured per-tick costs (pb::plan_lanes over pb::measure_tick_costs, run by the engine's
+    /// constructor); S (or more): one node per stage. The results do not depend on it.
     std::size_t lanes = 0;
+    /// Concurrent executor: an explicit lane plan (pb/lane_plan.hpp: the first stage of each lane, e.g. from
+    /// plan_lanes over measure_tick_costs or one's own); when given, `lanes` is not read and nothing is measured.
+    /// Throws std::invalid_argument at engine construction when it is not a plan for the engine's S stages.
+    std::vector<std::size_t> lane_starts{};
     std::size_t eval_batch = 64;           ///< samples per forward pass in evaluate() (>= 1)
     std::uint64_t seed = 1;                ///< layer_stack::init_parameters seed (per layer; independent of the cut)
     typename Policy::parameters policy{};  ///< the policy's runtime knobs (PipeMare: warm-up, EMA decay)

@@ -1,5 +1,6 @@
-// pipeprop/sync/balanced_partition.hpp: cut L layers with per-layer costs into p contiguous stages so that the
-// most expensive stage is as cheap as possible (the pipeline's pace is set by its slowest stage).
+// pipeprop/balanced_partition.hpp: cut L layers with per-layer costs into p contiguous stages so that the
+// most expensive stage is as cheap as possible (the pipeline's pace is set by its slowest stage). Used by the
+// synchronous executors' --stages balanced and by PB's lane planner (pb/lane_plan.hpp: stages into lanes).
 #pragma once
 
 #include <algorithm>
@@ -11,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace pipeprop::sync {
+namespace pipeprop {
 
 /// Split points (p - 1 of them, strictly increasing in (0, L); pass them to partition_at) of the contiguous cut of
 /// layers with costs[0..L) into p non-empty stages that minimizes the largest stage cost (sum of its layers'
@@ -26,15 +27,15 @@ namespace pipeprop::sync {
                                                                  std::span<const bool> cut_allowed = {}) {
     const std::size_t L = costs.size();
     if (!cut_allowed.empty() && cut_allowed.size() != L)
-        throw std::invalid_argument("pipeprop::sync::balanced_partition: cut_allowed has " +
+        throw std::invalid_argument("pipeprop::balanced_partition: cut_allowed has " +
                                     std::to_string(cut_allowed.size()) + " entries for " + std::to_string(L) +
                                     " layers");
     if (p == 0 || p > L)
-        throw std::invalid_argument("pipeprop::sync::balanced_partition: cannot cut " + std::to_string(L) +
+        throw std::invalid_argument("pipeprop::balanced_partition: cannot cut " + std::to_string(L) +
                                     " layers into " + std::to_string(p) + " non-empty stages");
     for (std::size_t i = 0; i < L; ++i)
         if (!(costs[i] >= 0) || !std::isfinite(costs[i]))
-            throw std::invalid_argument("pipeprop::sync::balanced_partition: cost of layer " + std::to_string(i) +
+            throw std::invalid_argument("pipeprop::balanced_partition: cost of layer " + std::to_string(i) +
                                         " is negative or not finite");
     std::vector<double> prefix(L + 1, 0);
     for (std::size_t i = 0; i < L; ++i) prefix[i + 1] = prefix[i] + costs[i];
@@ -54,7 +55,7 @@ namespace pipeprop::sync {
                 }
             }
     if (best[p][L] == inf)
-        throw std::invalid_argument("pipeprop::sync::balanced_partition: no cut of the " + std::to_string(L) +
+        throw std::invalid_argument("pipeprop::balanced_partition: no cut of the " + std::to_string(L) +
                                     " layers into " + std::to_string(p) + " stages respects the allowed cut points");
     std::vector<std::size_t> points(p - 1);
     std::size_t i = L;
@@ -65,4 +66,4 @@ namespace pipeprop::sync {
     return points;
 }
 
-}  // namespace pipeprop::sync
+}  // namespace pipeprop
