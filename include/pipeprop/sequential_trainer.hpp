@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "pipeprop/check_policies.hpp"
 #include "pipeprop/checkpoint.hpp"
 #include "pipeprop/layer_stack.hpp"
 #include "pipeprop/loss/default_loss.hpp"
@@ -69,16 +70,7 @@ public:
     using stack_type = layer_stack<Net, T>;
     using value_type = T;
     using output_shape = typename stack_type::output_shape;
-    static_assert(check_loss_fits_output<Loss, output_shape>(),
-                  "pipeprop::sequential_trainer: the Loss does not fit the network's output (see the message above).");
-    static_assert(std::is_same_v<typename Loss::value_type, T>,
-                  "pipeprop::sequential_trainer: the Loss must be instantiated for the trainer's value type T.");
-    static_assert(optim::optimizer_policy<Optimizer>,
-                  "pipeprop::sequential_trainer: the Optimizer is not an optimizer policy "
-                  "(optim/optimizer_policy.hpp: config_type, name, state_buffer_names, step, step_count, "
-                  "state_buffer).");
-    static_assert(std::is_same_v<typename Optimizer::value_type, T>,
-                  "pipeprop::sequential_trainer: the Optimizer must be instantiated for the trainer's value type T.");
+    static_assert(check_policies<Loss, Optimizer, T, output_shape>());
     using loss_type = Loss;
     using optimizer_type = Optimizer;
     using config_type = basic_sequential_trainer_config<typename Optimizer::config_type>;

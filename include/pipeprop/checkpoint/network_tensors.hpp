@@ -19,6 +19,26 @@
 namespace pipeprop {
 
 namespace detail {
+/// Calls f(offset, name, shape) for every parameter tensor of Net (value type T), in block order, its name
+/// node_tensor_name(node, tensor, suffix).
+template <network_type Net, class T, class F>
+void for_each_parameter_tensor(std::string_view suffix, F&& f) {
+    using stack = layer_stack<Net, T>;
+    const network_signature sig = signature_of<Net, T>();
+    for (std::size_t i = 0; i < sig.layer_count(); ++i) {
+        std::size_t off = stack::parameter_offset[i];
+        for (const auto& t : sig.layers[i]) {
+            f(off, node_tensor_name(stack::node_names[i], t.name, suffix), t.shape);
+            off += shape_size(t.shape);
+        }
+    }
+}
+inline void check_block(std::size_t got, std::size_t want, const char* who) {
+    if (got != want)
+        throw checkpoint_error(std::string("pipeprop::") + who + ": block has " + std::to_string(got) +
+                               " values, the network " + std::to_string(want));
+}
+
 /// Calls f(offset, name, shape) for every tensor of the state block of layer_stack Stack, in block order.
 template <class Stack, class F>
 void for_each_state_tensor(F&& f) {
@@ -49,38 +69,20 @@ void for_each_state_tensor(F&& f) {
 /// like the parameters). Throws checkpoint_error for a wrong block size or a duplicate name.
 template <network_type Net, class T>
 void add_network_tensors(checkpoint& c, std::span<const T> w, std::string_view suffix = {}) {
-    using stack = layer_stack<Net, T>;
-    if (w.size() != stack::parameter_count)
-        throw checkpoint_error("pipeprop::add_network_tensors: block has " + std::to_string(w.size()) +
-                               " values, the network " + std::to_string(stack::parameter_count));
-    const network_signature sig = signature_of<Net, T>();
-    for (std::size_t i = 0; i < sig.layer_count(); ++i) {
-        std::size_t off = stack::parameter_offset[i];
-        for (const auto& t : sig.layers[i]) {
-            const std::size_t n = detail::shape_size(t.shape);
-            c.add_tensor<T>(node_tensor_name(stack::node_names[i], t.name, suffix), t.shape, w.subspan(off, n));
-            off += n;
-        }
-    }
+    detail::check_block(w.size(), layer_stack<Net, T>::parameter_count, "add_network_tensors");
+    detail::for_each_parameter_tensor<Net, T>(suffix, [&](std::size_t off, std::string name, const auto& shape) {
+        c.add_tensor<T>(name, shape, w.subspan(off, detail::shape_size(shape)));
+    });
 }
 
 /// Reads a block laid out like Net's parameters from the tensors add_network_tensors wrote (same suffix) into
 /// w [parameter_count]. Throws checkpoint_error naming the first missing or mismatching tensor.
 template <network_type Net, class T>
 void read_network_tensors(const checkpoint& c, std::span<T> w, std::string_view suffix = {}) {
-    using stack = layer_stack<Net, T>;
-    if (w.size() != stack::parameter_count)
-        throw checkpoint_error("pipeprop::read_network_tensors: block has " + std::to_string(w.size()) +
-                               " values, the network " + std::to_string(stack::parameter_count));
-    const network_signature sig = signature_of<Net, T>();
-    for (std::size_t i = 0; i < sig.layer_count(); ++i) {
-        std::size_t off = stack::parameter_offset[i];
-        for (const auto& t : sig.layers[i]) {
-            const std::size_t n = detail::shape_size(t.shape);
-            c.read_tensor<T>(node_tensor_name(stack::node_names[i], t.name, suffix), t.shape, w.subspan(off, n));
-            off += n;
-        }
-    }
+    detail::check_block(w.size(), layer_stack<Net, T>::parameter_count, "read_network_tensors");
+    detail::for_each_parameter_tensor<Net, T>(suffix, [&](std::size_t off, std::string name, const auto& shape) {
+        c.read_tensor<T>(name, shape, w.subspan(off, detail::shape_size(shape)));
+    });
 }
 
 /// Adds the running-state block s [layer_stack<Net, T>::state_count] of network Net's stateful layers
@@ -90,9 +92,7 @@ void read_network_tensors(const checkpoint& c, std::span<T> w, std::string_view 
 template <network_type Net, class T>
 void add_network_state(checkpoint& c, std::span<const T> s) {
     using stack = layer_stack<Net, T>;
-    if (s.size() != stack::state_count)
-        throw checkpoint_error("pipeprop::add_network_state: block has " + std::to_string(s.size()) +
-                               " values, the network " + std::to_string(stack::state_count));
+    detail::check_block(s.size(), stack::state_count, "add_network_state");
     detail::for_each_state_tensor<stack>([&](std::size_t off, std::string name, std::vector<std::size_t> shape) {
         const std::size_t n = detail::shape_size(shape);
         c.add_tensor<T>(name, shape, s.subspan(off, n));
@@ -104,9 +104,7 @@ void add_network_state(checkpoint& c, std::span<const T> s) {
 template <network_type Net, class T>
 void read_network_state(const checkpoint& c, std::span<T> s) {
     using stack = layer_stack<Net, T>;
-    if (s.size() != stack::state_count)
-        throw checkpoint_error("pipeprop::read_network_state: block has " + std::to_string(s.size()) +
-                               " values, the network " + std::to_string(stack::state_count));
+    detail::check_block(s.size(), stack::state_count, "read_network_state");
     detail::for_each_state_tensor<stack>([&](std::size_t off, std::string name, std::vector<std::size_t> shape) {
         const std::size_t n = detail::shape_size(shape);
         c.read_tensor<T>(name, shape, s.subspan(off, n));

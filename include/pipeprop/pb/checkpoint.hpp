@@ -29,6 +29,7 @@
 
 #include "pipeprop/checkpoint.hpp"
 #include "pipeprop/checkpoint/training_state.hpp"
+#include "pipeprop/network_blocks.hpp"
 #include "pipeprop/pb/engine.hpp"
 
 namespace pipeprop::pb {
@@ -62,20 +63,15 @@ void save_state(const engine<Net, Policy, T, Loss, Optimizer>& e, checkpoint& c)
     // The stages' slices of a per-parameter buffer, gathered into the network's block layout.
     auto gathered = [&](auto field) {
         std::vector<T> block(stack::parameter_count);
-        for (const auto& st : e.stages()) {
-            const auto src = field(st);
-            std::copy(src.begin(), src.end(),
-                      block.begin() + static_cast<std::ptrdiff_t>(stack::parameter_offset[st.range().begin]));
-        }
+        gather_network_block<stack>(e.stages(), std::span<T>(block), field, "pipeprop::pb::save_state");
         return block;
     };
     const std::vector<T> weights = gathered([](const auto& st) { return st.weights(); });
     std::vector<std::vector<T>> optimizer_state;
     for (std::size_t k = 0; k < Optimizer::state_buffer_names.size(); ++k)
         optimizer_state.push_back(gathered([k](const auto& st) { return st.optimizer_state(k); }));
-    std::vector<T> state;
-    state.reserve(stack::state_count);
-    for (const auto& st : e.stages()) state.insert(state.end(), st.state().begin(), st.state().end());
+    std::vector<T> state(stack::state_count);
+    gather_network_state<stack>(e.stages(), std::span<T>(state), "pipeprop::pb::save_state");
     // The trainers' layout (checkpoint/training_state.hpp), then PB's own buffers and scalars.
     add_training_state<Net, Optimizer, T>(c, std::span<const T>(weights),
                                           std::vector<std::span<const T>>(optimizer_state.begin(),
@@ -135,19 +131,19 @@ void load_state(engine<Net, Policy, T, Loss, Optimizer>& e, const checkpoint& c,
     for (std::size_t s = 0; s < last_lr.size(); ++s)
         last_lr[s] = c.scalar_as<T>(detail::stage_scalar(s, "last_learning_rate"));
 
-    auto scatter = [](const std::vector<T>& src, std::span<T> dst, layer_range r) {
-        std::copy_n(src.begin() + static_cast<std::ptrdiff_t>(stack::parameter_offset[r.begin]), dst.size(),
-                    dst.begin());
-    };
-    for (auto& st : e.stages()) {
-        scatter(ts.parameters, st.weights(), st.range());
-        for (std::size_t k = 0; k < ts.optimizer_state.size(); ++k)
-            scatter(ts.optimizer_state[k], st.optimizer_state(k), st.range());
-        if (!step.empty()) scatter(step, st.last_step(), st.range());
-        if (!delta.empty()) scatter(delta, st.discrepancy(), st.range());
-        std::copy_n(ts.state.begin() + static_cast<std::ptrdiff_t>(stack::state_offset[st.range().begin]),
-                    st.state().size(), st.state().begin());
-    }
+    constexpr const char* who = "pipeprop::pb::load_state";
+    auto& stages = e.stages();
+    scatter_network_block<stack>(std::span<const T>(ts.parameters), stages, [](auto& st) { return st.weights(); },
+                                 who);
+    for (std::size_t k = 0; k < ts.optimizer_state.size(); ++k)
+        scatter_network_block<stack>(std::span<const T>(ts.optimizer_state[k]), stages,
+                                     [k](auto& st) { return st.optimizer_state(k); }, who);
+    if (!step.empty())
+        scatter_network_block<stack>(std::span<const T>(step), stages, [](auto& st) { return st.last_step(); }, who);
+    if (!delta.empty())
+        scatter_network_block<stack>(std::span<const T>(delta), stages, [](auto& st) { return st.discrepancy(); },
+                                     who);
+    scatter_network_state<stack>(std::span<const T>(ts.state), stages, who);
     e.restore_counters(static_cast<std::size_t>(micro_batches), static_cast<std::size_t>(samples), last_lr);
 }
 

@@ -39,10 +39,12 @@
 #include <string>
 #include <vector>
 
+#include "pipeprop/check_policies.hpp"
 #include "pipeprop/layer_stack.hpp"
 #include "pipeprop/loss/default_loss.hpp"
 #include "pipeprop/loss/loss_policy.hpp"
 #include "pipeprop/evaluation.hpp"
+#include "pipeprop/network_blocks.hpp"
 #include "pipeprop/non_finite_loss_error.hpp"
 #include "pipeprop/pb/concurrent_executor.hpp"
 #include "pipeprop/pb/executor.hpp"
@@ -67,7 +69,7 @@ using pipeprop::check_partition;
 template <network_type Net, mitigation_policy Policy, class T = float,
           class Loss = pipeprop::detail::default_loss_t<Net, T>, class Optimizer = optim::sgd<T>>
 class engine {
-    static_assert(check_loss_fits_output<Loss, typename layer_stack<Net, T>::output_shape>());
+    static_assert(check_policies<Loss, Optimizer, T, typename layer_stack<Net, T>::output_shape>());
     static_assert(check_pb_optimizer<Policy, Optimizer, T>());
 
 public:
@@ -305,12 +307,12 @@ public:
     /// order) into out. Throws std::invalid_argument for a wrong size.
     void copy_parameters(std::span<T> out) const {
         require_usable("copy_parameters");
-        gather(out, [](const stage_type& st) { return st.weights(); });
+        gather_network_block<stack_type>(stages_, out, [](const stage_type& st) { return st.weights(); }, who);
     }
     /// Same for the momentum velocities (AdamW: the first moments).
     void copy_velocities(std::span<T> out) const {
         require_usable("copy_velocities");
-        gather(out, [](const stage_type& st) { return st.velocity(); });
+        gather_network_block<stack_type>(stages_, out, [](const stage_type& st) { return st.velocity(); }, who);
     }
     /// Same for buffer k of the optimizer's state (Optimizer::state_buffer_names[k]: SGD velocity; AdamW first and
     /// second moment). Throws std::out_of_range for k >= the number of buffers, std::invalid_argument for a size.
@@ -319,7 +321,8 @@ public:
         if (k >= Optimizer::state_buffer_names.size())
             throw std::out_of_range("pipeprop::pb::engine::copy_optimizer_state: buffer " + std::to_string(k) + " of " +
                                     std::to_string(Optimizer::state_buffer_names.size()));
-        gather(out, [k](const stage_type& st) { return st.optimizer_state(k); });
+        gather_network_block<stack_type>(stages_, out, [k](const stage_type& st) { return st.optimizer_state(k); },
+                                         who);
     }
     /// Replaces every stage's weights with slices of a network parameter block [parameter_count] (e.g. an SGD
     /// checkpoint); velocities and policy state are left as they are. Throws std::logic_error when micro-batches
@@ -327,13 +330,8 @@ public:
     void load_parameters(std::span<const T> block) {
         require_usable("load_parameters");
         require_drained("load_parameters");
-        if (block.size() != stack_type::parameter_count)
-            throw std::invalid_argument("pipeprop::pb::engine::load_parameters: block has " +
-                                        std::to_string(block.size()) + " elements, expected " +
-                                        std::to_string(stack_type::parameter_count));
-        for (stage_type& st : stages_)
-            std::copy_n(block.data() + stack_type::parameter_offset[st.range().begin], st.parameter_count(),
-                        st.weights().data());
+        scatter_network_block<stack_type>(block, stages_, [](stage_type& st) { return st.weights(); },
+                                          "pipeprop::pb::engine::load_parameters");
         for (stage_type& st : stages_) st.restore(st.updates(), st.last_learning_rate());
         executor_->resynchronize();
     }
@@ -408,17 +406,7 @@ private:
             throw std::logic_error(std::string("pipeprop::pb::engine::") + what + ": " + std::to_string(in_flight()) +
                                    " micro-batches are in flight; call drain() first");
     }
-    template <class F>
-    void gather(std::span<T> out, F field) const {
-        if (out.size() != stack_type::parameter_count)
-            throw std::invalid_argument("pipeprop::pb::engine: output block has " + std::to_string(out.size()) +
-                                        " elements, expected " + std::to_string(stack_type::parameter_count));
-        for (const stage_type& st : stages_) {
-            const auto src = field(st);
-            std::copy(src.begin(), src.end(),
-                      out.begin() + static_cast<std::ptrdiff_t>(stack_type::parameter_offset[st.range().begin]));
-        }
-    }
+    static constexpr const char* who = "pipeprop::pb::engine";
     /// Counts the completed micro-batches, then throws non_finite_loss_error for the first one whose loss is NaN or
     /// infinite (every counter is up to date when it throws).
     void account(std::span<const completed_micro_batch<T>> done) {

@@ -59,8 +59,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "pipeprop/check_policies.hpp"
 #include "pipeprop/boundary_channel.hpp"
 #include "pipeprop/evaluation.hpp"
+#include "pipeprop/network_blocks.hpp"
 #include "pipeprop/non_finite_loss_error.hpp"
 #include "pipeprop/layer_stack.hpp"
 #include "pipeprop/loss/default_loss.hpp"
@@ -97,16 +99,7 @@ public:
     using loss_type = Loss;
     using optimizer_type = Optimizer;
     using options_type = basic_executor_options<typename Optimizer::config_type>;
-    static_assert(check_loss_fits_output<Loss, typename stack_type::output_shape>());
-    static_assert(std::is_same_v<typename Loss::value_type, T>,
-                  "pipeprop::sync::schedule_executor: the Loss must be instantiated for the executor's value type T.");
-    static_assert(optim::optimizer_policy<Optimizer>,
-                  "pipeprop::sync::schedule_executor: the Optimizer is not an optimizer policy "
-                  "(optim/optimizer_policy.hpp: config_type, name, state_buffer_names, step, step_count, "
-                  "state_buffer).");
-    static_assert(std::is_same_v<typename Optimizer::value_type, T>,
-                  "pipeprop::sync::schedule_executor: the Optimizer must be instantiated for the executor's value "
-                  "type T.");
+    static_assert(check_policies<Loss, Optimizer, T, typename stack_type::output_shape>());
     static constexpr std::size_t input_size = stack_type::input_shape::size;
     /// int32 targets per sample: 1 (a class label) or L (a sequence's next tokens).
     static constexpr std::size_t targets_per_sample = Loss::targets_per_sample;
@@ -271,14 +264,23 @@ public:
     step_result step_or_undo(std::span<const T> x, std::span<const std::int32_t> labels, double lr,
                              std::uint64_t samples_seen) {
         const std::uint64_t step_number = steps_;
-        const std::vector<T> w = parameters(), rs = state();
-        std::vector<std::vector<T>> buffers;
-        for (std::size_t k = 0; k < optimizer_buffer_count; ++k) buffers.push_back(optimizer_state(k));
+        // The state before the step, in buffers allocated once (the first call) and filled in place.
+        undo_.resize(2 + optimizer_buffer_count);
+        undo_[0].resize(stack_type::parameter_count);
+        undo_[1].resize(stack_type::state_count);
+        copy_parameters(undo_[0]);
+        gather_network_state<stack_type>(stages_, std::span<T>(undo_[1]), who);
+        for (std::size_t k = 0; k < optimizer_buffer_count; ++k) {
+            undo_[2 + k].resize(stack_type::parameter_count);
+            gather_network_block<stack_type>(
+                stages_, std::span<T>(undo_[2 + k]),
+                [k](const stage_type& s) { return s.optimizer().state_buffer(k); }, who);
+        }
         const step_result r = step(x, labels, lr);
         if (!std::isfinite(r.loss)) {
-            set_parameters(w);
-            for (std::size_t k = 0; k < optimizer_buffer_count; ++k) set_optimizer_state(k, buffers[k]);
-            set_state(rs);
+            set_parameters(undo_[0]);
+            for (std::size_t k = 0; k < optimizer_buffer_count; ++k) set_optimizer_state(k, undo_[2 + k]);
+            set_state(undo_[1]);
             for (auto& st : stages_) st->optimizer().set_step_count(st->optimizer().step_count() - 1);
             --steps_;
             throw non_finite_loss_error("pipeprop::sync: the loss became " +
@@ -325,6 +327,10 @@ public:
     [[nodiscard]] std::vector<T> parameters() const {
         return gather([](const stage_type& s) { return s.parameters(); });
     }
+    /// The same into out [stack_type::parameter_count] (no allocation). Throws std::invalid_argument for a size.
+    void copy_parameters(std::span<T> out) const {
+        gather_network_block<stack_type>(stages_, out, [](const stage_type& s) { return s.parameters(); }, who);
+    }
     /// The last step's gradient of the mean loss, whole-network layout (what the update used: with
     /// max_gradient_norm > 0, the clipped gradient).
     [[nodiscard]] std::vector<T> gradient() const { return gather([](const stage_type& s) { return s.gradient(); }); }
@@ -340,7 +346,8 @@ public:
     /// std::invalid_argument for a wrong size.
     void set_optimizer_state(std::size_t k, std::span<const T> v) {
         check_buffer(k);
-        scatter(v, "set_optimizer_state", [k](stage_type& s) { return s.optimizer().state_buffer(k); });
+        scatter_network_block<stack_type>(v, stages_, [k](stage_type& s) { return s.optimizer().state_buffer(k); },
+                                          "pipeprop::sync::pipeline_executor::set_optimizer_state");
     }
     /// The optimizer's step count (updates applied; AdamW's bias corrections follow it), the same on every stage.
     [[nodiscard]] std::uint64_t optimizer_step_count() const { return stages_.front()->optimizer().step_count(); }
@@ -356,26 +363,18 @@ public:
     }
     /// Sets all parameters from a whole-network block. Throws std::invalid_argument for a wrong size.
     void set_parameters(std::span<const T> w) {
-        scatter(w, "set_parameters", [](stage_type& s) { return s.parameters(); });
+        scatter_network_block<stack_type>(w, stages_, [](stage_type& s) { return s.parameters(); },
+                                          "pipeprop::sync::pipeline_executor::set_parameters");
     }
     /// The running state of the stateful layers, whole-network layout [stack_type::state_count] (empty when none).
     [[nodiscard]] std::vector<T> state() const {
-        std::vector<T> out;
-        out.reserve(stack_type::state_count);
-        for (const auto& st : stages_) out.insert(out.end(), st->state().begin(), st->state().end());
+        std::vector<T> out(stack_type::state_count);
+        gather_network_state<stack_type>(stages_, std::span<T>(out), who);
         return out;
     }
     /// Sets the running state from a whole-network block. Throws std::invalid_argument for a wrong size.
     void set_state(std::span<const T> s) {
-        if (s.size() != stack_type::state_count)
-            throw std::invalid_argument("pipeprop::sync::pipeline_executor::set_state: block has " +
-                                        std::to_string(s.size()) + " elements, the network needs " +
-                                        std::to_string(stack_type::state_count));
-        std::size_t off = 0;
-        for (auto& st : stages_) {
-            std::copy_n(s.begin() + static_cast<std::ptrdiff_t>(off), st->state().size(), st->state().begin());
-            off += st->state().size();
-        }
+        scatter_network_state<stack_type>(s, stages_, "pipeprop::sync::pipeline_executor::set_state");
     }
     /// Sets the momentum-SGD velocity (e.g. from a checkpoint). Throws std::invalid_argument for a wrong size.
     void set_velocity(std::span<const T> v)
@@ -685,29 +684,12 @@ private:
         for (std::size_t s = 0; s < ranges_.size(); ++s) run_ready(s, send);  // the optimizer steps
     }
 
+    static constexpr const char* who = "pipeprop::sync::pipeline_executor";
     template <class Get>
     std::vector<T> gather(Get get) const {
-        std::vector<T> all;
-        all.reserve(stack_type::parameter_count);
-        for (const auto& st : stages_) {
-            const auto part = get(*st);
-            all.insert(all.end(), part.begin(), part.end());
-        }
+        std::vector<T> all(stack_type::parameter_count);
+        gather_network_block<stack_type>(stages_, std::span<T>(all), get, who);
         return all;
-    }
-    template <class Get>
-    void scatter(std::span<const T> src, const char* who, Get get) {
-        if (src.size() != stack_type::parameter_count)
-            throw std::invalid_argument(std::string("pipeprop::sync::pipeline_executor::") + who + ": block has " +
-                                        std::to_string(src.size()) + " elements, the network needs " +
-                                        std::to_string(stack_type::parameter_count));
-        std::size_t off = 0;
-        for (auto& st : stages_) {
-            auto part = get(*st);
-            std::copy(src.begin() + static_cast<std::ptrdiff_t>(off),
-                      src.begin() + static_cast<std::ptrdiff_t>(off + part.size()), part.begin());
-            off += part.size();
-        }
     }
 
     schedule_kind kind_;
@@ -734,6 +716,7 @@ private:
     clock::time_point t0_{};
     std::uint64_t steps_ = 0;
     double clipped_norm_ = 0;
+    std::vector<std::vector<T>> undo_;  // step_or_undo: parameters, running state, optimizer buffers before the step
 };
 
 }  // namespace pipeprop::sync
