@@ -23,7 +23,7 @@
 // releases the buffer (boundary_channel.hpp). Activation memory per stage = slot_plan() slots, i.e. the
 // schedule's peak in-flight count, not m (pitfalls.md item 11).
 //
-// Two executors, chosen at run time (executor_kind), same ops, bit-identical results:
+// Two executors, chosen at run time (executor_kind), same ops (sync/op_runner.hpp runs them), bit-identical results:
 //   concurrent: a oneTBB flow graph with one serial multifunction_node per stage; a node's input is a boundary
 //               message (or the start token); on each message it runs as many of its next ops as are ready and
 //               sends messages to its neighbours' nodes (output port 0: next stage, port 1: previous stage).
@@ -74,6 +74,7 @@
 #include "pipeprop/stage_program.hpp"
 #include "pipeprop/stage_error.hpp"
 #include "pipeprop/stage_inference.hpp"
+#include "pipeprop/sync/op_runner.hpp"
 #include "pipeprop/sync/op_span.hpp"
 #include "pipeprop/sync/schedule.hpp"
 #include "pipeprop/sync/step_plan.hpp"
@@ -153,7 +154,6 @@ private:
                 std::make_unique<stage_type>(stack_, s, programs[s], max_b_, full.slots[s].slots, opt_.optimizer,
                                              targets_per_sample));
         make_channels();
-        runtime_.resize(p);
         std::vector<T> w(stack_type::parameter_count);
         stack_.init_parameters(w, opt_.seed);
         set_parameters(w);
@@ -181,9 +181,8 @@ public:
         counted_ = check_step_input(x, labels, lr);
         const std::size_t m = std::min(opt_.micro_batches, batch);
         const step_plan& pl = plan_for(m);
-        begin_step(pl, x.data(), labels.data(), batch, lr);
+        runner_.begin_step(pl, x.data(), labels.data(), batch, counted_, lr, steps_, opt_.max_gradient_norm > 0);
         const auto t0 = clock::now();
-        t0_ = t0;
         try {
             if (opt_.executor == executor_kind::concurrent) {
                 for (auto& n : nodes_) n->try_put(boundary_message{});
@@ -194,14 +193,14 @@ public:
             if (opt_.max_gradient_norm > 0) {  // global clipping: every stage's p2 is done, then all update
                 const double norm = global_gradient_norm();
                 const T scale = norm > opt_.max_gradient_norm ? static_cast<T>(opt_.max_gradient_norm / norm) : T(1);
-                for (std::size_t s = 0; s < ranges_.size(); ++s) update_stage(s, scale);
+                for (std::size_t s = 0; s < ranges_.size(); ++s) runner_.update_stage(s, scale);
                 clipped_norm_ = norm;
             }
         } catch (...) {
             graph_.reset();
             make_channels();
             for (std::size_t s = 0; s < ranges_.size(); ++s)  // the failed step does not count as a step anywhere
-                if (runtime_[s].updated) {
+                if (runner_.runtime(s).updated) {
                     auto& o = stages_[s]->optimizer();
                     o.set_step_count(o.step_count() - 1);
                 }
@@ -209,16 +208,16 @@ public:
         }
         const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
         for (std::size_t s = 0; s < ranges_.size(); ++s)
-            if (!runtime_[s].updated)
+            if (!runner_.runtime(s).updated)
                 throw std::logic_error("pipeprop::sync::pipeline_executor: stage " + std::to_string(s) +
                                        " did not finish its op list (stopped at op " +
-                                       std::to_string(runtime_[s].next) + ")");
+                                       std::to_string(runner_.runtime(s).next) + ")");
         ++steps_;
         step_result r;
         r.batch = batch;
         r.micro_batches = m;
         r.seconds = seconds;
-        const auto& last = runtime_.back();
+        const auto& last = runner_.runtimes().back();
         for (std::size_t j = 0; j < m; ++j) {  // fixed order: bit-reproducible
             r.loss += last.totals[j].loss_sum;
             r.correct += last.totals[j].correct;
@@ -386,7 +385,7 @@ public:
     /// The spans of the last step: every op and each stage's optimizer step, per stage in execution order.
     [[nodiscard]] std::vector<op_span> spans() const {
         std::vector<op_span> all;
-        for (const auto& rt : runtime_) all.insert(all.end(), rt.spans.begin(), rt.spans.end());
+        for (const auto& rt : runner_.runtimes()) all.insert(all.end(), rt.spans.begin(), rt.spans.end());
         return all;
     }
 
@@ -394,20 +393,6 @@ private:
     using clock = std::chrono::steady_clock;
     using node_type = tbb::flow::multifunction_node<boundary_message, std::tuple<boundary_message, boundary_message>,
                                                     tbb::flow::queueing>;
-
-    // Per-stage state of the running step. Touched only by the stage's own node (serial) or the one thread of
-    // the sequential executor.
-    struct stage_runtime {
-        const std::vector<op>* ops = nullptr;
-        const std::vector<std::size_t>* slot_of = nullptr;
-        std::size_t next = 0;
-        std::size_t p2_done = 0;
-        bool updated = false;
-        std::vector<boundary_message> forward_in, backward_in;  // [m] headers received, by micro-batch
-        std::vector<char> has_forward, has_backward;
-        std::vector<loss_totals> totals;                         // last stage: [m]
-        std::vector<op_span> spans;
-    };
 
     // The plan for m' micro-batches, built on first use; it must fit the buffers allocated for m (step_plan.hpp).
     const step_plan& plan_for(std::size_t m) {
@@ -442,8 +427,8 @@ private:
             nodes_.push_back(std::make_unique<node_type>(
                 graph_, tbb::flow::serial,
                 [this, s](const boundary_message& msg, typename node_type::output_ports_type& ports) {
-                    if (!msg.empty()) deliver(s, msg);
-                    run_ready(s, [&](std::size_t to, const boundary_message& out) {
+                    if (!msg.empty()) runner_.deliver(s, msg);
+                    runner_.run_ready(s, [&](std::size_t to, const boundary_message& out) {
                         if (to > s)
                             std::get<0>(ports).try_put(out);
                         else
@@ -481,190 +466,6 @@ private:
                                     " of " + std::to_string(optimizer_buffer_count));
     }
 
-    void begin_step(const step_plan& pl, const T* x, const std::int32_t* labels, std::size_t batch, double lr) {
-        const std::size_t m = pl.sc.micro_batches;
-        sizes_.assign(m, batch / m);
-        offsets_.assign(m, 0);
-        for (std::size_t j = 0; j < batch % m; ++j) ++sizes_[j];
-        for (std::size_t j = 1; j < m; ++j) offsets_[j] = offsets_[j - 1] + sizes_[j - 1];
-        x_ = x;
-        labels_ = labels;
-        batch_ = batch;
-        lr_ = lr;
-        for (std::size_t s = 0; s < ranges_.size(); ++s) {
-            auto& rt = runtime_[s];
-            rt.ops = &pl.sc.ops[s];
-            rt.slot_of = &pl.slots[s].slot_of;
-            rt.next = 0;
-            rt.p2_done = 0;
-            rt.updated = false;
-            rt.forward_in.assign(m, boundary_message{});
-            rt.backward_in.assign(m, boundary_message{});
-            rt.has_forward.assign(m, 0);
-            rt.has_backward.assign(m, 0);
-            rt.totals.assign(m, loss_totals{});
-            rt.spans.clear();
-            rt.spans.reserve(rt.ops->size() + 1);
-            stages_[s]->zero_gradient();
-        }
-    }
-
-    void deliver(std::size_t s, const boundary_message& msg) {
-        auto& rt = runtime_[s];
-        const bool fwd = msg.dir == direction::forward;
-        if (msg.micro_batch >= rt.has_forward.size() || msg.sequence != steps_)
-            throw std::logic_error("pipeprop::sync::pipeline_executor: stage " + std::to_string(s) +
-                                   " received a message for micro-batch " + std::to_string(msg.micro_batch) +
-                                   " of step " + std::to_string(msg.sequence) + " during step " +
-                                   std::to_string(steps_));
-        (fwd ? rt.forward_in : rt.backward_in)[msg.micro_batch] = msg;
-        (fwd ? rt.has_forward : rt.has_backward)[msg.micro_batch] = 1;
-    }
-
-    [[nodiscard]] bool ready(std::size_t s) const {
-        const auto& rt = runtime_[s];
-        if (rt.next == rt.ops->size()) return !rt.updated && !(opt_.max_gradient_norm > 0);  // the optimizer step
-        const op o = (*rt.ops)[rt.next];
-        if (o.kind == op_kind::forward) return s == 0 || rt.has_forward[o.micro_batch];
-        if (is_backward_p1(o)) return s + 1 == ranges_.size() || rt.has_backward[o.micro_batch];
-        return true;
-    }
-
-    template <class Send>
-    void run_ready(std::size_t s, Send&& send) {
-        while (ready(s)) run_next(s, send);
-    }
-
-    // Copies a received payload into the stage's slot, checking the sample count (pitfalls.md item 3).
-    void receive(std::size_t s, boundary_channel<T>& ch, const boundary_message& msg, std::size_t j, T* dst,
-                 std::size_t elems, std::int32_t* labels_dst) {
-        if (msg.batch != sizes_[j] || msg.micro_batch != j)
-            throw std::logic_error("pipeprop::sync::pipeline_executor: stage " + std::to_string(s) + ", micro-batch " +
-                                   std::to_string(j) + ", " + (msg.dir == direction::forward ? "forward" : "backward") +
-                                   " message: expected [" + std::to_string(sizes_[j]) + ", " + std::to_string(elems) +
-                                   "], got [" + std::to_string(msg.batch) + ", " + std::to_string(elems) + "]");
-        std::memcpy(dst, ch.values(msg.buffer), sizes_[j] * elems * sizeof(T));
-        if (labels_dst)
-            std::memcpy(labels_dst, ch.labels(msg.buffer), sizes_[j] * targets_per_sample * sizeof(std::int32_t));
-        ch.release(msg.buffer);
-    }
-
-    template <class Send>
-    void send_message(std::size_t to, boundary_channel<T>& ch, direction dir, std::size_t j, const T* src,
-                      std::size_t elems, const std::int32_t* labels_src, Send& send) {
-        const std::size_t buf = ch.acquire();
-        std::memcpy(ch.values(buf), src, sizes_[j] * elems * sizeof(T));
-        if (labels_src)
-            std::memcpy(ch.labels(buf), labels_src, sizes_[j] * targets_per_sample * sizeof(std::int32_t));
-        boundary_message msg;
-        msg.micro_batch = j;
-        msg.sequence = steps_;
-        msg.batch = sizes_[j];
-        msg.dir = dir;
-        msg.buffer = buf;
-        send(to, msg);
-    }
-
-    double now() const { return std::chrono::duration<double>(clock::now() - t0_).count(); }
-
-    static const char* phase_name(op_kind k) noexcept {
-        switch (k) {
-            case op_kind::forward: return "forward";
-            case op_kind::backward_input: return "backward-p1";
-            case op_kind::backward_weight: return "backward-p2";
-            case op_kind::backward_fused: return "backward (fused)";
-        }
-        return "op";
-    }
-
-    template <class Send>
-    void run_next(std::size_t s, Send& send) {
-        auto& rt = runtime_[s];
-        auto& st = *stages_[s];
-        const std::size_t p = ranges_.size();
-        const bool last = s + 1 == p;
-        if (rt.next == rt.ops->size()) {  // all ops done: the optimizer step
-            update_stage(s, T(1));
-            return;
-        }
-        const op o = (*rt.ops)[rt.next];
-        const std::size_t j = o.micro_batch, b = sizes_[j], slot = (*rt.slot_of)[rt.next];
-        auto& act = st.slot(slot);
-        const double t = now();
-        bool send_forward = false, send_backward = false;
-        const std::int32_t* sent_labels = nullptr;
-        try {
-        switch (o.kind) {
-            case op_kind::forward: {
-                std::int32_t* lab = st.labels(slot);
-                if (s == 0) {
-                    std::memcpy(act.input(), x_ + offsets_[j] * input_size, b * input_size * sizeof(T));
-                    std::memcpy(lab, labels_ + offsets_[j] * targets_per_sample,
-                                b * targets_per_sample * sizeof(std::int32_t));
-                } else {
-                    receive(s, *forward_[s - 1], rt.forward_in[j], j, act.input(), st.input_size(), lab);
-                }
-                st.forward(slot, b);
-                if (last) {
-                    // gradient of the MEAN loss over the batch's N counted targets (pitfalls.md item 1)
-                    rt.totals[j] = Loss::totals_and_gradient(
-                        act.output(), lab, b, act.output_gradient(),
-                        counted_ > 0 ? T(1) / static_cast<T>(counted_) : T(1));
-                } else {
-                    send_forward = true;
-                    sent_labels = lab;
-                }
-                break;
-            }
-            case op_kind::backward_input:
-            case op_kind::backward_fused: {
-                if (!last)
-                    receive(s, *backward_[s], rt.backward_in[j], j, act.output_gradient(), st.output_size(), nullptr);
-                if (o.kind == op_kind::backward_fused) {
-                    st.backward_fused(slot, b);
-                    ++rt.p2_done;
-                } else {
-                    st.backward_input(slot, b);
-                }
-                send_backward = s > 0;
-                break;
-            }
-            case op_kind::backward_weight:
-                st.backward_weight(slot, b);
-                ++rt.p2_done;
-                break;
-        }
-        } catch (...) {
-            rethrow_as_stage_error("pipeprop::sync::pipeline_executor", s, j, phase_name(o.kind),
-                                   " (of step " + std::to_string(steps_) + ")");
-        }
-        // The span ends before its message leaves, so a receiver's span never starts before the sender's ends.
-        rt.spans.push_back({s, span_kind_of(o.kind), j, t, now(), steps_});
-        if (send_forward)
-            send_message(s + 1, *forward_[s], direction::forward, j, act.output(), st.output_size(), sent_labels, send);
-        if (send_backward)
-            send_message(s - 1, *backward_[s - 1], direction::backward, j, act.input_gradient(), st.input_size(),
-                         nullptr, send);
-        ++rt.next;
-    }
-
-    // The optimizer step of stage s with its gradient scaled by `scale` (clipping; 1 otherwise). Asserts that all
-    // of the stage's backward-p2 work is done.
-    void update_stage(std::size_t s, T scale) {
-        auto& rt = runtime_[s];
-        auto& st = *stages_[s];
-        if (rt.next != rt.ops->size() || rt.p2_done != rt.has_forward.size())
-            throw std::logic_error("pipeprop::sync::pipeline_executor: stage " + std::to_string(s) + " reached its "
-                                   "optimizer step with " + std::to_string(rt.p2_done) + " of " +
-                                   std::to_string(rt.has_forward.size()) + " micro-batches' backward-p2 done");
-        const double t = now();
-        if (scale != T(1))
-            for (auto& g : st.gradient()) g *= scale;
-        st.update(lr_);
-        rt.spans.push_back({s, span_kind::optimizer, 0, t, now(), steps_});
-        rt.updated = true;
-    }
-
     // L2 norm over all stages' gradient blocks, in double, stages and elements in order (deterministic).
     [[nodiscard]] double global_gradient_norm() const {
         double sum = 0;
@@ -674,14 +475,14 @@ private:
     }
 
     void run_sequential(const step_plan& pl) {
-        auto send = [this](std::size_t to, const boundary_message& msg) { deliver(to, msg); };
+        auto send = [this](std::size_t to, const boundary_message& msg) { runner_.deliver(to, msg); };
         for (const auto g : pl.order) {
-            if (runtime_[g.stage].next != g.index || !ready(g.stage))
+            if (runner_.runtime(g.stage).next != g.index || !runner_.ready(g.stage))
                 throw std::logic_error("pipeprop::sync::pipeline_executor: global order broken at stage " +
                                        std::to_string(g.stage) + " op " + std::to_string(g.index));
-            run_next(g.stage, send);
+            runner_.run_next(g.stage, send);
         }
-        for (std::size_t s = 0; s < ranges_.size(); ++s) run_ready(s, send);  // the optimizer steps
+        for (std::size_t s = 0; s < ranges_.size(); ++s) runner_.run_ready(s, send);  // the optimizer steps
     }
 
     static constexpr const char* who = "pipeprop::sync::pipeline_executor";
@@ -702,18 +503,11 @@ private:
     std::vector<channel_capacity> caps_;
     std::vector<std::unique_ptr<stage_type>> stages_;
     std::vector<std::unique_ptr<boundary_channel<T>>> forward_, backward_;
-    std::vector<stage_runtime> runtime_;
+    op_runner<T, stage_type, Loss> runner_{stages_, forward_, backward_};
     tbb::flow::graph graph_;
     std::vector<std::unique_ptr<node_type>> nodes_;
     std::optional<stage_inference<stack_type>> eval_;
-    // the running step
-    const T* x_ = nullptr;
-    const std::int32_t* labels_ = nullptr;
-    std::size_t batch_ = 0;
     std::size_t counted_ = 0;  // N: counted targets of the running step's batch
-    double lr_ = 0;
-    std::vector<std::size_t> sizes_, offsets_;
-    clock::time_point t0_{};
     std::uint64_t steps_ = 0;
     double clipped_norm_ = 0;
     std::vector<std::vector<T>> undo_;  // step_or_undo: parameters, running state, optimizer buffers before the step
