@@ -7,7 +7,9 @@
 // - step_or_undo: a NaN loss restores parameters, velocity, running state and the step counter bit for bit and
 //   throws non_finite_loss_error; the next finite step equals that of an executor that never saw the bad batch;
 // - sync::save_state / load_state: a resumed executor (another schedule) continues bit-identically to
-//   one that did not stop; the checkpoint loads into a sequential_trainer and gives the same evaluation.
+//   one that did not stop; the checkpoint loads into a sequential_trainer and gives the same evaluation;
+// - embedding: an executor on parameter storage the caller owns starts from its values, updates it in place, and
+//   gives the bits of an executor on its own storage.
 #include <catch2/catch.hpp>
 
 #include <pipeprop/pipeprop.hpp>
@@ -192,6 +194,29 @@ TEST_CASE("sync engine parts: save_state / load_state resume bit-identically, al
     CHECK_THROWS_AS(ps::load_state(other, *fresh, "other"), pp::checkpoint_error);
     CHECK(same_bits(fresh->parameters(), before));
     std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("sync engine parts: on caller-owned parameter storage, updated in place, same bits as own storage",
+          "[sync][engine][embedding]") {
+    const data a = make_data(6, 31), b = make_data(5, 32);
+    using exec = ps::schedule_executor<net, float>;
+    exec own(ps::schedule_kind::one_f_one_b, true, cut_in_block, options());
+    std::vector<float> storage = own.parameters();  // the caller's block: the same initial weights
+    const float* where = storage.data();
+    exec borrowed(ps::schedule_kind::one_f_one_b, true, cut_in_block, options(), storage);
+    for (const data* d : {&a, &b}) {
+        const auto r1 = own.step(d->x, d->y, 0.05);
+        const auto r2 = borrowed.step(d->x, d->y, 0.05);
+        CHECK(r1.loss == r2.loss);
+    }
+    CHECK(storage.data() == where);
+    CHECK(same_bits(storage, own.parameters()));  // the caller's block holds the current weights
+    CHECK(same_bits(borrowed.parameters(), own.parameters()));
+    CHECK(same_bits(borrowed.velocity(), own.velocity()));
+    CHECK_FALSE(same_bits(storage, exec(ps::schedule_kind::gpipe, false, cut_in_block, options()).parameters()));
+    std::vector<float> wrong(stack::parameter_count - 1);
+    CHECK_THROWS_WITH(exec(ps::schedule_kind::gpipe, false, cut_in_block, options(), wrong),
+                      Catch::Contains("storage has"));
 }
 
 namespace {

@@ -1,17 +1,15 @@
 // pipeprop/pb/stage_state.hpp: the state one PB stage owns, and the per-stage operations both executors share.
 //
 // PB-paper (Kosson et al., arXiv 2003.11666) §3; shared/docs/pb-semantics.md §1-3. A stage is a contiguous layer
-// range [begin, end) of the network with delay D = 2 (S - 1 - s). It owns (all aligned, allocated once):
-//   weights     w [P]   its slice of the network's parameter block (P = parameter_count_of(range)): a copy it
-//                       owns, or a view of the caller's storage (embedding in another framework)
+// range [begin, end) of the network with delay D = 2 (S - 1 - s). On the stage_core every engine's stages share
+// (stage_core.hpp: program, weights w [P] (owned or a view of the caller's storage), gradient [P], running state) it
+// adds (all aligned, allocated once):
 //   velocity    v [P]   momentum buffer (AdamW: the first moment m)
 //   second_moment [P]   AdamW only: v of Adam (pb/optimizer.hpp)
-//   gradient    g [P]   the loss gradient of the micro-batch being applied (backward-p2 ADDS into it; the update
-//                       zeroes it again)
+//   (gradient   g [P]   the loss gradient of the micro-batch being applied: the core's; the update zeroes it)
 //   policy state:  last_step  [P] (LWP weight-difference form: w(k) - w(k-1))
 //                  discrepancy [P], corrected [P] (PipeMare: delta and w - D delta)
 //                  last_learning_rate (LWP velocity form: eta of the most recent update)
-//   state [R]  running state of its stateful layers (R = state_count_of(range); Online Normalization)
 //   updates: how many updates the stage has applied (= micro-batches whose backward it completed).
 // The executors (pb/sequential_executor.hpp, pb/concurrent_executor.hpp) own the activation buffers and decide
 // WHEN the functions below run; the functions themselves are the single definition of WHAT a stage computes, which
@@ -34,6 +32,7 @@
 #include "pipeprop/pb/policies.hpp"
 #include "pipeprop/pb/stage_kernels.hpp"
 #include "pipeprop/pipeline_layout.hpp"
+#include "pipeprop/stage_core.hpp"
 
 namespace pipeprop::pb {
 
@@ -73,23 +72,11 @@ public:
     stage_state(std::size_t index, std::size_t stage_count, const stage_program<stack_type>& program,
                 std::span<const T> network_block, const policy_parameters& parameters, std::span<T> storage = {},
                 const optim::adamw_config& adamw = {})
-        : program_(program),
-          index_(index),
+        : core_(index, program, network_block, storage, "pipeprop::pb::stage_state"),
           delay_(pb_delay(index, stage_count)),
-          range_(program.range),
-          parameter_count_(stack_type::parameter_count_of(program.range)),
+          parameter_count_(core_.parameter_count()),
           horizon_(lwp_horizon<Policy, T>(delay_)),
           parameters_(parameters) {
-        const layer_range range = program.range;
-        if (range.begin >= range.end || range.end > stack_type::layer_count)
-            throw std::invalid_argument("pipeprop::pb::stage_state: stage " + std::to_string(index) + " range [" +
-                                        std::to_string(range.begin) + ", " + std::to_string(range.end) +
-                                        ") is empty or exceeds the network's " +
-                                        std::to_string(stack_type::layer_count) + " layers");
-        if (network_block.size() != stack_type::parameter_count)
-            throw std::invalid_argument("pipeprop::pb::stage_state: the network parameter block has " +
-                                        std::to_string(network_block.size()) + " elements, expected " +
-                                        std::to_string(stack_type::parameter_count));
         if constexpr (adaptive) {
             optim::adamw_config betas = adamw;
             betas.weight_decay = 0.0;  // not read here
@@ -107,27 +94,8 @@ public:
             gamma_ = static_cast<T>(g);
             one_minus_gamma_ = T(1) - gamma_;
         }
-        const auto first =
-            network_block.begin() + static_cast<std::ptrdiff_t>(stack_type::parameter_offset[range.begin]);
-        if (!storage.empty()) {
-            if (storage.size() != stack_type::parameter_count)
-                throw std::invalid_argument("pipeprop::pb::stage_state: the caller's parameter storage has " +
-                                            std::to_string(storage.size()) + " elements, expected " +
-                                            std::to_string(stack_type::parameter_count));
-            weights_ = storage.subspan(stack_type::parameter_offset[range.begin], parameter_count_);
-        } else {
-            owned_weights_.assign(first, first + static_cast<std::ptrdiff_t>(parameter_count_));
-            weights_ = owned_weights_;
-        }
-        if constexpr (stack_type::state_count > 0) {
-            std::vector<T> s(stack_type::state_count);
-            stack_type{}.init_state(s);
-            state_.assign(s.begin() + static_cast<std::ptrdiff_t>(stack_type::state_offset[range.begin]),
-                          s.begin() + static_cast<std::ptrdiff_t>(stack_type::state_offset[range.end]));
-        }
         velocity_.assign(parameter_count_, T(0));
         if constexpr (adaptive) second_moment_.assign(parameter_count_, T(0));
-        gradient_.assign(parameter_count_, T(0));
         if constexpr (Policy::predicts_weights && Policy::form == lwp_form::weight_difference)
             last_step_.assign(parameter_count_, T(0));
         if constexpr (Policy::corrects_discrepancy) {
@@ -143,11 +111,11 @@ public:
     stage_state& operator=(stage_state&&) noexcept = default;
 
     /// The stage's passes (stage_program.hpp): the executors run the stage's layers through it.
-    [[nodiscard]] const stage_program<stack_type>& program() const noexcept { return program_; }
-    [[nodiscard]] std::size_t index() const noexcept { return index_; }
+    [[nodiscard]] const stage_program<stack_type>& program() const noexcept { return core_.program(); }
+    [[nodiscard]] std::size_t index() const noexcept { return core_.index(); }
     /// D_s = 2 (S - 1 - s).
     [[nodiscard]] std::size_t delay() const noexcept { return delay_; }
-    [[nodiscard]] layer_range range() const noexcept { return range_; }
+    [[nodiscard]] layer_range range() const noexcept { return core_.range(); }
     /// P: elements of the stage's parameter block (0 for a parameter-free stage).
     [[nodiscard]] std::size_t parameter_count() const noexcept { return parameter_count_; }
     /// The LWP horizon T of this stage (0 when the policy does not predict).
@@ -157,10 +125,10 @@ public:
 
     /// Running state of the stage's stateful layers [state_count_of(range)] (layer_concept.hpp; empty when none):
     /// the training forward and backward of the stage update it, evaluation only reads it.
-    [[nodiscard]] std::span<T> state() noexcept { return state_; }
-    [[nodiscard]] std::span<const T> state() const noexcept { return state_; }
-    [[nodiscard]] std::span<T> weights() noexcept { return weights_; }
-    [[nodiscard]] std::span<const T> weights() const noexcept { return weights_; }
+    [[nodiscard]] std::span<T> state() noexcept { return core_.state(); }
+    [[nodiscard]] std::span<const T> state() const noexcept { return core_.state(); }
+    [[nodiscard]] std::span<T> weights() noexcept { return core_.weights(); }
+    [[nodiscard]] std::span<const T> weights() const noexcept { return core_.weights(); }
     [[nodiscard]] std::span<T> velocity() noexcept { return velocity_; }
     [[nodiscard]] std::span<const T> velocity() const noexcept { return velocity_; }
     /// Buffer k of the optimizer's state, named Optimizer::state_buffer_names[k] in checkpoints: SGD's velocity
@@ -172,7 +140,7 @@ public:
         return k == 0 ? std::span<const T>(velocity_) : std::span<const T>(second_moment_);
     }
     /// The gradient buffer [P] the backward-p2 of the micro-batch being applied adds into (zero between updates).
-    [[nodiscard]] std::span<T> gradient() noexcept { return gradient_; }
+    [[nodiscard]] std::span<T> gradient() noexcept { return core_.gradient(); }
     /// LWP weight-difference form: w(k) - w(k-1) [P]; empty otherwise.
     [[nodiscard]] std::span<T> last_step() noexcept { return last_step_; }
     [[nodiscard]] std::span<const T> last_step() const noexcept { return last_step_; }
@@ -205,7 +173,7 @@ public:
     [[nodiscard]] std::span<const T> backward_weights() const noexcept {
         if constexpr (Policy::corrects_discrepancy)
             if (delay_ > 0) return corrected_;
-        return weights_;
+        return core_.weights();
     }
 
     /// The learning rate the update of micro-batch mb uses at this stage: eta, or for PipeMare the warmed-up
@@ -256,13 +224,13 @@ public:
         alignas(64) T old[keeps_old ? update_chunk : 1];
         for (std::size_t i = 0; i < parameter_count_; i += update_chunk) {
             const std::size_t n = std::min(update_chunk, parameter_count_ - i);
-            T* w = weights_.data() + i;
+            T* w = core_.weights().data() + i;
             if constexpr (keeps_old) std::copy_n(w, n, old);
             if constexpr (adaptive)
-                optim::adamw_update(n, w, velocity_.data() + i, second_moment_.data() + i, gradient_.data() + i, c);
+                optim::adamw_update(n, w, velocity_.data() + i, second_moment_.data() + i, core_.gradient().data() + i, c);
             else
-                optim::momentum_update(n, w, velocity_.data() + i, gradient_.data() + i, c);
-            std::fill_n(gradient_.data() + i, n, T(0));
+                optim::momentum_update(n, w, velocity_.data() + i, core_.gradient().data() + i, c);
+            std::fill_n(core_.gradient().data() + i, n, T(0));
             if constexpr (Policy::predicts_weights && Policy::form == lwp_form::weight_difference)
                 kernels::difference(n, w, old, last_step_.data() + i);
             if constexpr (Policy::corrects_discrepancy) {
@@ -301,7 +269,7 @@ public:
 
 private:
     void forward_weights_chunk(std::size_t i, std::size_t n, T* out) const noexcept {
-        const T* w = weights_.data() + i;
+        const T* w = core_.weights().data() + i;
         if constexpr (Policy::predicts_weights) {
             if (horizon_ != T(0)) {
                 if constexpr (Policy::form == lwp_form::velocity)
@@ -317,14 +285,12 @@ private:
     void refresh_corrected() noexcept {
         if constexpr (Policy::corrects_discrepancy)
             if (delay_ > 0)
-                kernels::subtract_scaled(parameter_count_, weights_.data(), discrepancy_.data(), static_cast<T>(delay_),
+                kernels::subtract_scaled(parameter_count_, core_.weights().data(), discrepancy_.data(), static_cast<T>(delay_),
                                          corrected_.data());
     }
 
-    stage_program<stack_type> program_{};
-    std::size_t index_ = 0;
+    stage_core<Net, T> core_;
     std::size_t delay_ = 0;
-    layer_range range_{};
     std::size_t parameter_count_ = 0;
     T horizon_ = T(0);
     policy_parameters parameters_{};
@@ -333,12 +299,8 @@ private:
     sc_coefficients<T> fixed_sc_{};
     optim::adamw_config adamw_{};
 
-    aligned_vector<T> owned_weights_;  // w [P] when the stage owns its weights
-    std::span<T> weights_;             // w [P]: owned_weights_ or the slice of the caller's storage
-    aligned_vector<T> state_;        // running state of the stage's stateful layers
     aligned_vector<T> velocity_;     // v [P] (AdamW: first moment m)
     aligned_vector<T> second_moment_;  // [P] AdamW only
-    aligned_vector<T> gradient_;     // g [P]
     aligned_vector<T> last_step_;    // [P] LWP weight-difference form only
     aligned_vector<T> discrepancy_;  // [P] PipeMare only
     aligned_vector<T> corrected_;    // [P] PipeMare only

@@ -111,13 +111,27 @@ public:
     /// (micro_batches == 0, max_batch == 0, an invalid sgd_config, a cut where the network allows none).
     schedule_executor(schedule_kind kind, bool two_stage_bp, std::vector<layer_range> stages,
                       const options_type& opt)
-        : schedule_executor(kind, two_stage_bp, std::vector<stage_program<stack_type>>{}, std::move(stages), opt) {}
+        : schedule_executor(kind, two_stage_bp, std::vector<stage_program<stack_type>>{}, std::move(stages), opt, {}) {}
+
+    /// Embedding (issue 10 item 7): as above, on parameter storage the caller owns, `storage`
+    /// [stack_type::parameter_count] in the network's block layout (layer_stack: layers in order). Its values are the
+    /// initial weights (opt.seed is not used for them); every optimizer step writes into it in place, so the caller
+    /// (a framework that keeps the weights in its own tensors) sees the current weights between steps. It must
+    /// outlive the executor and must not be written by the caller during a step. Optimizer state and running state
+    /// stay inside the executor. Throws as above, and std::invalid_argument for a storage of the wrong size.
+    schedule_executor(schedule_kind kind, bool two_stage_bp, std::vector<layer_range> stages, const options_type& opt,
+                      std::span<T> storage)
+        : schedule_executor(kind, two_stage_bp, std::vector<stage_program<stack_type>>{}, std::move(stages), opt,
+                            storage) {
+        if (storage.empty() && stack_type::parameter_count > 0)
+            throw std::invalid_argument("pipeprop::sync::pipeline_executor: the caller's parameter storage is empty");
+    }
 
     /// As above, with each stage's code given (stage_program.hpp; static_stage_programs<Layout>() for a static
     /// layout).
     schedule_executor(schedule_kind kind, bool two_stage_bp, std::vector<stage_program<stack_type>> programs,
                       const options_type& opt)
-        : schedule_executor(kind, two_stage_bp, std::move(programs), {}, opt) {}
+        : schedule_executor(kind, two_stage_bp, std::move(programs), {}, opt, {}) {}
 
     /// The executor for a static pipeline_layout (same Net and T). Throws as the constructor.
     template <class Layout>
@@ -131,7 +145,7 @@ public:
 
 private:
     schedule_executor(schedule_kind kind, bool two_stage_bp, std::vector<stage_program<stack_type>> programs,
-                      std::vector<layer_range> stages, const options_type& opt)
+                      std::vector<layer_range> stages, const options_type& opt, std::span<T> storage)
         : kind_(kind),
           two_stage_bp_(two_stage_bp),
           ranges_(programs.empty() ? std::move(stages) : ranges_of(programs)),
@@ -149,14 +163,16 @@ private:
         max_b_ = (opt_.max_batch + opt_.micro_batches - 1) / opt_.micro_batches;
         plans_.resize(opt_.micro_batches + 1);
         const step_plan& full = plan_for(opt_.micro_batches);
+        std::vector<T> w;  // the initial weights, unless the caller's storage holds them
+        if (storage.empty()) {
+            w.resize(stack_type::parameter_count);
+            stack_.init_parameters(w, opt_.seed);
+        }
         for (std::size_t s = 0; s < p; ++s)
-            stages_.push_back(
-                std::make_unique<stage_type>(stack_, s, programs[s], max_b_, full.slots[s].slots, opt_.optimizer,
-                                             targets_per_sample));
+            stages_.push_back(std::make_unique<stage_type>(stack_, s, programs[s], max_b_, full.slots[s].slots,
+                                                           opt_.optimizer, targets_per_sample,
+                                                           std::span<const T>(w), storage));
         make_channels();
-        std::vector<T> w(stack_type::parameter_count);
-        stack_.init_parameters(w, opt_.seed);
-        set_parameters(w);
         build_graph();
     }
 
