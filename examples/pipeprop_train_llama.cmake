@@ -54,6 +54,12 @@ if(PIPEPROP_BUILD_TESTS)
     REGEX "optimizer: AdamW, lr 0.003.*pb: 11 stages, mitigation none, executor concurrent, micro-batch b = 1.*epoch 1/1: train loss [0-9.]+, validation loss"
     LAST_LINE_REGEX "^\\{\"mode\":\"pb\",\"network\":\"llama-tiny\",\"batch\":1,.*\"validation_loss\":${below_uniform},.*\"mitigation\":\"none\",\"executor\":\"concurrent\",.*\"stages\":11,\"delays\":\"20,18,16,14,12,10,8,6,4,2,0\",.*\"optimizer\":\"adamw\",\"beta1\":0\\.9,.*\\}$")
   set_tests_properties(pipeprop_train_llama_pb_smoke PROPERTIES TIMEOUT 180)
+  # Bit-identical resume of fine-grained PB with AdamW and weight stashing from its drained checkpoint.
+  add_test(NAME pipeprop_train_llama_pb_resume
+           COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:pipeprop_train> -DDATA=${pipeprop_text_data}
+                   -DWORK=${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_llama_pb_resume -DMODE=pb
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/train/check_resume_llama.cmake)
+  set_tests_properties(pipeprop_train_llama_pb_resume PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 180)
   # SC and LWP are momentum SGD's (PB-paper section 4): refused with AdamW (exit 2 with the usage text).
   pipeprop_train_test(llama_pb_sc_adamw EXPECT 2 ARGS --network llama-tiny --mode pb --mitigation sc_lwp
     REGEX "--mitigation: sc_lwp is defined for momentum SGD only.*Usage:")
