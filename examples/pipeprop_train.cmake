@@ -5,6 +5,9 @@
 # The helpers live in examples/train/ (not globbed as example extras).
 find_package(CLI11 REQUIRED)
 target_link_libraries(pipeprop_train PRIVATE CLI11::CLI11)
+# Extra compile options of the main program (scripts/test.sh: -O1, compile time; the main job builds it at -O3).
+set(PIPEPROP_TRAIN_FLAGS "" CACHE STRING "Extra compile options of the main program pipeprop_train (e.g. -O1)")
+target_compile_options(pipeprop_train PRIVATE ${PIPEPROP_TRAIN_FLAGS})
 
 # One translation unit per (mode, network): train::run_on_network<mode_M, Net> instantiated in its own file, so that
 # the program builds in parallel and no unit holds every network of every mode (train/mode.hpp).

@@ -15,10 +15,11 @@ tsan_tbb=${PIPEPROP_TSAN_TBB_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pipeprop/tsan-
 # -ffp-contract=off and without -ffast-math, so the compiler neither fuses nor reassociates floating-point
 # operations. The baseline-architecture variants keep -O3 (tests/hardening.cmake); the main job and the
 # benchmarks build -O3 in their own trees.
-# The unit test programs at -O1 (their runs are short; the examples' and the main program's ctests train at -O2),
-# and the executor tests not under ASan (tests/hardening.cmake: under TSan and on the baseline architecture).
+# The unit test programs and the main program at -O1 (their ctest runs are short; the same bits as -O3, see above:
+# the main program's results at -O1 and -O3 are compared in bench/README.md), and the executor tests not under ASan
+# (tests/hardening.cmake: under TSan and on the baseline architecture).
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG" \
       -DPIPEPROP_BUILD_TESTS=ON -DPIPEPROP_BUILD_EXAMPLES=ON -DPIPEPROP_TSAN_TBB_DIR="$tsan_tbb" \
-      -DPIPEPROP_UNIT_TEST_FLAGS=-O1 -DPIPEPROP_ASAN_EXECUTOR_TESTS=OFF
+      -DPIPEPROP_UNIT_TEST_FLAGS=-O1 -DPIPEPROP_TRAIN_FLAGS=-O1 -DPIPEPROP_ASAN_EXECUTOR_TESTS=OFF
 cmake --build "$build" -j"$jobs"
 ctest --test-dir "$build" --output-on-failure -j"$jobs"
