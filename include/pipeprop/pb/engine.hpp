@@ -151,7 +151,7 @@ public:
         n = std::min(n, S);
         if (n == S) return one_lane_per_stage(S);
         if (n == 1) return {};
-        return plan_lanes(measure_tick_costs<Net, T>(ranges_, opt.max_batch, 9, opt.seed), n);
+        return plan_lanes(measure_tick_costs<Net, T, Policy>(ranges_, opt.max_batch, 9, opt.seed), n);
     }
 
     /// The dynamic programs of runtime ranges, after the partition checks (a bad range must not reach the stack).

@@ -24,6 +24,7 @@
 #include "pipeprop/balanced_partition.hpp"
 #include "pipeprop/layer_stack.hpp"
 #include "pipeprop/optim/momentum_update.hpp"
+#include "pipeprop/pb/policies.hpp"
 
 namespace pipeprop::pb {
 
@@ -74,14 +75,16 @@ inline void check_lane_plan(const std::vector<std::size_t>& first_stage, std::si
     return p;
 }
 
-/// Per-tick cost (seconds, median of `rounds`) of each stage `stages` of Net for micro-batches of b samples, timed as
-/// a tick runs: copy a payload in, forward into one of the stage's D_s + 1 activation slots, copy the output out,
-/// backward from the slot a real run would read (written rounds before), and a momentum update timed on up to 2^16
-/// scratch elements and scaled to the stage's parameter count. Rounds visit the stages in turn, so each stage finds
+/// Per-tick cost (seconds, median of `rounds`) of each stage `stages` of Net for micro-batches of b samples under
+/// mitigation Policy, timed as a tick runs: copy a payload in, forward into one of the stage's D_s + 1 activation
+/// slots, copy the output out, backward from the slot a real run would read (written rounds before), and the
+/// parameter-sized work of the tick (the momentum update, plus writing the predicted forward weights where the policy
+/// predicts, plus stashing the weights where it stashes) timed on up to 2^16 scratch elements and scaled to the
+/// stage's parameter count. Rounds visit the stages in turn, so each stage finds
 /// the caches as the others left them. Runs on its own buffers and on the weights of layer_stack::init_parameters(seed)
 /// (the costs do not depend on the values); stage 0 reads zeros, which are valid token ids where the first layer
 /// reads them. Throws std::invalid_argument for b == 0, rounds == 0 or a bad partition (as layer_stack).
-template <network_type Net, class T = float>
+template <network_type Net, class T = float, mitigation_policy Policy = policy::none>
 [[nodiscard]] std::vector<double> measure_tick_costs(const std::vector<layer_range>& stages, std::size_t b,
                                                      std::size_t rounds = 9, std::uint64_t seed = 1) {
     if (b == 0 || rounds == 0)
@@ -113,7 +116,8 @@ template <network_type Net, class T = float>
         max_p = std::max(max_p, p.w.size());
         max_io = std::max({max_io, b * stack_t::activation_size[r.begin], b * stack_t::activation_size[r.end]});
     }
-    aligned_vector<T> g(max_p), io(max_io), w(std::min(max_p, update_probe)), v(w.size()), gu(w.size());
+    aligned_vector<T> g(max_p), io(max_io), w(std::min(max_p, update_probe)), v(w.size()), gu(w.size()),
+        extra(w.size());
     const optim::update_coefficients<T> c = optim::heavy_ball(T(0), T(0), T(0));
     for (probe_stage& p : probe)  // every slot holds a forward's stashes before any backward reads it
         for (auto& act : p.slots) {
@@ -137,7 +141,10 @@ template <network_type Net, class T = float>
             if (s > 0) std::copy_n(bwd.input_gradient(), b * bwd.input_size(), io.data());
             const auto t1 = std::chrono::steady_clock::now();
             const std::size_t n = std::min(p.w.size(), w.size());
+            const std::size_t delay = 2 * (count - 1 - s);
             optim::momentum_update(n, w.data(), v.data(), gu.data(), c);
+            if (lwp_horizon<Policy, T>(delay) != T(0)) std::copy_n(w.data(), n, extra.data());  // predicted weights
+            if (Policy::stashes_weights && delay > 0) std::copy_n(w.data(), n, extra.data());   // the stash
             const auto t2 = std::chrono::steady_clock::now();
             const double update = n == 0 ? 0.0
                                          : std::chrono::duration<double>(t2 - t1).count() *
