@@ -192,16 +192,17 @@ public:
 
     /// The update coefficients for micro-batch mb (pb-semantics.md §2-3): heavy-ball, or spike compensation with
     /// a = m^D, b = (1 - m^D)/(1 - m); AdamW: those of its step updates() + 1 (bias corrections in double).
-    [[nodiscard]] auto coefficients_for(const micro_batch_info<T>& mb) const noexcept {
+    /// lr: learning_rate_for(mb).
+    [[nodiscard]] auto coefficients_for(const micro_batch_info<T>& mb, T lr) const noexcept {
         if constexpr (adaptive)
-            return optim::adamw_step_coefficients<T>(learning_rate_for(mb), mb.hyper.weight_decay, adamw_.beta1,
-                                                     adamw_.beta2, adamw_.eps, updates_ + 1);
+            return optim::adamw_step_coefficients<T>(lr, mb.hyper.weight_decay, adamw_.beta1, adamw_.beta2,
+                                                     adamw_.eps, updates_ + 1);
         else
-            return momentum_coefficients_for(mb);
+            return momentum_coefficients_for(mb, lr);
     }
 
-    [[nodiscard]] optim::update_coefficients<T> momentum_coefficients_for(const micro_batch_info<T>& mb) const noexcept {
-        const T lr = learning_rate_for(mb);
+    [[nodiscard]] optim::update_coefficients<T> momentum_coefficients_for(const micro_batch_info<T>& mb,
+                                                                          T lr) const noexcept {
         if constexpr (Policy::spike_compensated) {
             const sc_coefficients<T> sc =
                 Policy::fixed_momentum ? fixed_sc_ : spike_coefficients<T>(mb.hyper.momentum, delay_);
@@ -217,8 +218,8 @@ public:
     /// One fused pass over the block in chunks of update_chunk elements; optim::momentum_update is element-wise, so
     /// the chunking does not change any result. No allocation, no exceptions.
     void update(const micro_batch_info<T>& mb, T* forward_out) noexcept {
-        const auto c = coefficients_for(mb);
-        const T learning_rate = learning_rate_for(mb);
+        const T learning_rate = learning_rate_for(mb);  // once per update (PipeMare: a pow)
+        const auto c = coefficients_for(mb, learning_rate);
         constexpr bool keeps_old =
             (Policy::predicts_weights && Policy::form == lwp_form::weight_difference) || Policy::corrects_discrepancy;
         alignas(64) T old[keeps_old ? update_chunk : 1];
