@@ -8,6 +8,7 @@
 // implement the same acquire / send / receive / release protocol with MPI_Isend / MPI_Irecv into these buffers.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -49,6 +50,8 @@ public:
     boundary_channel(std::string name, std::size_t capacity, std::size_t sample_elements, std::size_t max_b,
                      std::size_t labels_per_sample)
         : name_(std::move(name)),
+          sample_elements_(sample_elements),
+          labels_per_sample_(labels_per_sample),
           stride_(sample_elements * max_b),
           label_stride_(labels_per_sample * max_b),
           values_(capacity * stride_) {
@@ -89,6 +92,23 @@ public:
         return labels_.data() + buffer * label_stride_;
     }
 
+    /// Sender: copies src [b, sample_elements] (and, on a forward channel, labels [b, labels_per_sample]) into a free
+    /// buffer and returns the header to send (micro-batch id, sequence, b, direction). Throws as acquire().
+    [[nodiscard]] boundary_message send(direction dir, std::size_t micro_batch, std::size_t sequence, std::size_t b,
+                                        const T* src, const std::int32_t* labels = nullptr) {
+        const std::size_t buffer = acquire();
+        std::copy_n(src, b * sample_elements_, values(buffer));
+        if (labels != nullptr) std::copy_n(labels, b * labels_per_sample_, this->labels(buffer));
+        return {micro_batch, sequence, b, dir, buffer};
+    }
+    /// Receiver: copies the payload of msg into dst [msg.batch, sample_elements] (and its labels into labels_dst when
+    /// given), then releases the buffer.
+    void receive(const boundary_message& msg, T* dst, std::int32_t* labels_dst = nullptr) {
+        std::copy_n(values(msg.buffer), msg.batch * sample_elements_, dst);
+        if (labels_dst != nullptr) std::copy_n(labels(msg.buffer), msg.batch * labels_per_sample_, labels_dst);
+        release(msg.buffer);
+    }
+
     [[nodiscard]] const std::string& name() const noexcept { return name_; }
     /// Bytes of payload storage.
     [[nodiscard]] std::size_t bytes() const noexcept {
@@ -106,6 +126,8 @@ private:
     }
 
     std::string name_;
+    std::size_t sample_elements_;
+    std::size_t labels_per_sample_;
     std::size_t stride_;
     std::size_t label_stride_;
     line_vector<T> values_;

@@ -4,9 +4,9 @@
 // clocked model exactly and produce identical bits:
 //   - sequential (pb/sequential_executor.hpp): the reference; one micro-batch at a time through every stage, with a
 //     per-stage history of forward weights.
-//   - concurrent (pb/concurrent_executor.hpp): oneTBB flow graph, one forward and one backward per stage per tick;
-//     consecutive stages grouped into serial nodes ("lanes", options::lanes; one per core by default, or one per
-//     stage).
+//   - concurrent (pb/concurrent_executor.hpp): every stage runs its op stream (pb/op_stream.hpp) on the engines'
+//     flow graph (lane_graph.hpp), an op as soon as its input message is there; consecutive stages grouped into
+//     serial nodes ("lanes", options::lanes; one per core by default, or one per stage).
 #pragma once
 
 #include <cstddef>
@@ -40,8 +40,8 @@ struct options {
     /// Concurrent executor: micro-batches buffered by push() before the flow graph runs them (>= 1). Larger values
     /// amortize the pipeline's ramp at each run; the results do not depend on it.
     std::size_t push_buffer = 64;
-    /// Concurrent executor: the serial flow-graph nodes ("lanes") the stages are grouped into, each lane a run of
-    /// consecutive stages whose ticks one node runs in turn, so that a stage's weights and activations stay on the
+    /// Concurrent executor: the serial flow-graph nodes ("lanes", lane_graph.hpp) the stages are grouped into, each
+    /// lane a run of consecutive stages whose ops one node runs, so that a stage's weights and activations stay on the
     /// core that runs its lane. 0 (default): one lane per core of the task arena, at most S, the cut balanced by
     /// the stages' measured per-tick costs (pb::plan_lanes over pb::measure_tick_costs, run by the engine's
     /// constructor); S (or more): one node per stage. The results do not depend on it.

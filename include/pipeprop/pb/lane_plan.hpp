@@ -6,7 +6,7 @@
 //   const pb::lane_plan plan = pb::plan_lanes(costs, 2);                // lanes 0..L-1, L = 2
 //   opt.lane_starts = plan.first_stage;                                 // pb::engine uses it as given
 //
-// The lanes change only where a stage's tick runs, never a result (the clocked model fixes every input of every tick,
+// The lanes change only where a stage's ops run, never a result (every stage runs its op stream in order,
 // pb/concurrent_executor.hpp). Without options::lane_starts the engine makes the plan itself: options::lanes lanes
 // (0: one per core of the task arena), at most S; one lane per stage when that many are asked for, otherwise the cut
 // of plan_lanes over measure_tick_costs.
@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "pipeprop/balanced_partition.hpp"
+#include "pipeprop/lane_graph.hpp"
 #include "pipeprop/layer_stack.hpp"
 #include "pipeprop/optim/momentum_update.hpp"
 #include "pipeprop/pb/policies.hpp"
@@ -38,19 +39,7 @@ struct lane_plan {
 /// Throws std::invalid_argument naming the problem unless `first_stage` is a lane plan for S stages (starts at 0,
 /// strictly increasing, every entry < S).
 inline void check_lane_plan(const std::vector<std::size_t>& first_stage, std::size_t stages) {
-    const auto bad = [&](const std::string& why) {
-        throw std::invalid_argument("pipeprop::pb::lane_plan: " + why + " (a lane plan lists the first stage of each "
-                                    "lane: 0, then strictly increasing stage indices below S = " +
-                                    std::to_string(stages) + ")");
-    };
-    if (first_stage.empty() || first_stage.front() != 0) bad("the first lane must start at stage 0");
-    for (std::size_t l = 1; l < first_stage.size(); ++l) {
-        if (first_stage[l] <= first_stage[l - 1])
-            bad("lane " + std::to_string(l) + " starts at stage " + std::to_string(first_stage[l]) +
-                ", not after lane " + std::to_string(l - 1) + "'s start " + std::to_string(first_stage[l - 1]));
-        if (first_stage[l] >= stages)
-            bad("lane " + std::to_string(l) + " starts at stage " + std::to_string(first_stage[l]));
-    }
+    check_lanes(first_stage, stages, "pipeprop::pb::lane_plan");
 }
 
 /// One lane per stage (S serial nodes).

@@ -1,6 +1,7 @@
 // pipeprop/sync/op_runner.hpp: what the stages of a synchronous step do with their op lists (sync/schedule.hpp): the
 // op interpreter both of sync::schedule_executor's executors share (the flow graph calls it from each stage's node,
-// the sequential executor in global_order()).
+// the sequential executor in global_order()); it is the runner of the lane graph (lane_graph.hpp: deliver, ready,
+// run_next).
 //
 // Per stage and step it keeps the op cursor, the boundary messages received per micro-batch, the loss totals of the
 // last stage and the op spans. An op is F (stage 0 reads its micro-batch from the batch; a later stage copies the
@@ -22,6 +23,7 @@
 
 #include "pipeprop/boundary_channel.hpp"
 #include "pipeprop/loss/loss_policy.hpp"
+#include "pipeprop/op.hpp"
 #include "pipeprop/stage_error.hpp"
 #include "pipeprop/sync/op_span.hpp"
 #include "pipeprop/sync/schedule.hpp"
@@ -181,18 +183,17 @@ public:
                 st.backward_weight(slot, b);
                 ++rt.p2_done;
                 break;
+            case op_kind::update:  // the schedules' lists end before the optimizer step, which follows them
+                throw std::logic_error("pipeprop::sync::pipeline_executor: a U op inside a schedule's op list");
         }
         } catch (...) {
-            rethrow_as_stage_error("pipeprop::sync::pipeline_executor", s, j, phase_name(o.kind),
+            rethrow_as_stage_error("pipeprop::sync::pipeline_executor", s, j, pipeprop::phase_name(o.kind),
                                    " (of step " + std::to_string(step_) + ")");
         }
         // The span ends before its message leaves, so a receiver's span never starts before the sender's ends.
         rt.spans.push_back({s, span_kind_of(o.kind), j, t, now(), step_});
-        if (send_forward)
-            send_message(s + 1, *forward_[s], direction::forward, j, act.output(), st.output_size(), sent_labels, send);
-        if (send_backward)
-            send_message(s - 1, *backward_[s - 1], direction::backward, j, act.input_gradient(), st.input_size(),
-                         nullptr, send);
+        if (send_forward) send(s + 1, forward_[s]->send(direction::forward, j, step_, b, act.output(), sent_labels));
+        if (send_backward) send(s - 1, backward_[s - 1]->send(direction::backward, j, step_, b, act.input_gradient()));
         ++rt.next;
     }
 
@@ -224,40 +225,10 @@ private:
                                    std::to_string(j) + ", " + (msg.dir == direction::forward ? "forward" : "backward") +
                                    " message: expected [" + std::to_string(sizes_[j]) + ", " + std::to_string(elems) +
                                    "], got [" + std::to_string(msg.batch) + ", " + std::to_string(elems) + "]");
-        std::memcpy(dst, ch.values(msg.buffer), sizes_[j] * elems * sizeof(T));
-        if (labels_dst)
-            std::memcpy(labels_dst, ch.labels(msg.buffer), sizes_[j] * targets_per_sample * sizeof(std::int32_t));
-        ch.release(msg.buffer);
-    }
-
-    template <class Send>
-    void send_message(std::size_t to, boundary_channel<T>& ch, direction dir, std::size_t j, const T* src,
-                      std::size_t elems, const std::int32_t* labels_src, Send& send) {
-        const std::size_t buf = ch.acquire();
-        std::memcpy(ch.values(buf), src, sizes_[j] * elems * sizeof(T));
-        if (labels_src)
-            std::memcpy(ch.labels(buf), labels_src, sizes_[j] * targets_per_sample * sizeof(std::int32_t));
-        boundary_message msg;
-        msg.micro_batch = j;
-        msg.sequence = step_;
-        msg.batch = sizes_[j];
-        msg.dir = dir;
-        msg.buffer = buf;
-        send(to, msg);
+        ch.receive(msg, dst, labels_dst);
     }
 
     double now() const { return std::chrono::duration<double>(clock::now() - t0_).count(); }
-
-    static const char* phase_name(op_kind k) noexcept {
-        switch (k) {
-            case op_kind::forward: return "forward";
-            case op_kind::backward_input: return "backward-p1";
-            case op_kind::backward_weight: return "backward-p2";
-            case op_kind::backward_fused: return "backward (fused)";
-        }
-        return "op";
-    }
-
 
     std::vector<std::unique_ptr<Stage>>& stages_;
     channels& forward_;

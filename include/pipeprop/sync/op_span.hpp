@@ -21,6 +21,7 @@ enum class span_kind : std::uint8_t { forward, backward_input, backward_weight, 
         case op_kind::backward_input: return span_kind::backward_input;
         case op_kind::backward_weight: return span_kind::backward_weight;
         case op_kind::backward_fused: return span_kind::backward_fused;
+        case op_kind::update: return span_kind::optimizer;
     }
     return span_kind::optimizer;
 }

@@ -40,6 +40,8 @@
 #include <string_view>
 #include <vector>
 
+#include "pipeprop/op.hpp"
+
 namespace pipeprop::sync {
 
 /// The synchronous pipeline schedules (see the file comment).
@@ -50,24 +52,11 @@ enum class schedule_kind : std::uint8_t {
     zb_h2,        ///< zero-bubble ZB-H2 (about 2p - 1 micro-batches in flight)
 };
 
-/// What one operation of a stage does (see the file comment).
-enum class op_kind : std::uint8_t {
-    forward,          ///< F
-    backward_input,   ///< B: backward-p1 (input gradient)
-    backward_weight,  ///< W: backward-p2 (weight gradient)
-    backward_fused,   ///< BW: p1 and p2 in one op (2BP off)
-};
-
-/// Short name of an operation kind as in the ZB-paper's figures: "F", "B", "W", "BW".
-[[nodiscard]] constexpr std::string_view short_name(op_kind k) noexcept {
-    switch (k) {
-        case op_kind::forward: return "F";
-        case op_kind::backward_input: return "B";
-        case op_kind::backward_weight: return "W";
-        case op_kind::backward_fused: return "BW";
-    }
-    return "?";
-}
+/// The operations (pipeprop/op.hpp): the schedules' lists hold F, B, W and BW; each stage's optimizer step (U)
+/// follows its list's last op.
+using pipeprop::op;
+using pipeprop::op_kind;
+using pipeprop::short_name;
 
 /// Command-line name of a schedule kind: "gpipe", "1f1b", "zb_h1", "zb_h2".
 [[nodiscard]] constexpr std::string_view name(schedule_kind k) noexcept {
@@ -87,13 +76,6 @@ enum class op_kind : std::uint8_t {
     throw std::invalid_argument("pipeprop::sync: unknown schedule '" + std::string(s) +
                                 "' (expected gpipe, 1f1b, zb_h1 or zb_h2)");
 }
-
-/// One operation of a stage: what, on which micro-batch (0-based index into the step's m micro-batches).
-struct op {
-    op_kind kind = op_kind::forward;
-    std::size_t micro_batch = 0;
-    friend constexpr bool operator==(op, op) = default;
-};
 
 /// A schedule: ops[s] is the ordered op list of stage s. p = ops.size() stages, m micro-batches.
 struct schedule {

@@ -32,10 +32,7 @@ namespace pipeprop::sync {
 [[nodiscard]] constexpr bool releases_micro_batch(op o) noexcept {
     return o.kind == op_kind::backward_weight || o.kind == op_kind::backward_fused;
 }
-/// True when op o produces the input gradient sent upstream (B or BW).
-[[nodiscard]] constexpr bool is_backward_p1(op o) noexcept {
-    return o.kind == op_kind::backward_input || o.kind == op_kind::backward_fused;
-}
+using pipeprop::is_backward_p1;
 
 /// Progress of every stage through its op list, and the cross-stage readiness test of the dependency model.
 class schedule_progress {

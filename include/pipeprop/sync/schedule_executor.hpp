@@ -24,9 +24,9 @@
 // schedule's peak in-flight count, not m (pitfalls.md item 11).
 //
 // Two executors, chosen at run time (executor_kind), same ops (sync/op_runner.hpp runs them), bit-identical results:
-//   concurrent: a oneTBB flow graph with one serial multifunction_node per stage; a node's input is a boundary
-//               message (or the start token); on each message it runs as many of its next ops as are ready and
-//               sends messages to its neighbours' nodes (output port 0: next stage, port 1: previous stage).
+//   concurrent: the engines' flow graph (lane_graph.hpp) with one serial node per stage; a node's input is a
+//               boundary message (or the start token); on each message it runs as many of its next ops as are
+//               ready and sends messages to its neighbours' nodes.
 //   sequential: a single thread runs all ops in global_order() (a valid interleaving).
 // Every op and the optimizer step are recorded as op_spans (seconds since the step started) for traces.
 //
@@ -39,8 +39,6 @@
 // never a per-stage one, so with clipping the updates wait until every stage's p2 is done (a barrier after the
 // graph; the schedules' overlap of one stage's update with another stage's backward is then lost).
 #pragma once
-
-#include <oneapi/tbb/flow_graph.h>
 
 #include <algorithm>
 #include <chrono>
@@ -62,6 +60,7 @@
 #include "pipeprop/check_policies.hpp"
 #include "pipeprop/boundary_channel.hpp"
 #include "pipeprop/evaluation.hpp"
+#include "pipeprop/lane_graph.hpp"
 #include "pipeprop/network_blocks.hpp"
 #include "pipeprop/non_finite_loss_error.hpp"
 #include "pipeprop/layer_stack.hpp"
@@ -173,7 +172,7 @@ private:
                                                            opt_.optimizer, targets_per_sample,
                                                            std::span<const T>(w), storage));
         make_channels();
-        build_graph();
+        graph_ = std::make_unique<lane_graph<runner_type>>(runner_, p, one_lane_each(p));
     }
 
 public:
@@ -201,8 +200,8 @@ public:
         const auto t0 = clock::now();
         try {
             if (opt_.executor == executor_kind::concurrent) {
-                for (auto& n : nodes_) n->try_put(boundary_message{});
-                graph_.wait_for_all();
+                graph_->wake_all();
+                graph_->wait();
             } else {
                 run_sequential(pl);
             }
@@ -213,7 +212,7 @@ public:
                 clipped_norm_ = norm;
             }
         } catch (...) {
-            graph_.reset();
+            graph_->reset();
             make_channels();
             for (std::size_t s = 0; s < ranges_.size(); ++s)  // the failed step does not count as a step anywhere
                 if (runner_.runtime(s).updated) {
@@ -407,8 +406,6 @@ public:
 
 private:
     using clock = std::chrono::steady_clock;
-    using node_type = tbb::flow::multifunction_node<boundary_message, std::tuple<boundary_message, boundary_message>,
-                                                    tbb::flow::queueing>;
 
     // The plan for m' micro-batches, built on first use; it must fit the buffers allocated for m (step_plan.hpp).
     const step_plan& plan_for(std::size_t m) {
@@ -437,24 +434,10 @@ private:
         }
     }
 
-    void build_graph() {
-        const std::size_t p = ranges_.size();
-        for (std::size_t s = 0; s < p; ++s)
-            nodes_.push_back(std::make_unique<node_type>(
-                graph_, tbb::flow::serial,
-                [this, s](const boundary_message& msg, typename node_type::output_ports_type& ports) {
-                    if (!msg.empty()) runner_.deliver(s, msg);
-                    runner_.run_ready(s, [&](std::size_t to, const boundary_message& out) {
-                        if (to > s)
-                            std::get<0>(ports).try_put(out);
-                        else
-                            std::get<1>(ports).try_put(out);
-                    });
-                }));
-        for (std::size_t s = 0; s + 1 < p; ++s) {
-            tbb::flow::make_edge(tbb::flow::output_port<0>(*nodes_[s]), *nodes_[s + 1]);
-            tbb::flow::make_edge(tbb::flow::output_port<1>(*nodes_[s + 1]), *nodes_[s]);
-        }
+    static std::vector<std::size_t> one_lane_each(std::size_t p) {
+        std::vector<std::size_t> first(p);
+        for (std::size_t s = 0; s < p; ++s) first[s] = s;
+        return first;
     }
 
     // Checks a step's input; returns the counted targets N of the batch (Loss::count_targets, which checks every
@@ -519,9 +502,9 @@ private:
     std::vector<channel_capacity> caps_;
     std::vector<std::unique_ptr<stage_type>> stages_;
     std::vector<std::unique_ptr<boundary_channel<T>>> forward_, backward_;
-    op_runner<T, stage_type, Loss> runner_{stages_, forward_, backward_};
-    tbb::flow::graph graph_;
-    std::vector<std::unique_ptr<node_type>> nodes_;
+    using runner_type = op_runner<T, stage_type, Loss>;
+    runner_type runner_{stages_, forward_, backward_};
+    std::unique_ptr<lane_graph<runner_type>> graph_;  // after the runner: destroyed before it
     std::optional<stage_inference<stack_type>> eval_;
     std::size_t counted_ = 0;  // N: counted targets of the running step's batch
     std::uint64_t steps_ = 0;

@@ -52,6 +52,7 @@ struct stage_costs {
             case op_kind::backward_input: return backward_input;
             case op_kind::backward_weight: return backward_weight;
             case op_kind::backward_fused: return fused();
+            case op_kind::update: return optimizer;
         }
         return 0;
     }
