@@ -36,6 +36,12 @@
 #include "train/mode_pb.hpp"
 #include "train/mode_sync.hpp"
 
+// The modes' key functions (train/mode.hpp): their vtables and option code are compiled in this unit only.
+train::mode::~mode() = default;
+train::mode_sgd::~mode_sgd() = default;
+train::mode_pb::~mode_pb() = default;
+train::mode_sync::~mode_sync() = default;
+
 namespace {
 const train::mode_entry mode_table[] = {
     train::mode_row<train::mode_sgd>(),

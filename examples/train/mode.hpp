@@ -22,7 +22,9 @@ namespace train {
 /// Interface of a training mode.
 class mode {
 public:
-    virtual ~mode() = default;
+    /// Defined in pipeprop_train.cpp (the key function): the vtables, and with them the option code of every mode,
+    /// are compiled there, not in every per-(mode, network) unit.
+    virtual ~mode();
     /// The --mode value selecting this mode.
     [[nodiscard]] virtual std::string name() const = 0;
     /// One line for the help text.

@@ -152,8 +152,25 @@ private:
 };
 
 /// --mode pb.
+/// The loss and the data of --mode pb on network Net: softmax cross-entropy on an image dataset, or per-token
+/// cross-entropy on next-token sequences of a text corpus (a sequence model).
+template <class Net, bool = is_sequence_model<Net>>
+struct pb_loss_of {
+    using type = pipeprop::detail::default_loss_t<Net, float>;
+};
+template <class Net>
+struct pb_loss_of<Net, true> {
+    using out = typename pipeprop::layer_stack<Net, float>::output_shape;
+    using type = pipeprop::token_cross_entropy<float, out::dims[0], out::dims[1]>;
+};
+template <class Net>
+using pb_loss_t = typename pb_loss_of<Net>::type;
+template <class Net>
+using pb_data_t = std::conditional_t<is_sequence_model<Net>, pipeprop::data::text_dataset, pipeprop::data::dataset_pair>;
+
 class mode_pb final : public mode {
 public:
+    ~mode_pb() override;  // pipeprop_train.cpp (the key function: see mode::~mode)
     static constexpr const char* mode_name = "pb";
 
     [[nodiscard]] std::string name() const override { return mode_name; }
@@ -276,7 +293,7 @@ public:
                                  : run_text<Net, pipeprop::optim::sgd<float>>(o);
         } else {
             const pipeprop::data::dataset_pair data = load_data<Net>(o);
-            return run_policy<Net, pipeprop::detail::default_loss_t<Net, float>>(o, mitigation(o), data);
+            return run_policy<Net, pb_loss_t<Net>>(o, mitigation(o), data);
         }
     }
 
@@ -284,30 +301,7 @@ public:
     /// mitigation, or AdamW with none, stash or pipemare. The AdamW instantiation of llama-tiny has a translation
     /// unit of its own (train/pb_text_adamw.cpp; declared extern below the class), for compile time.
     template <class Net, class Optimizer>
-    json_line run_text(const common_options& o) {
-        namespace pol = pipeprop::pb::policy;
-        const std::string m = mitigation(o);
-        using out = typename pipeprop::layer_stack<Net, float>::output_shape;
-        constexpr std::size_t length = out::dims[0], vocabulary = out::dims[1];
-        using loss = pipeprop::token_cross_entropy<float, length, vocabulary>;
-        const pipeprop::data::text_dataset data = load_text_data(o, length, vocabulary);
-        if constexpr (pipeprop::pb::is_adamw<Optimizer, float>) {
-            common_options oa = o;  // AdamW's own learning-rate default, as in --mode sgd
-            if (!o.lr_given) oa.lr = mode_sgd::default_adamw_lr;
-            oa.momentum = 0.0;
-            const double b1 = number_of(beta1_opt_, beta1_), b2 = number_of(beta2_opt_, beta2_),
-                         eps = number_of(eps_opt_, eps_);
-            const pipeprop::optim::adamw_config c{.beta1 = b1, .beta2 = b2, .eps = eps, .weight_decay = o.weight_decay};
-            note(o, fmt::format("optimizer: AdamW, lr {:g}, betas ({:g}, {:g}), eps {:g}, decoupled weight decay {:g}",
-                                oa.lr, b1, b2, eps, o.weight_decay));
-            json_line j = m == "none"    ? run_with<Net, pol::none, loss, Optimizer>(oa, data, c)
-                          : m == "stash" ? run_with<Net, pol::weight_stashing, loss, Optimizer>(oa, data, c)
-                                         : run_with<Net, pol::pipemare, loss, Optimizer>(oa, data, c);
-            return j.add("optimizer", "adamw").add("beta1", b1).add("beta2", b2).add("eps", eps);
-        } else {
-            return run_policy<Net, loss>(o, m, data).add("optimizer", "sgd");
-        }
-    }
+    json_line run_text(const common_options& o);
 
 private:
     /// True when the run uses AdamW: --optimizer adamw, or auto on a text network.
@@ -321,20 +315,27 @@ private:
         return mitigation_;
     }
 
-    /// Momentum SGD with mitigation m.
+    /// Momentum SGD with mitigation m: none, stash and pipemare here; sc, lwp and sc_lwp in run_compensated.
     template <class Net, class Loss, class Data>
     json_line run_policy(const common_options& o, const std::string& m, const Data& data) {
         namespace pol = pipeprop::pb::policy;
         using sgd = pipeprop::optim::sgd<float>;
+        if (m == "sc" || m == "lwp" || m == "sc_lwp") return run_compensated<Net>(o, m, data);
         const pipeprop::optim::adamw_config unused{};
         if (m == "none") return run_with<Net, pol::none, Loss, sgd>(o, data, unused);
-        if (m == "sc") return run_with<Net, pol::spike_compensation<>, Loss, sgd>(o, data, unused);
-        if (m == "lwp") return run_with<Net, pol::linear_weight_prediction<>, Loss, sgd>(o, data, unused);
-        if (m == "sc_lwp") return run_with<Net, pol::sc_lwp<>, Loss, sgd>(o, data, unused);
         if (m == "stash") return run_with<Net, pol::weight_stashing, Loss, sgd>(o, data, unused);
         return run_with<Net, pol::pipemare, Loss, sgd>(o, data, unused);
     }
 
+public:
+    /// Momentum SGD with spike compensation, linear weight prediction or both (m = sc, lwp, sc_lwp) on network Net
+    /// with its loss and data (pb_loss_t, pb_data_t). Each network's instantiation is a translation unit of its own
+    /// (pb_<network>_compensated.cpp, generated by examples/pipeprop_train.cmake; declared extern in the network's pb
+    /// unit), so that no unit holds all six mitigations of a network (compile time).
+    template <class Net>
+    json_line run_compensated(const common_options& o, const std::string& m, const pb_data_t<Net>& data);
+
+private:
     template <class Net, class Policy, class Loss, class Optimizer, class Data>
     json_line run_with(const common_options& o, const Data& data, const pipeprop::optim::adamw_config& adamw) {
         const std::string mitigation_name = mitigation(o);
@@ -406,6 +407,46 @@ private:
     CLI::Option *optimizer_opt_ = nullptr, *beta1_opt_ = nullptr, *beta2_opt_ = nullptr, *eps_opt_ = nullptr;
     double reference_lr_ = 0.0, reference_momentum_ = 0.0;
 };
+
+// Defined outside the class, so that they are not inline: the extern template declarations (below and in the
+// generated pb units) then keep their instantiations out of every unit but their own (an inline function is
+// instantiated wherever it is called, for inlining, extern or not).
+template <class Net>
+json_line mode_pb::run_compensated(const common_options& o, const std::string& m, const pb_data_t<Net>& data) {
+    namespace pol = pipeprop::pb::policy;
+    using sgd = pipeprop::optim::sgd<float>;
+    using loss = pb_loss_t<Net>;
+    const pipeprop::optim::adamw_config unused{};
+    if (m == "sc") return run_with<Net, pol::spike_compensation<>, loss, sgd>(o, data, unused);
+    if (m == "lwp") return run_with<Net, pol::linear_weight_prediction<>, loss, sgd>(o, data, unused);
+    return run_with<Net, pol::sc_lwp<>, loss, sgd>(o, data, unused);
+}
+
+template <class Net, class Optimizer>
+json_line mode_pb::run_text(const common_options& o) {
+    namespace pol = pipeprop::pb::policy;
+    const std::string m = mitigation(o);
+    using out = typename pipeprop::layer_stack<Net, float>::output_shape;
+    constexpr std::size_t length = out::dims[0], vocabulary = out::dims[1];
+    using loss = pb_loss_t<Net>;
+    const pipeprop::data::text_dataset data = load_text_data(o, length, vocabulary);
+    if constexpr (pipeprop::pb::is_adamw<Optimizer, float>) {
+        common_options oa = o;  // AdamW's own learning-rate default, as in --mode sgd
+        if (!o.lr_given) oa.lr = mode_sgd::default_adamw_lr;
+        oa.momentum = 0.0;
+        const double b1 = number_of(beta1_opt_, beta1_), b2 = number_of(beta2_opt_, beta2_),
+                     eps = number_of(eps_opt_, eps_);
+        const pipeprop::optim::adamw_config c{.beta1 = b1, .beta2 = b2, .eps = eps, .weight_decay = o.weight_decay};
+        note(o, fmt::format("optimizer: AdamW, lr {:g}, betas ({:g}, {:g}), eps {:g}, decoupled weight decay {:g}",
+                            oa.lr, b1, b2, eps, o.weight_decay));
+        json_line j = m == "none"    ? run_with<Net, pol::none, loss, Optimizer>(oa, data, c)
+                      : m == "stash" ? run_with<Net, pol::weight_stashing, loss, Optimizer>(oa, data, c)
+                                     : run_with<Net, pol::pipemare, loss, Optimizer>(oa, data, c);
+        return j.add("optimizer", "adamw").add("beta1", b1).add("beta2", b2).add("eps", eps);
+    } else {
+        return run_policy<Net, loss>(o, m, data).add("optimizer", "sgd");
+    }
+}
 
 // Compiled in train/pb_text_adamw.cpp, not in the unit of --mode pb on llama-tiny.
 extern template json_line mode_pb::run_text<llama_tiny, pipeprop::optim::adamw<float>>(const common_options&);

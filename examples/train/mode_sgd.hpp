@@ -29,6 +29,7 @@ namespace train {
 /// Sequential mini-batch training (the reference).
 class mode_sgd final : public mode {
 public:
+    ~mode_sgd() override;  // pipeprop_train.cpp (the key function: see mode::~mode)
     static constexpr const char* mode_name = "sgd";
     /// Learning rate of AdamW on a text network when --lr is not given.
     static constexpr double default_adamw_lr = 3e-3;

@@ -178,6 +178,7 @@ inline trace_files trace_paths(const std::string& path) {
 /// --mode sync (see the file comment).
 class mode_sync final : public mode {
 public:
+    ~mode_sync() override;  // pipeprop_train.cpp (the key function: see mode::~mode)
     static constexpr const char* mode_name = "sync";
 
     [[nodiscard]] std::string name() const override { return mode_name; }
