@@ -10,8 +10,7 @@ set(PIPEPROP_TRAIN_FLAGS "" CACHE STRING "Extra compile options of the main prog
 target_compile_options(pipeprop_train PRIVATE ${PIPEPROP_TRAIN_FLAGS})
 
 # One translation unit per (mode, network): train::run_on_network<mode_M, Net> instantiated in its own file, so that
-# the program builds in parallel and no unit holds every network of every mode (train/mode.hpp); --mode pb has a
-# second unit per network for its momentum-form mitigations (sc, lwp, sc_lwp: mode_pb::run_compensated).
+# the program builds in parallel and no unit holds every network of every mode (train/mode.hpp).
 # Keep in step with train::with_network (examples/train/networks.hpp).
 function(pipeprop_train_unit unit_mode pair)
   string(REPLACE ":" ";" pair_list ${pair})
@@ -19,18 +18,10 @@ function(pipeprop_train_unit unit_mode pair)
   list(GET pair_list 1 unit_type)
   string(REPLACE "-" "_" unit_file_name ${unit_mode}_${unit_network})
   set(unit_file ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_units/${unit_file_name}.cpp)
-  set(unit_extern "")
-  set(unit_files ${unit_file})
-  if(unit_mode STREQUAL "pb")  # PB's sc, lwp and sc_lwp: a unit of their own per network (train/mode_pb.hpp)
-    set(unit_extern "extern template train::json_line train::mode_pb::run_compensated<train::${unit_type}>(\n    const train::common_options&, const std::string&, const train::pb_data_t<train::${unit_type}>&);")
-    set(compensated_file ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_units/${unit_file_name}_compensated.cpp)
-    configure_file(${CMAKE_CURRENT_SOURCE_DIR}/train/unit_pb_compensated.cpp.in ${compensated_file} @ONLY)
-    list(APPEND unit_files ${compensated_file})
-  endif()
   configure_file(${CMAKE_CURRENT_SOURCE_DIR}/train/unit.cpp.in ${unit_file} @ONLY)
-  target_sources(pipeprop_train PRIVATE ${unit_files})
+  target_sources(pipeprop_train PRIVATE ${unit_file})
   if(TARGET pipeprop_train_asan)  # tests/fuzz.cmake: the ASan + UBSan main program of scripts/fuzz.sh
-    target_sources(pipeprop_train_asan PRIVATE ${unit_files})
+    target_sources(pipeprop_train_asan PRIVATE ${unit_file})
   endif()
 endfunction()
 # Image networks and the text network (next-token training on a text corpus) in every mode.
