@@ -10,6 +10,12 @@ if(PIPEPROP_BUILD_TESTS)
     REGEX "hyperparameters scaled from B = 32 .* to b = 1: lr 5.136.e-05, momentum 0.99671.*pb: stage  0 layers .0, 3.  D =  4.*pb: stage  2 busy"
     LAST_LINE_REGEX "^\\{\"mode\":\"pb\",\"network\":\"mlp\",\"batch\":1,\"epochs\":1,\"samples\":1500,.*\"test_accuracy\":0\\.[5-9][0-9]*,.*\"mitigation\":\"sc_lwp\",\"executor\":\"concurrent\",\"reference_batch\":32,\"stages\":3,\"delays\":\"4,2,0\",\"utilization\":\"${num},${num},${num}\",\"lanes\":\"0,[0-2],[0-2]\",\"pb_samples_per_second\":${num},.*\\}$")
 
+  # --flush-subnormals reaches the engine and the JSON result (pb::options::flush_subnormals).
+  pipeprop_train_test(pb_flush_subnormals EXPECT 0
+    ARGS --mode pb --network mlp --stages fine --mitigation sc_lwp --reference-batch 32 --max-samples 1500
+         --max-test-samples 1000 --progress log --flush-subnormals --data ${pipeprop_train_data}
+    LAST_LINE_REGEX "^\\{\"mode\":\"pb\",.*\"test_accuracy\":0\\.[5-9][0-9]*,.*\"flush_subnormals\":true.*\\}$")
+
   # Bit-identical resume from PB checkpoints, both executors, policies with and without extra state.
   foreach(case IN ITEMS concurrent:sc_lwp sequential:pipemare)
     string(REPLACE ":" ";" parts ${case})

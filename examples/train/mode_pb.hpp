@@ -202,6 +202,9 @@ public:
                      "balanced by measured cost); 0 = one per core, at most one per stage")
             ->check(CLI::Range(std::size_t{0}, std::size_t{4096}))
             ->capture_default_str();
+        g.add_flag("--flush-subnormals", flush_subnormals_,
+                   "Run the stages' work with subnormal numbers flushed to zero (x86 FTZ + DAZ; pb::options::"
+                   "flush_subnormals): much faster when momentum near 1 decays velocities into the subnormal range");
         g.add_option("--pipemare-warmup", pipemare_warmup_epochs_,
                      "PipeMare: per-stage learning-rate warm-up length in epochs")
             ->check(CLI::Range(0.0, 1e6))
@@ -335,6 +338,7 @@ private:
         opt.executor = pipeprop::pb::parse_executor(executor_);
         opt.push_buffer = push_buffer_;
         opt.lanes = lanes_;
+        opt.flush_subnormals = flush_subnormals_;
         opt.eval_batch = 256;
         opt.seed = o.seed;
         opt.adamw = adamw;
@@ -377,7 +381,8 @@ private:
             .add("delays", delays)
             .add("utilization", utilization)
             .add("lanes", executor_ == "concurrent" ? lanes : std::string())
-            .add("pb_samples_per_second", st.samples_per_second);
+            .add("pb_samples_per_second", st.samples_per_second)
+            .add("flush_subnormals", flush_subnormals_);
         if (reference_batch_ > 0) j.add("reference_lr", reference_lr_).add("reference_momentum", reference_momentum_);
         return j;
     }
@@ -388,6 +393,7 @@ private:
     std::size_t reference_batch_ = 0;
     std::size_t push_buffer_ = 64;
     std::size_t lanes_ = 0;
+    bool flush_subnormals_ = false;
     double pipemare_warmup_epochs_ = 0.25;
     double pipemare_decay_ = 0.9;
     const CLI::Option* batch_option_ = nullptr;

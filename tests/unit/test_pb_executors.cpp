@@ -2,9 +2,11 @@
 // reference for every mitigation policy (>= 200 micro-batches, S = 10, b = 1 and b = 2 with a final partial
 // micro-batch, a drain in the middle); fewer micro-batches than stages; same seed same run; the delays, measured
 // from outside by a probe layer that logs the weights each pass was given, equal the constexpr D_s; S = 1 PB
-// equals the sequential SGD trainer bitwise.
+// equals the sequential SGD trainer bitwise; with subnormals flushed (pb::options::flush_subnormals) both executors
+// still agree bitwise, and the flush guard flushes and restores.
 #include <catch2/catch.hpp>
 
+#include <pipeprop/flush_subnormals.hpp>
 #include <pipeprop/sequential_trainer.hpp>
 
 #include "unit/test_pb_support.hpp"
@@ -128,6 +130,47 @@ TEST_CASE("the push buffer size does not change the results", "[pb][executors]")
     const run_record rb = drive(b, 120, 1, 0, 50);
     CHECK(bitwise_equal(ra.weights, rb.weights));
     CHECK(bitwise_equal(ra.losses, rb.losses));
+}
+
+TEST_CASE("flush_subnormals: the guard flushes and restores; both executors stay bit-identical with it",
+          "[pb][executors][subnormals]") {
+    if (!pp::scoped_flush_subnormals::supported) {
+        WARN("this target cannot flush subnormals (no SSE): nothing to check");
+        return;
+    }
+    volatile float tiny = std::numeric_limits<float>::min() / 8.0f;  // subnormal
+    volatile float half = 0.5f;
+    const auto product = [&] { return tiny * half; };
+    REQUIRE(std::fpclassify(product()) == FP_SUBNORMAL);
+    {
+        const pp::scoped_flush_subnormals flush(true);
+        CHECK(product() == 0.0f);
+        {
+            const pp::scoped_flush_subnormals off(false);  // "off" leaves the setting as it is
+            CHECK(product() == 0.0f);
+        }
+    }
+    CHECK(std::fpclassify(product()) == FP_SUBNORMAL);  // restored
+
+    openblas_set_num_threads(1);
+    using policy = pb::policy::sc_lwp<>;
+    using pipe = pb::pipeline<mlp, pp::fine_grained<pp::parameter_free::own_stage>, policy>;
+    auto o = [](pb::executor_kind k) {
+        pb::options<policy> x = opts<policy>(k, 2);
+        x.flush_subnormals = true;
+        return x;
+    };
+    pipe seq(o(pb::executor_kind::sequential)), con(o(pb::executor_kind::concurrent));
+    const run_record rs = drive(seq, 150, 2, 1, 60);
+    const run_record rc = drive(con, 150, 2, 1, 60);
+    CHECK(bitwise_equal(rc.weights, rs.weights));
+    CHECK(bitwise_equal(rc.velocities, rs.velocities));
+    CHECK(bitwise_equal(rc.losses, rs.losses));
+    pipe fresh(opts<policy>(pb::executor_kind::sequential, 2));
+    std::vector<float> w0(pipe::stack_type::parameter_count);
+    fresh.copy_parameters(w0);
+    CHECK_FALSE(bitwise_equal(w0, rs.weights));  // it trained
+    CHECK(std::fpclassify(product()) == FP_SUBNORMAL);  // the caller's thread is left as it was
 }
 
 TEST_CASE("fewer micro-batches than stages: no hang, identical results", "[pb][executors]") {

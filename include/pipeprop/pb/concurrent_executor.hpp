@@ -57,6 +57,7 @@
 #include <vector>
 
 #include "pipeprop/boundary_channel.hpp"
+#include "pipeprop/flush_subnormals.hpp"
 #include "pipeprop/lane_graph.hpp"
 #include "pipeprop/layer_stack.hpp"
 #include "pipeprop/loss/loss_policy.hpp"
@@ -86,12 +87,14 @@ public:
 
     /// Builds the channels, D_s + 1 activation slots per stage for up to max_b samples and the flow graph with the
     /// lanes of `lanes` (throws std::invalid_argument for a plan that is not one for S stages); push_buffer (>= 1)
-    /// micro-batches are buffered before the graph runs.
+    /// micro-batches are buffered before the graph runs; flush_subnormals: every op runs with subnormals flushed to
+    /// zero (flush_subnormals.hpp).
     concurrent_executor(const stack_type& stack, std::vector<stage_type>& stages, std::size_t max_b,
-                        std::size_t push_buffer, const lane_plan& lanes)
+                        std::size_t push_buffer, const lane_plan& lanes, bool flush_subnormals = false)
         : stack_(stack),
           stages_(stages),
           push_buffer_(push_buffer),
+          flush_(flush_subnormals),
           ring_(push_buffer + stages.front().delay() + 2),
           infos_(ring_),
           results_(ring_) {
@@ -222,6 +225,7 @@ public:
     template <class Send>
     void run_next(std::size_t s, Send& send) {
         const auto t0 = std::chrono::steady_clock::now();
+        const scoped_flush_subnormals flush(flush_);
         per_stage& p = *per_[s];
         const op o = *p.stream.current();
         switch (o.kind) {
@@ -386,6 +390,7 @@ private:
     const stack_type& stack_;
     std::vector<stage_type>& stages_;
     std::size_t push_buffer_;
+    bool flush_ = false;
     // Rings by micro-batch id mod ring_ (push_buffer + D_0 + 2 > the ids that can be in flight): what push() knows
     // of a micro-batch (read by each stage's F) and what the last stage found (read by stage 0's BW).
     std::size_t ring_;

@@ -131,10 +131,11 @@ public:
         if constexpr (Policy::fixed_momentum) hyper_.momentum = static_cast<T>(Policy::momentum);
         if (opt.executor == executor_kind::sequential)
             executor_ =
-                std::make_unique<sequential_executor<Net, Policy, T, Loss, Optimizer>>(stack_, stages_, opt.max_batch);
+                std::make_unique<sequential_executor<Net, Policy, T, Loss, Optimizer>>(stack_, stages_, opt.max_batch,
+                                                                                       opt.flush_subnormals);
         else
             executor_ = std::make_unique<concurrent_executor<Net, Policy, T, Loss, Optimizer>>(
-                stack_, stages_, opt.max_batch, opt.push_buffer, lane_plan_for(opt));
+                stack_, stages_, opt.max_batch, opt.push_buffer, lane_plan_for(opt), opt.flush_subnormals);
     }
 
     /// The lanes the concurrent executor gets (pb/lane_plan.hpp): options::lane_starts as given (checked), else

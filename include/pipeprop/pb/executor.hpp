@@ -50,6 +50,10 @@ struct options {
     /// plan_lanes over measure_tick_costs or one's own); when given, `lanes` is not read and nothing is measured.
     /// Throws std::invalid_argument at engine construction when it is not a plan for the engine's S stages.
     std::vector<std::size_t> lane_starts{};
+    /// Run every stage's forward, backward and update with subnormal numbers flushed to zero
+    /// (flush_subnormals.hpp: much faster where momentum near 1 decays velocities into the subnormal range; results
+    /// can differ from an unflushed run, never between the executors). Default off.
+    bool flush_subnormals = false;
     std::size_t eval_batch = 64;           ///< samples per forward pass in evaluate() (>= 1)
     std::uint64_t seed = 1;                ///< layer_stack::init_parameters seed (per layer; independent of the cut)
     typename Policy::parameters policy{};  ///< the policy's runtime knobs (PipeMare: warm-up, EMA decay)

@@ -24,6 +24,7 @@
 #include <span>
 #include <vector>
 
+#include "pipeprop/flush_subnormals.hpp"
 #include "pipeprop/layer_stack.hpp"
 #include "pipeprop/loss/loss_policy.hpp"
 #include "pipeprop/pb/executor.hpp"
@@ -42,8 +43,10 @@ public:
     using loss_type = Loss;
 
     /// Allocates one activation buffer per stage for up to max_b samples and the forward-weight histories.
-    sequential_executor(const stack_type& stack, std::vector<stage_type>& stages, std::size_t max_b)
-        : stack_(stack), stages_(stages), labels_(max_b * Loss::targets_per_sample) {
+    /// flush_subnormals: every push runs with subnormals flushed to zero (flush_subnormals.hpp).
+    sequential_executor(const stack_type& stack, std::vector<stage_type>& stages, std::size_t max_b,
+                        bool flush_subnormals = false)
+        : stack_(stack), stages_(stages), labels_(max_b * Loss::targets_per_sample), flush_(flush_subnormals) {
         per_.reserve(stages.size());
         for (const stage_type& st : stages) {
             per_stage p;
@@ -60,6 +63,7 @@ public:
     std::span<const completed_micro_batch<T>> push(const T* x, const std::int32_t* labels,
                                                    const micro_batch_info<T>& mb) override {
         using clock = std::chrono::steady_clock;
+        const scoped_flush_subnormals flush(flush_);
         const std::size_t n = mb.id;
         const std::size_t b = mb.batch;
         const std::size_t count = stages_.size();
@@ -176,6 +180,7 @@ private:
     std::size_t n0_ = 0;
     completed_micro_batch<T> result_{};
     bool used_ = false;
+    bool flush_ = false;
 };
 
 }  // namespace pipeprop::pb
