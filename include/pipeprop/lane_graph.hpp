@@ -52,6 +52,13 @@ inline void check_lanes(const std::vector<std::size_t>& first_stage, std::size_t
     }
 }
 
+/// The first stages of one lane per stage (S serial nodes): 0, 1, ..., S - 1.
+[[nodiscard]] inline std::vector<std::size_t> one_lane_per_stage_starts(std::size_t stages) {
+    std::vector<std::size_t> first(stages);
+    for (std::size_t s = 0; s < stages; ++s) first[s] = s;
+    return first;
+}
+
 /// The flow graph over `stage_count` stages in the lanes whose first stages are `first_stage` (check_lanes), driving
 /// `runner` (see the file comment). Not copyable or movable (the nodes refer to it); the runner must outlive it.
 template <class Runner>

@@ -44,9 +44,7 @@ inline void check_lane_plan(const std::vector<std::size_t>& first_stage, std::si
 
 /// One lane per stage (S serial nodes).
 [[nodiscard]] inline lane_plan one_lane_per_stage(std::size_t stages) {
-    lane_plan p;
-    for (std::size_t s = 1; s < stages; ++s) p.first_stage.push_back(s);
-    return p;
+    return {stages == 0 ? std::vector<std::size_t>{0} : one_lane_per_stage_starts(stages)};
 }
 
 /// `lanes` lanes (clamped to [1, S]) whose summed per-tick costs `stage_costs` [S] (any unit) are as even as possible

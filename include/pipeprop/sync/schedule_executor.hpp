@@ -172,7 +172,7 @@ private:
                                                            opt_.optimizer, targets_per_sample,
                                                            std::span<const T>(w), storage));
         make_channels();
-        graph_ = std::make_unique<lane_graph<runner_type>>(runner_, p, one_lane_each(p));
+        graph_ = std::make_unique<lane_graph<runner_type>>(runner_, p, one_lane_per_stage_starts(p));
     }
 
 public:
@@ -432,12 +432,6 @@ private:
             backward_.push_back(std::make_unique<boundary_channel<T>>(
                 "backward " + std::to_string(b + 1) + "->" + std::to_string(b), caps_[b].backward, n, max_b_, 0));
         }
-    }
-
-    static std::vector<std::size_t> one_lane_each(std::size_t p) {
-        std::vector<std::size_t> first(p);
-        for (std::size_t s = 0; s < p; ++s) first[s] = s;
-        return first;
     }
 
     // Checks a step's input; returns the counted targets N of the batch (Loss::count_targets, which checks every
