@@ -42,6 +42,74 @@ train::mode_sgd::~mode_sgd() = default;
 train::mode_pb::~mode_pb() = default;
 train::mode_sync::~mode_sync() = default;
 
+// The modes' network dispatch, here and not inline in the mode headers: an inline body would instantiate every
+// network's training code (run_on_network is visible there) in every per-(mode, network) unit that includes them.
+train::json_line train::mode_sgd::run(const train::common_options& o) {
+    if (is_text_network(o.network))
+        return with_text_network(o.network, [&]<class Net>() { return run_on_network<mode_sgd, Net>(*this, o); });
+    return with_network(o.network, [&]<class Net>() { return run_on_network<mode_sgd, Net>(*this, o); });
+}
+
+void train::mode_pb::validate(const train::common_options& o) const {
+    // CLI11's range checks let NaN through (every comparison with NaN is false): a bad option, exit 2.
+    const std::pair<const char*, double> reals[] = {{"--pipemare-warmup", pipemare_warmup_epochs_},
+                                                    {"--pipemare-decay", pipemare_decay_}};
+    for (const auto& [name, value] : reals)
+        if (!std::isfinite(value))
+            throw CLI::ValidationError(name, fmt::format("must be a finite number, got {}", value));
+    if (o.nesterov)
+        throw CLI::ValidationError("--nesterov",
+                                   "is not available in --mode pb (stages use heavy-ball momentum; "
+                                   "spike compensation with D = 1 is Nesterov's form)");
+    const auto check_stages = [&]<class Net>() {
+        try {
+            (void)parse_stages<Net>(stages_);
+        } catch (const std::invalid_argument& e) {
+            throw CLI::ValidationError("--stages", e.what());
+        }
+    };
+    const bool text = is_text_network(o.network);
+    text ? with_text_network(o.network, check_stages) : with_network(o.network, check_stages);
+    const std::string optimizer = value_of(optimizer_opt_, optimizer_);
+    if (optimizer == "adamw" && !text)
+        throw CLI::ValidationError("--optimizer", "adamw is not available for the image networks yet (only for "
+                                                  "llama-tiny); use --optimizer sgd");
+    if (uses_adamw(o)) {
+        const std::string m = mitigation(o);
+        if (m == "sc" || m == "lwp" || m == "sc_lwp")
+            throw CLI::ValidationError(
+                "--mitigation", m + " is defined for momentum SGD only (spike compensation and linear weight "
+                                    "prediction use its velocity: PB-paper section 4); with AdamW use none, stash "
+                                    "or pipemare, or use --optimizer sgd");
+        if (reference_batch_ > 0)
+            throw CLI::ValidationError("--reference-batch", "the batch-size scaling rules are momentum SGD's "
+                                                            "(pb-semantics.md section 4); with AdamW give --lr "
+                                                            "for the micro-batch size directly");
+    }
+}
+
+train::json_line train::mode_pb::run(const train::common_options& given) {
+    common_options o = given;
+    if (batch_option_ == nullptr || batch_option_->count() == 0) o.batch = 1;  // PB default: b = 1
+    if (reference_batch_ > 0) {
+        const auto s = pipeprop::optim::scale_hyperparameters({o.lr, o.momentum}, reference_batch_, o.batch);
+        note(o, fmt::format("pb: hyperparameters scaled from B = {} (lr {:.6g}, momentum {:.6g}) to b = {}: "
+                            "lr {:.6g}, momentum {:.6g}",
+                            reference_batch_, o.lr, o.momentum, o.batch, s.learning_rate, s.momentum));
+        reference_lr_ = o.lr;
+        reference_momentum_ = o.momentum;
+        o.lr = s.learning_rate;
+        o.momentum = s.momentum;
+    }
+    const auto run = [&]<class Net>() { return run_on_network<mode_pb, Net>(*this, o); };
+    return is_text_network(o.network) ? with_text_network(o.network, run) : with_network(o.network, run);
+}
+
+train::json_line train::mode_sync::run(const train::common_options& o) {
+    const auto run = [&]<class Net>() { return run_on_network<mode_sync, Net>(*this, o); };
+    return is_text_network(o.network) ? with_text_network(o.network, run) : with_network(o.network, run);
+}
+
 namespace {
 const train::mode_entry mode_table[] = {
     train::mode_row<train::mode_sgd>(),

@@ -38,6 +38,7 @@
 #include "train/mode.hpp"
 #include "train/mode_sgd.hpp"
 #include "train/networks.hpp"
+#include "train/pb_executors.hpp"
 #include "train/training_loop.hpp"
 
 namespace train {
@@ -152,19 +153,6 @@ private:
 };
 
 /// --mode pb.
-/// The loss of --mode pb on network Net: softmax cross-entropy on an image dataset, or per-token cross-entropy on
-/// next-token sequences of a text corpus (a sequence model).
-template <class Net, bool = is_sequence_model<Net>>
-struct pb_loss_of {
-    using type = pipeprop::detail::default_loss_t<Net, float>;
-};
-template <class Net>
-struct pb_loss_of<Net, true> {
-    using out = typename pipeprop::layer_stack<Net, float>::output_shape;
-    using type = pipeprop::token_cross_entropy<float, out::dims[0], out::dims[1]>;
-};
-template <class Net>
-using pb_loss_t = typename pb_loss_of<Net>::type;
 class mode_pb final : public mode {
 public:
     ~mode_pb() override;  // pipeprop_train.cpp (the key function: see mode::~mode)
@@ -228,60 +216,9 @@ public:
     }
     [[nodiscard]] bool supports_text_networks() const override { return true; }
 
-    void validate(const common_options& o) const override {
-        // CLI11's range checks let NaN through (every comparison with NaN is false): a bad option, exit 2.
-        const std::pair<const char*, double> reals[] = {{"--pipemare-warmup", pipemare_warmup_epochs_},
-                                                        {"--pipemare-decay", pipemare_decay_}};
-        for (const auto& [name, value] : reals)
-            if (!std::isfinite(value))
-                throw CLI::ValidationError(name, fmt::format("must be a finite number, got {}", value));
-        if (o.nesterov)
-            throw CLI::ValidationError("--nesterov",
-                                       "is not available in --mode pb (stages use heavy-ball momentum; "
-                                       "spike compensation with D = 1 is Nesterov's form)");
-        const auto check_stages = [&]<class Net>() {
-            try {
-                (void)parse_stages<Net>(stages_);
-            } catch (const std::invalid_argument& e) {
-                throw CLI::ValidationError("--stages", e.what());
-            }
-        };
-        const bool text = is_text_network(o.network);
-        text ? with_text_network(o.network, check_stages) : with_network(o.network, check_stages);
-        const std::string optimizer = value_of(optimizer_opt_, optimizer_);
-        if (optimizer == "adamw" && !text)
-            throw CLI::ValidationError("--optimizer", "adamw is not available for the image networks yet (only for "
-                                                      "llama-tiny); use --optimizer sgd");
-        if (uses_adamw(o)) {
-            const std::string m = mitigation(o);
-            if (m == "sc" || m == "lwp" || m == "sc_lwp")
-                throw CLI::ValidationError(
-                    "--mitigation", m + " is defined for momentum SGD only (spike compensation and linear weight "
-                                        "prediction use its velocity: PB-paper section 4); with AdamW use none, stash "
-                                        "or pipemare, or use --optimizer sgd");
-            if (reference_batch_ > 0)
-                throw CLI::ValidationError("--reference-batch", "the batch-size scaling rules are momentum SGD's "
-                                                                "(pb-semantics.md section 4); with AdamW give --lr "
-                                                                "for the micro-batch size directly");
-        }
-    }
+    void validate(const common_options& o) const override;  // in pipeprop_train.cpp (per-network code: see there)
 
-    json_line run(const common_options& given) override {
-        common_options o = given;
-        if (batch_option_ == nullptr || batch_option_->count() == 0) o.batch = 1;  // PB default: b = 1
-        if (reference_batch_ > 0) {
-            const auto s = pipeprop::optim::scale_hyperparameters({o.lr, o.momentum}, reference_batch_, o.batch);
-            note(o, fmt::format("pb: hyperparameters scaled from B = {} (lr {:.6g}, momentum {:.6g}) to b = {}: "
-                                "lr {:.6g}, momentum {:.6g}",
-                                reference_batch_, o.lr, o.momentum, o.batch, s.learning_rate, s.momentum));
-            reference_lr_ = o.lr;
-            reference_momentum_ = o.momentum;
-            o.lr = s.learning_rate;
-            o.momentum = s.momentum;
-        }
-        const auto run = [&]<class Net>() { return run_on_network<mode_pb, Net>(*this, o); };
-        return is_text_network(o.network) ? with_text_network(o.network, run) : with_network(o.network, run);
-    }
+    json_line run(const common_options& given) override;  // in pipeprop_train.cpp (per-network code: see there)
 
     /// Training on network Net with the --mitigation policy, o already scaled (instantiated per network in its
     /// own unit: run_on_network). Image networks: softmax cross-entropy, momentum SGD. Text networks: next-token
@@ -318,15 +255,14 @@ private:
     /// Momentum SGD with mitigation m.
     template <class Net, class Loss, class Data>
     json_line run_policy(const common_options& o, const std::string& m, const Data& data) {
-        namespace pol = pipeprop::pb::policy;
-        using sgd = pipeprop::optim::sgd<float>;
+        namespace pol = pb_policies;  // the engines whose executors train/pb_executors.hpp declares
         const pipeprop::optim::adamw_config unused{};
-        if (m == "none") return run_with<Net, pol::none, Loss, sgd>(o, data, unused);
-        if (m == "sc") return run_with<Net, pol::spike_compensation<>, Loss, sgd>(o, data, unused);
-        if (m == "lwp") return run_with<Net, pol::linear_weight_prediction<>, Loss, sgd>(o, data, unused);
-        if (m == "sc_lwp") return run_with<Net, pol::sc_lwp<>, Loss, sgd>(o, data, unused);
-        if (m == "stash") return run_with<Net, pol::weight_stashing, Loss, sgd>(o, data, unused);
-        return run_with<Net, pol::pipemare, Loss, sgd>(o, data, unused);
+        if (m == "none") return run_with<Net, pol::none, Loss, pol::sgd>(o, data, unused);
+        if (m == "sc") return run_with<Net, pol::sc, Loss, pol::sgd>(o, data, unused);
+        if (m == "lwp") return run_with<Net, pol::lwp, Loss, pol::sgd>(o, data, unused);
+        if (m == "sc_lwp") return run_with<Net, pol::sc_lwp, Loss, pol::sgd>(o, data, unused);
+        if (m == "stash") return run_with<Net, pol::stash, Loss, pol::sgd>(o, data, unused);
+        return run_with<Net, pol::pipemare, Loss, pol::sgd>(o, data, unused);
     }
 
     template <class Net, class Policy, class Loss, class Optimizer, class Data>

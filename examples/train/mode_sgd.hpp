@@ -70,11 +70,7 @@ public:
         if (!std::isfinite(eps_)) throw CLI::ValidationError("--eps", "must be a finite number");
     }
 
-    json_line run(const common_options& o) override {
-        if (is_text_network(o.network))
-            return with_text_network(o.network, [&]<class Net>() { return run_on_network<mode_sgd, Net>(*this, o); });
-        return with_network(o.network, [&]<class Net>() { return run_on_network<mode_sgd, Net>(*this, o); });
-    }
+    json_line run(const common_options& o) override;  // in pipeprop_train.cpp (per-network code: see there)
 
     /// Training on network Net (instantiated per network in its own unit: run_on_network).
     template <class Net>

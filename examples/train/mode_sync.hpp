@@ -248,10 +248,7 @@ public:
         check_writable_file("--trace", files.svg);
     }
 
-    json_line run(const common_options& o) override {
-        const auto run = [&]<class Net>() { return run_on_network<mode_sync, Net>(*this, o); };
-        return is_text_network(o.network) ? with_text_network(o.network, run) : with_network(o.network, run);
-    }
+    json_line run(const common_options& o) override;  // in pipeprop_train.cpp (per-network code: see there)
 
     /// Training on network Net (instantiated per network in its own unit: run_on_network). Image networks: softmax
     /// cross-entropy, momentum SGD. Text networks: next-token sequences of the text corpus, token cross-entropy,

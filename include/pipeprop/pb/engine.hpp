@@ -46,14 +46,12 @@
 #include "pipeprop/evaluation.hpp"
 #include "pipeprop/network_blocks.hpp"
 #include "pipeprop/non_finite_loss_error.hpp"
-#include "pipeprop/pb/concurrent_executor.hpp"
 #include "pipeprop/pb/executor.hpp"
 #include "pipeprop/pb/hyperparameters.hpp"
-#include "pipeprop/pb/lane_plan.hpp"
+#include "pipeprop/pb/make_executor.hpp"
 #include "pipeprop/pb/micro_batch.hpp"
 #include "pipeprop/pb/optimizer.hpp"
 #include "pipeprop/pb/policies.hpp"
-#include "pipeprop/pb/sequential_executor.hpp"
 #include "pipeprop/pb/stage_state.hpp"
 #include "pipeprop/pb/stats.hpp"
 #include "pipeprop/pipeline_layout.hpp"
@@ -129,30 +127,7 @@ public:
             stages_.emplace_back(s, ranges_.size(), programs[s], std::span<const T>(block), opt.policy, storage,
                                  opt.adamw);
         if constexpr (Policy::fixed_momentum) hyper_.momentum = static_cast<T>(Policy::momentum);
-        if (opt.executor == executor_kind::sequential)
-            executor_ =
-                std::make_unique<sequential_executor<Net, Policy, T, Loss, Optimizer>>(stack_, stages_, opt.max_batch,
-                                                                                       opt.flush_subnormals);
-        else
-            executor_ = std::make_unique<concurrent_executor<Net, Policy, T, Loss, Optimizer>>(
-                stack_, stages_, opt.max_batch, opt.push_buffer, lane_plan_for(opt), opt.flush_subnormals);
-    }
-
-    /// The lanes the concurrent executor gets (pb/lane_plan.hpp): options::lane_starts as given (checked), else
-    /// options::lanes lanes (0: the task arena's concurrency) clamped to [1, S]: one per stage when S, one when 1,
-    /// otherwise plan_lanes over measure_tick_costs of this cut (a few ticks per stage timed on scratch buffers).
-    [[nodiscard]] lane_plan lane_plan_for(const options_type& opt) const {
-        const std::size_t S = ranges_.size();
-        if (!opt.lane_starts.empty()) {
-            check_lane_plan(opt.lane_starts, S);
-            return {opt.lane_starts};
-        }
-        std::size_t n = opt.lanes != 0 ? opt.lanes
-                                       : static_cast<std::size_t>(std::max(1, tbb::this_task_arena::max_concurrency()));
-        n = std::min(n, S);
-        if (n == S) return one_lane_per_stage(S);
-        if (n == 1) return {};
-        return plan_lanes(measure_tick_costs<Net, T, Policy>(ranges_, opt.max_batch, 9, opt.seed), n);
+        executor_ = make_executor<Net, Policy, T, Loss, Optimizer>(stack_, stages_, opt, ranges_);
     }
 
     /// The dynamic programs of runtime ranges, after the partition checks (a bad range must not reach the stack).

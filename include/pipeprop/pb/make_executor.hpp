@@ -1,0 +1,73 @@
+// pipeprop/pb/make_executor.hpp: the one place a PB engine's executor is built (sequential reference or concurrent
+// flow graph, pb/executor.hpp), with the concurrent executor's lane plan.
+//
+// pb::engine calls make_executor from its constructor and talks to the result through the executor<T> interface
+// only. Both functions below are function templates that are not inline, so a program with many engines can
+// compile the executors in translation units of their own: declare the instantiations `extern` where the engines
+// are built and define them in another unit (PIPEPROP_PB_EXECUTOR_INSTANTIATION below). The main program does
+// this (examples/train/pb_executors.hpp): a PB unit would otherwise compile both executors for every mitigation
+// policy. Nothing changes for a program that does neither: the templates are instantiated where they are used.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include <oneapi/tbb/task_arena.h>
+
+#include "pipeprop/layer_stack.hpp"
+#include "pipeprop/pb/concurrent_executor.hpp"
+#include "pipeprop/pb/executor.hpp"
+#include "pipeprop/pb/lane_plan.hpp"
+#include "pipeprop/pb/policies.hpp"
+#include "pipeprop/pb/sequential_executor.hpp"
+#include "pipeprop/pb/stage_state.hpp"
+
+namespace pipeprop::pb {
+
+/// The lanes the concurrent executor gets for the cut `ranges` (S stages): options::lane_starts as given (checked
+/// by check_lane_plan), else options::lanes lanes (0: the task arena's concurrency) clamped to [1, S]: one per
+/// stage when S, one when 1, otherwise plan_lanes over measure_tick_costs<Net, T, Policy> of the cut (a few ticks
+/// per stage timed on scratch buffers, micro-batches of options::max_batch samples). Throws std::invalid_argument
+/// for a bad options::lane_starts.
+template <network_type Net, mitigation_policy Policy, class T>
+lane_plan lane_plan_for(const options<Policy>& opt, const std::vector<layer_range>& ranges) {
+    const std::size_t S = ranges.size();
+    if (!opt.lane_starts.empty()) {
+        check_lane_plan(opt.lane_starts, S);
+        return {opt.lane_starts};
+    }
+    std::size_t n =
+        opt.lanes != 0 ? opt.lanes : static_cast<std::size_t>(std::max(1, tbb::this_task_arena::max_concurrency()));
+    n = std::min(n, S);
+    if (n == S) return one_lane_per_stage(S);
+    if (n == 1) return {};
+    return plan_lanes(measure_tick_costs<Net, T, Policy>(ranges, opt.max_batch, 9, opt.seed), n);
+}
+
+/// The executor options::executor names, running the stages `stages` (cut `ranges`) of `stack`, both owned by the
+/// caller (pb::engine) and outliving the executor. Throws std::invalid_argument as lane_plan_for.
+template <network_type Net, mitigation_policy Policy, class T, class Loss, class Optimizer>
+std::unique_ptr<executor<T>> make_executor(const layer_stack<Net, T>& stack,
+                                           std::vector<stage_state<Net, Policy, T, Optimizer>>& stages,
+                                           const options<Policy>& opt, const std::vector<layer_range>& ranges) {
+    if (opt.executor == executor_kind::sequential)
+        return std::make_unique<sequential_executor<Net, Policy, T, Loss, Optimizer>>(stack, stages, opt.max_batch,
+                                                                                      opt.flush_subnormals);
+    return std::make_unique<concurrent_executor<Net, Policy, T, Loss, Optimizer>>(
+        stack, stages, opt.max_batch, opt.push_buffer, lane_plan_for<Net, Policy, T>(opt, ranges),
+        opt.flush_subnormals);
+}
+
+}  // namespace pipeprop::pb
+
+/// `PIPEPROP_PB_EXECUTOR_INSTANTIATION(extern, Net, Policy, T, Loss, Optimizer);` declares the executors of the PB
+/// engine over these types as compiled elsewhere; `PIPEPROP_PB_EXECUTOR_INSTANTIATION(, Net, ...);` in exactly one
+/// unit of the program compiles them there. Each argument must be a single token or free of top-level commas (use
+/// an alias for a type such as token_cross_entropy<float, L, V>).
+#define PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, NET, POLICY, T, LOSS, OPTIMIZER)                                 \
+    EXTERN template std::unique_ptr<::pipeprop::pb::executor<T>>                                                 \
+    pipeprop::pb::make_executor<NET, POLICY, T, LOSS, OPTIMIZER>(                                                 \
+        const ::pipeprop::layer_stack<NET, T>&, std::vector<::pipeprop::pb::stage_state<NET, POLICY, T, OPTIMIZER>>&, \
+        const ::pipeprop::pb::options<POLICY>&, const std::vector<::pipeprop::layer_range>&)
