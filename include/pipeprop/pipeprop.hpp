@@ -60,6 +60,7 @@
 #include "pipeprop/sync/any_executor.hpp"
 #include "pipeprop/sync/trace.hpp"
 #include "pipeprop/balanced_partition.hpp"
+#include "pipeprop/op_cost_probe.hpp"
 #include "pipeprop/sync/cost_measurement.hpp"
 #include "pipeprop/pb/pipeline.hpp"
 #include "pipeprop/pb/checkpoint.hpp"

@@ -9,6 +9,8 @@
 #include <pipeprop/balanced_partition.hpp>
 #include <pipeprop/sync/cost_measurement.hpp>
 
+#include "unit/timing_relations.hpp"
+
 #include <cblas.h>
 #include <functional>
 #include <limits>
@@ -75,18 +77,8 @@ TEST_CASE("balanced_partition: optimal contiguous cut, every layer exactly once"
     CHECK_THROWS_AS(pipeprop::balanced_partition({1, -2}, 1), std::invalid_argument);
 }
 
-namespace {
-// Timing relations, not thresholds: each compares two costs measured in the same run, with a margin far below
-// the FLOP ratio, and the measurement is repeated (up to 3 times) until the relation holds, so that a burst of load
-// during one measurement does not fail the test while a measurement that does not follow the work always does.
-template <class Measure, class Holds>
-auto measure_until(Measure measure, Holds holds) {
-    auto m = measure();
-    for (int attempt = 1; attempt < 3 && !holds(m); ++attempt) m = measure();
-    return m;
-}
-bool clearly_more(double big, double small, double factor) { return big > factor * small; }
-}  // namespace
+using timing_relations::clearly_more;
+using timing_relations::measure_until;
 
 TEST_CASE("measured layer costs follow the layers' work", "[sync][costs]") {
     openblas_set_num_threads(1);

@@ -1,20 +1,20 @@
-// pipeprop/sync/cost_measurement.hpp: the simulator's inputs measured from the real layers.
+// pipeprop/sync/cost_measurement.hpp: the simulator's inputs measured from the real layers and executors.
 //
-//   measure_layer_costs:  T_F, T_B, T_W of every layer alone (layer_stack ops on one-layer ranges, median of reps);
-//                         what balanced_partition cuts by.
+//   measure_layer_costs:  T_F, T_B, T_W of every layer alone: the shared direct probe (op_cost_probe.hpp,
+//                         measure_op_costs) over one-layer ranges; what balanced_partition cuts by.
 //   measure_stage_costs:  T_F, T_B, T_W, T_BW and T_opt of every stage of a cut, as the executor runs them: a
 //                         single-threaded (sequential) pipeline_executor runs GPipe with and without 2BP and the
 //                         medians of its op spans are taken, so the costs include what the executor adds to the
 //                         layer work (boundary copies into and out of channel buffers, the loss on the last stage,
-//                         span recording) but no cross-thread effects.
+//                         span recording) but no cross-thread effects. It measures an executor, not layers, so it
+//                         stays apart from the direct probe (the simulator is calibrated against executor runs).
 //   costs_from_spans:     the same medians from any executor's spans (e.g. a concurrent run).
 //   message_latency_from_spans: the delay the dependency model omits between a message's send and the start of
 //                         the op that waited for it (copy-out, queueing, thread wake-up), from one step's spans.
-// Times in seconds.
+// Times in seconds. The medians are pipeprop::detail::median (op_cost_probe.hpp), the one median of the probes.
 #pragma once
 
 #include <algorithm>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <random>
@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "pipeprop/layer_stack.hpp"
+#include "pipeprop/op_cost_probe.hpp"
 #include "pipeprop/seed.hpp"
 #include "pipeprop/sync/executor.hpp"
 #include "pipeprop/sync/op_span.hpp"
@@ -40,77 +41,28 @@ struct layer_costs {
     [[nodiscard]] double total() const noexcept { return forward + backward_input + backward_weight; }
 };
 
-namespace detail {
-inline double median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-template <class F>
-double time_median(std::size_t reps, F&& f) {
-    f();  // warm-up (caches, lazy allocations inside BLAS)
-    std::vector<double> t;
-    for (std::size_t r = 0; r < reps; ++r) {
-        const auto t0 = std::chrono::steady_clock::now();
-        f();
-        t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    return median(std::move(t));
-}
-}  // namespace detail
+/// True when the first layer of Stack reads token ids (op_cost_probe.hpp).
+using pipeprop::first_layer_reads_token_ids;
 
-/// True when the first layer of Stack reads token ids (declares integer_input, layer_concept.hpp).
-template <class Stack>
-[[nodiscard]] constexpr bool first_layer_reads_token_ids() {
-    using first = typename Stack::template layer_type<0>;
-    if constexpr (requires { first::integer_input; })
-        return static_cast<bool>(first::integer_input);
-    else
-        return false;
-}
-
-/// T_F, T_B, T_W of each layer of Net (value type T) for micro-batches of b samples: median of `reps` timed runs
-/// of layer_stack::forward / backward_input / backward_weight on the layer alone (random data; the first layer's
-/// p1 skips its input gradient, as on a first stage). Throws std::invalid_argument when b == 0 or reps == 0.
+/// T_F, T_B, T_W of each layer of Net (value type T) for micro-batches of b samples (2BP paper, Rae et al., arXiv
+/// 2405.18047, the per-layer costs of its schedules): measure_op_costs (op_cost_probe.hpp) over the one-layer
+/// ranges {i, i + 1}, `reps` rounds; forward and backward_input of layer i include the copies of its input and
+/// output messages [b, in] / [b, out], as if the layer were a stage of its own. The first layer's p1 skips its
+/// input gradient, as on a first stage; its input is token id 0 where it reads token ids, random values in
+/// [-1, 1] otherwise. backward_weight is 0 for parameter-free layers. Seconds; the costs do not depend on the
+/// parameter values (those of layer_stack::init_parameters(seed)). Throws std::invalid_argument, naming
+/// pipeprop::sync::measure_layer_costs, when b == 0 or reps == 0.
 template <network_type Net, class T = float>
 [[nodiscard]] std::vector<layer_costs> measure_layer_costs(std::size_t b, std::size_t reps = 7,
                                                            std::uint64_t seed = 1) {
-    if (b == 0 || reps == 0)
-        throw std::invalid_argument("pipeprop::sync::measure_layer_costs: b and reps must be >= 1");
     using stack_t = layer_stack<Net, T>;
-    stack_t stack;
-    std::vector<T> w(stack_t::parameter_count), dw(stack_t::parameter_count, T(0));
-    stack.init_parameters(w, seed);
-    std::mt19937_64 rng(derive_seed(seed, 1000));
+    std::vector<layer_range> layers;
+    for (std::size_t i = 0; i < stack_t::layer_count; ++i) layers.push_back({i, i + 1});
+    pipeprop::detail::check_probe_arguments(layers, stack_t::layer_count, b, reps,
+                                            "pipeprop::sync::measure_layer_costs");
     std::vector<layer_costs> out;
-    for (std::size_t i = 0; i < stack_t::layer_count; ++i) {
-        const layer_range r{i, i + 1};
-        auto act = stack.make_activations(r, b);
-        auto ws = stack.make_workspaces(r, b);
-        // The network input of a layer reading token ids (integer_input, layer_concept.hpp) must hold valid ids:
-        // token 0 (every vocabulary has it); elsewhere uniform values in [-1, 1].
-        const bool token_ids = i == 0 && first_layer_reads_token_ids<stack_t>();
-        for (std::size_t k = 0; k < b * act.input_size(); ++k)
-            act.input()[k] = token_ids ? T(0) : uniform<T>(rng, T(-1), T(1));
-        for (std::size_t k = 0; k < b * act.output_size(); ++k)
-            act.output_gradient()[k] = uniform<T>(rng, T(-1), T(1));
-        const std::span<const T> wr(w.data() + stack_t::parameter_offset[i], stack_t::parameter_count_of(r));
-        const std::span<T> dwr(dw.data() + stack_t::parameter_offset[i], stack_t::parameter_count_of(r));
-        std::vector<T> state(stack_t::state_count_of(r));  // scratch running state (stateful layers)
-        if (!state.empty()) {
-            std::vector<T> all(stack_t::state_count);
-            stack.init_state(all);
-            std::copy_n(all.begin() + static_cast<std::ptrdiff_t>(stack_t::state_offset[i]), state.size(),
-                        state.begin());
-        }
-        layer_costs c;
-        c.forward = detail::time_median(reps, [&] { stack.forward(wr, act, b, ws, state); });
-        c.backward_input = detail::time_median(reps, [&] { stack.backward_input(wr, act, b, ws, i > 0, state); });
-        if (stack_t::has_parameters[i])
-            c.backward_weight = detail::time_median(reps, [&] { stack.backward_weight(wr, dwr, act, b, ws); });
-        out.push_back(c);
-    }
+    for (const op_costs& c : measure_op_costs<Net, T>(layers, b, {.rounds = reps, .seed = seed}))
+        out.push_back({c.forward, c.backward_input, c.backward_weight});
     return out;
 }
 
@@ -123,11 +75,11 @@ template <network_type Net, class T = float>
         std::vector<double> d[5];
         for (const auto& sp : spans)
             if (sp.stage == s) d[static_cast<std::size_t>(sp.kind)].push_back(sp.end - sp.start);
-        if (!d[0].empty()) c[s].forward = detail::median(d[0]);
-        if (!d[1].empty()) c[s].backward_input = detail::median(d[1]);
-        if (!d[2].empty()) c[s].backward_weight = detail::median(d[2]);
-        if (!d[3].empty()) c[s].backward_fused = detail::median(d[3]);
-        if (!d[4].empty()) c[s].optimizer = detail::median(d[4]);
+        if (!d[0].empty()) c[s].forward = pipeprop::detail::median(d[0]);
+        if (!d[1].empty()) c[s].backward_input = pipeprop::detail::median(d[1]);
+        if (!d[2].empty()) c[s].backward_weight = pipeprop::detail::median(d[2]);
+        if (!d[3].empty()) c[s].backward_fused = pipeprop::detail::median(d[3]);
+        if (!d[4].empty()) c[s].optimizer = pipeprop::detail::median(d[4]);
     }
     return c;
 }
@@ -166,7 +118,7 @@ template <network_type Net, class T = float>
             const double prev_end = k > 0 ? per[s][k - 1]->end : 0.0;
             if (dep >= 0 && dep >= prev_end) gaps.push_back(std::max(0.0, per[s][k]->start - dep));
         }
-    return detail::median(std::move(gaps));
+    return pipeprop::detail::median(std::move(gaps));
 }
 
 /// Per-stage costs of the cut `stages` of Net for micro-batches of b samples, measured as the sequential executor
