@@ -29,7 +29,7 @@ pb::run_stats measure(pb::executor_kind kind, std::size_t samples, const std::st
     o.executor = kind;
     o.push_buffer = 64;
     pb::pipeline<net, pb::runtime_partition, Policy> p(train::parse_stages<net>(stages), o);
-    p.set_hyperparameters({5.1e-5f, 0.9967f, 0.0f});
+    p.set_hyperparameters({.learning_rate = 5.1e-5f, .momentum = 0.9967f, .weight_decay = 0.0f});
     constexpr std::size_t in = net::input_shape::size;
     std::vector<float> x(512 * in);
     std::vector<std::int32_t> y(512);

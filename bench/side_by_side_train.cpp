@@ -77,10 +77,10 @@ template <class T>
 void run(const options& opt, const pipeprop::data::dataset& train) {
     const std::size_t sample_size = train.geometry.size();
     const std::size_t eval = std::min(opt.eval, opt.samples);
-    const auto hp = pipeprop::optim::scale_hyperparameters({0.05, 0.9}, 32, opt.batch);
+    const auto hp = pipeprop::optim::scale_hyperparameters({.learning_rate = 0.05, .momentum = 0.9}, 32, opt.batch);
     pipeprop::sequential_trainer_config cfg;
     cfg.max_batch = opt.batch;
-    cfg.optimizer.momentum = hp.momentum;
+    cfg.momentum = hp.momentum;
     cfg.schedule = pipeprop::optim::lr_schedule::constant(hp.learning_rate);
     cfg.seed = opt.seed;
     pipeprop::sequential_trainer<net, T> trainer(cfg);

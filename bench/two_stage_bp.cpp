@@ -160,7 +160,10 @@ int run(const bench_options& o) {
             r.kind = k;
             r.two_stage_bp = two;
             r.label = ps::make_schedule(k, p, m, two).label();
-            r.step = [ex, &x, &y] { ex->step(x, y, 0.0); };
+            // learning rate 0 (the weights stay), momentum SGD's default momentum
+            r.step = [ex, &x, &y] {
+                ex->step(x, y, {.learning_rate = 0.0, .momentum = pipeprop::optim::sgd_config::default_momentum});
+            };
             r.schedule = [ex]() -> const ps::schedule& { return ex->current_schedule(); };
             r.spans = [ex] { return ex->spans(); };
             runners.push_back(std::move(r));

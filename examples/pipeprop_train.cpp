@@ -92,7 +92,8 @@ train::json_line train::mode_pb::run(const train::common_options& given) {
     common_options o = given;
     if (batch_option_ == nullptr || batch_option_->count() == 0) o.batch = 1;  // PB default: b = 1
     if (reference_batch_ > 0) {
-        const auto s = pipeprop::optim::scale_hyperparameters({o.lr, o.momentum}, reference_batch_, o.batch);
+        const auto s = pipeprop::optim::scale_hyperparameters(
+            {.learning_rate = o.lr, .momentum = o.momentum, .weight_decay = o.weight_decay}, reference_batch_, o.batch);
         note(o, fmt::format("pb: hyperparameters scaled from B = {} (lr {:.6g}, momentum {:.6g}) to b = {}: "
                             "lr {:.6g}, momentum {:.6g}",
                             reference_batch_, o.lr, o.momentum, o.batch, s.learning_rate, s.momentum));

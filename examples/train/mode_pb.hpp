@@ -92,8 +92,9 @@ public:
         : pipe_(std::move(stages), opt), schedule_(schedule), momentum_(momentum), weight_decay_(weight_decay) {}
 
     float train_batch(const float* x, const std::int32_t* labels, std::size_t b) {
-        pipe_.set_hyperparameters({static_cast<float>(schedule_(pipe_.samples_pushed())), static_cast<float>(momentum_),
-                                   static_cast<float>(weight_decay_)});
+        pipe_.set_hyperparameters({.learning_rate = static_cast<float>(schedule_(pipe_.samples_pushed())),
+                                   .momentum = static_cast<float>(momentum_),
+                                   .weight_decay = static_cast<float>(weight_decay_)});
         const auto done = pipe_.push({x, b * pipe_type::input_size}, {labels, b * targets_per_sample}, b);
         return static_cast<float>(take(done) / static_cast<double>(b));
     }
@@ -357,7 +358,7 @@ json_line mode_pb::run_text(const common_options& o) {
         oa.momentum = 0.0;
         const double b1 = number_of(beta1_opt_, beta1_), b2 = number_of(beta2_opt_, beta2_),
                      eps = number_of(eps_opt_, eps_);
-        const pipeprop::optim::adamw_config c{.beta1 = b1, .beta2 = b2, .eps = eps, .weight_decay = o.weight_decay};
+        const pipeprop::optim::adamw_config c{.beta1 = b1, .beta2 = b2, .eps = eps};
         note(o, fmt::format("optimizer: AdamW, lr {:g}, betas ({:g}, {:g}), eps {:g}, decoupled weight decay {:g}",
                             oa.lr, b1, b2, eps, o.weight_decay));
         json_line j = m == "none"    ? run_with<Net, pol::none, loss, Optimizer>(oa, data, c)

@@ -83,6 +83,8 @@ public:
             c.max_batch = o.batch;
             c.optimizer = sgd_config(o);
             c.schedule = make_schedule(o, epoch_samples(o, data));
+            c.momentum = o.momentum;
+            c.weight_decay = o.weight_decay;
             c.seed = o.seed;
             pipeprop::sequential_trainer<Net> trainer(c);
             json_line j = run_training<Net>(trainer, o, data, mode_name).to_json();
@@ -93,7 +95,7 @@ public:
 
 private:
     static pipeprop::optim::sgd_config sgd_config(const common_options& o) {
-        return {.momentum = o.momentum, .weight_decay = o.weight_decay, .nesterov = o.nesterov};
+        return {.nesterov = o.nesterov};
     }
 
     /// A sequence model on the text corpus: next-token sequences of the network's length, byte vocabulary, token loss.
@@ -109,6 +111,8 @@ private:
             c.max_batch = o.batch;
             c.optimizer = sgd_config(o);
             c.schedule = make_schedule(o, epoch_size);
+            c.momentum = o.momentum;
+            c.weight_decay = o.weight_decay;
             c.seed = o.seed;
             pipeprop::sequential_trainer<Net, float, loss> trainer(c);
             json_line j = run_training<Net>(trainer, o, data, mode_name).to_json();
@@ -119,8 +123,10 @@ private:
         if (!o.lr_given) oa.lr = default_adamw_lr;
         pipeprop::basic_sequential_trainer_config<pipeprop::optim::adamw_config> c;
         c.max_batch = o.batch;
-        c.optimizer = {.beta1 = beta1_, .beta2 = beta2_, .eps = eps_, .weight_decay = o.weight_decay};
+        c.optimizer = {.beta1 = beta1_, .beta2 = beta2_, .eps = eps_};
         c.schedule = make_schedule(oa, epoch_size);
+        c.momentum = 0.0;  // AdamW's momentum is beta1
+        c.weight_decay = o.weight_decay;
         c.seed = o.seed;
         note(o, fmt::format("optimizer: AdamW, lr {:g}, betas ({:g}, {:g}), eps {:g}, decoupled weight decay {:g}",
                             oa.lr, beta1_, beta2_, eps_, o.weight_decay));

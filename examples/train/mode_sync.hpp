@@ -21,6 +21,7 @@
 #include <pipeprop/layer_stack.hpp>
 #include <pipeprop/loss/token_cross_entropy.hpp>
 #include <pipeprop/optim/adamw.hpp>
+#include <pipeprop/optim/hyperparameters.hpp>
 #include <pipeprop/optim/lr_schedule.hpp>
 #include <pipeprop/pipeline_layout.hpp>
 #include <pipeprop/sequential_trainer.hpp>
@@ -69,9 +70,11 @@ public:
 
     sync_engine(ps::schedule_kind kind, bool two_stage_bp, std::vector<pipeprop::layer_range> stages,
                 const typename executor_type::options_type& opt, pipeprop::optim::lr_schedule schedule,
-                bool keep_spans)
+                double momentum, double weight_decay, bool keep_spans)
         : ex_(ps::make_any_executor<Net, float, Loss, Optimizer>(kind, two_stage_bp, std::move(stages), opt)),
           schedule_(schedule),
+          momentum_(momentum),
+          weight_decay_(weight_decay),
           seed_(opt.seed),
           keep_spans_(keep_spans) {
         schedule_.validate();
@@ -80,8 +83,7 @@ public:
     float train_batch(const float* x, const std::int32_t* labels, std::size_t b) {
         const auto r = ex_->step_or_undo(std::span<const float>(x, b * stack_type::input_shape::size),
                                          std::span<const std::int32_t>(labels, b * targets_per_sample),
-                                         current_learning_rate(),
-                                         samples_seen_);
+                                         current_hyperparameters(), samples_seen_);
         samples_seen_ += b;
         if (keep_spans_ && r.micro_batches == ex_->options().micro_batches) last_full_spans_ = ex_->spans();
         return static_cast<float>(r.loss);
@@ -98,6 +100,10 @@ public:
     }
     [[nodiscard]] std::uint64_t samples_seen() const noexcept { return samples_seen_; }
     [[nodiscard]] double current_learning_rate() const noexcept { return schedule_(samples_seen_); }
+    /// The next step's hyperparameters: the schedule's learning rate, the run's momentum and weight decay.
+    [[nodiscard]] pipeprop::optim::hyperparameters<double> current_hyperparameters() const noexcept {
+        return {.learning_rate = current_learning_rate(), .momentum = momentum_, .weight_decay = weight_decay_};
+    }
 
     [[nodiscard]] executor_type& executor() noexcept { return *ex_; }
     /// Spans of the last step that ran all m micro-batches (empty unless keep_spans).
@@ -106,6 +112,7 @@ public:
 private:
     std::unique_ptr<executor_type> ex_;
     pipeprop::optim::lr_schedule schedule_;
+    double momentum_, weight_decay_;
     std::uint64_t seed_;
     bool keep_spans_;
     std::uint64_t samples_seen_ = 0;
@@ -255,15 +262,14 @@ public:
     /// AdamW (default; --optimizer sgd for momentum SGD), the options and defaults of --mode sgd.
     template <class Net>
     json_line run_network(const common_options& o) {
-        const pipeprop::optim::sgd_config sgd{.momentum = o.momentum, .weight_decay = o.weight_decay,
-                                             .nesterov = o.nesterov};
+        const pipeprop::optim::sgd_config sgd{.nesterov = o.nesterov};
         if constexpr (is_sequence_model<Net>) {
             using out = typename pipeprop::layer_stack<Net, float>::output_shape;
             constexpr std::size_t length = out::dims[0], vocabulary = out::dims[1];
             using loss = pipeprop::token_cross_entropy<float, length, vocabulary>;
             const pipeprop::data::text_dataset data = load_text_data(o, length, vocabulary);
             if (value_of(optimizer_opt_, optimizer_) == "sgd") {
-                json_line j = run_with<Net, loss, pipeprop::optim::sgd<float>>(o, data, sgd);
+                json_line j = run_with<Net, loss, pipeprop::optim::sgd<float>>(o, data, sgd, o.momentum);
                 return j.add("optimizer", "sgd");
             }
             common_options oa = o;  // AdamW's own learning-rate default, as in --mode sgd
@@ -273,18 +279,20 @@ public:
             note(o, fmt::format("optimizer: AdamW, lr {:g}, betas ({:g}, {:g}), eps {:g}, decoupled weight decay {:g}",
                                 oa.lr, b1, b2, eps, o.weight_decay));
             json_line j = run_with<Net, loss, pipeprop::optim::adamw<float>>(
-                oa, data, {.beta1 = b1, .beta2 = b2, .eps = eps, .weight_decay = o.weight_decay});
+                oa, data, {.beta1 = b1, .beta2 = b2, .eps = eps}, 0.0);
             return j.add("optimizer", "adamw").add("beta1", b1).add("beta2", b2).add("eps", eps);
         } else {
             const pipeprop::data::dataset_pair data = load_data<Net>(o);
-            return run_with<Net, pipeprop::detail::default_loss_t<Net, float>, pipeprop::optim::sgd<float>>(o, data,
-                                                                                                             sgd);
+            return run_with<Net, pipeprop::detail::default_loss_t<Net, float>, pipeprop::optim::sgd<float>>(
+                o, data, sgd, o.momentum);
         }
     }
 
 private:
+    /// momentum: of every step (--momentum for momentum SGD, 0 for AdamW); the weight decay is --weight-decay.
     template <class Net, class Loss, class Optimizer, class Data>
-    json_line run_with(const common_options& o, const Data& data, const typename Optimizer::config_type& config) {
+    json_line run_with(const common_options& o, const Data& data, const typename Optimizer::config_type& config,
+                       double momentum) {
         const ps::schedule_kind kind = ps::parse_schedule_kind(schedule_);
         const bool two = two_stage_bp_ == "on";
         const std::size_t m = micro_batches_;
@@ -305,7 +313,7 @@ private:
         eo.seed = o.seed;
         eo.executor = ps::parse_executor_kind(value_of(executor_opt_, executor_));
         sync_engine<Net, Loss, Optimizer> engine(kind, two, ranges, eo, make_schedule(o, epoch_samples(o, data)),
-                                                 !trace_.empty());
+                                                 momentum, o.weight_decay, !trace_.empty());
 
         auto& ex = engine.executor();
         std::string cut, slots, caps;

@@ -19,7 +19,7 @@ constexpr bool check_policies() {
                       "pipeprop: the Loss must be instantiated for the value type T of the trainer or engine.");
     static_assert(optim::optimizer_policy<Optimizer>,
                   "pipeprop: the Optimizer is not an optimizer policy (optim/optimizer_policy.hpp: config_type, name, "
-                  "state_buffer_names, step, step_count, state_buffer).");
+                  "state_buffer_names, check, step, step_count, state_buffer).");
     if constexpr (optim::optimizer_policy<Optimizer>)
         static_assert(std::is_same_v<typename Optimizer::value_type, T>,
                       "pipeprop: the Optimizer must be instantiated for the value type T of the trainer or engine.");

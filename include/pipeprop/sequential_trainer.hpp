@@ -7,8 +7,9 @@
 // Per train_batch call with a batch of b samples (shared/docs/pb-semantics.md §2; 2bp-schedules.md §3):
 //   forward over all layers; N = Loss::count_targets(targets, b) (b for a classifier, the non-ignored tokens of a
 //   token loss); loss = mean over those N targets; its gradient (gradient_scale 1 / N); fused backward (p1 + p2 per
-//   layer) into a zeroed gradient block; one optimizer step with the learning rate lr(t) of the schedule at
-//   t = samples consumed before this batch.
+//   layer) into a zeroed gradient block; one optimizer step with the hyperparameters (optim/hyperparameters.hpp) of
+//   the update: the learning rate lr(t) of the schedule at t = samples consumed before this batch and the config's
+//   momentum and weight decay, or those the caller passes for this batch.
 // This is the reference every pipeline executor is compared with, so its arithmetic is kept plain and fixed: the
 // same inputs give bit-identical results (no threads, fixed summation order).
 #pragma once
@@ -31,19 +32,25 @@
 #include "pipeprop/network.hpp"
 #include "pipeprop/evaluation.hpp"
 #include "pipeprop/non_finite_loss_error.hpp"
+#include "pipeprop/optim/hyperparameters.hpp"
 #include "pipeprop/optim/lr_schedule.hpp"
 #include "pipeprop/optim/optimizer_policy.hpp"
 #include "pipeprop/optim/sgd.hpp"
 
 namespace pipeprop {
 
-/// Configuration of a sequential_trainer whose optimizer has hyperparameters OptimizerConfig (optim::sgd_config for
-/// momentum SGD, optim::adamw_config for AdamW).
+/// Configuration of a sequential_trainer whose optimizer has the config OptimizerConfig (optim::sgd_config for
+/// momentum SGD, optim::adamw_config for AdamW). schedule, momentum and weight_decay make the hyperparameters of
+/// the updates of train_batch(x, targets, b) (current_hyperparameters()); train_batch with explicit
+/// hyperparameters ignores them.
 template <class OptimizerConfig>
 struct basic_sequential_trainer_config {
     std::size_t max_batch = 32;           ///< largest batch train_batch / evaluate chunks will see (B)
-    OptimizerConfig optimizer{};          ///< the optimizer's hyperparameters (SGD: momentum, weight decay, Nesterov)
+    OptimizerConfig optimizer{};          ///< what of the optimizer stays fixed (SGD: Nesterov; AdamW: betas, eps)
     optim::lr_schedule schedule{};        ///< learning rate as a function of samples consumed
+    double momentum = OptimizerConfig::default_momentum;          ///< m of every update (SGD 0.9; AdamW: must be 0)
+    double weight_decay = OptimizerConfig::default_weight_decay;  ///< lambda of every update (SGD: L2, default 0;
+                                                                  ///< AdamW: decoupled, default 0.01)
     std::uint64_t seed = 1;               ///< parameter initialization seed (layer i uses derive_seed(seed, i))
 };
 
@@ -82,7 +89,8 @@ public:
     static constexpr std::size_t input_size = stack_type::input_shape::size;
 
     /// Sets up a trainer: parameters initialized from config.seed, zero optimizer state, no samples consumed.
-    /// Throws std::invalid_argument for max_batch == 0 or an invalid optimizer / schedule configuration.
+    /// Throws std::invalid_argument for max_batch == 0 or an invalid optimizer / schedule configuration (the
+    /// hyperparameters of the first update included: Optimizer::check).
     explicit sequential_trainer(const config_type& config)
         : config_(config),
           parameters_(parameter_count),
@@ -91,6 +99,7 @@ public:
         if (config.max_batch == 0)
             throw std::invalid_argument("pipeprop::sequential_trainer: max_batch must be >= 1");
         config_.schedule.validate();
+        optimizer_.check(current_hyperparameters());
         act_ = stack_.make_activations(stack_type::all(), config.max_batch);
         ws_ = stack_.make_workspaces(stack_type::all(), config.max_batch);
         stack_.init_parameters(std::span<T>(parameters_), config.seed);
@@ -112,8 +121,14 @@ public:
     [[nodiscard]] std::uint64_t step_count() const noexcept { return optimizer_.step_count(); }
     /// Training samples consumed so far (the position t of the learning-rate schedule).
     [[nodiscard]] std::uint64_t samples_seen() const noexcept { return samples_seen_; }
-    /// Learning rate the next batch will use.
+    /// Learning rate the next batch of train_batch(x, targets, b) will use.
     [[nodiscard]] double current_learning_rate() const noexcept { return config_.schedule(samples_seen_); }
+    /// Hyperparameters the next batch of train_batch(x, targets, b) will use: the schedule's learning rate at
+    /// samples_seen(), the config's momentum and weight decay.
+    [[nodiscard]] optim::hyperparameters<double> current_hyperparameters() const noexcept {
+        return {.learning_rate = current_learning_rate(), .momentum = config_.momentum,
+                .weight_decay = config_.weight_decay};
+    }
     /// Replaces the schedule (e.g. a cosine horizon known only after the data is loaded). Throws as validate().
     void set_schedule(const optim::lr_schedule& s) {
         s.validate();
@@ -122,20 +137,24 @@ public:
 
     /// One training step on a batch: x [b, input_size] (the network's per-sample input, row-major), targets
     /// [b, targets_per_sample] (labels [b] in [0, classes) for the default loss; next-token ids [b, L] for a token
-    /// loss). Uses the schedule's learning rate at samples_seen(), then advances samples_seen() by b.
+    /// loss). Uses current_hyperparameters() (the schedule's learning rate at samples_seen()), then advances
+    /// samples_seen() by b.
     /// Returns the mean loss over the batch's N = Loss::count_targets(targets, b) counted targets (nats), computed
     /// before the update (0, with no update of the weights but a step of the optimizer, when N == 0).
     /// Throws std::invalid_argument for b == 0 or b > max_batch(), std::out_of_range for an invalid target (the
     /// loss's target check), non_finite_loss_error when the loss is NaN or infinite; in all these cases the trainer's
     /// state is unchanged.
     T train_batch(const T* x, const std::int32_t* labels, std::size_t b) {
-        return train_batch(x, labels, b, current_learning_rate());
+        return train_batch(x, labels, b, current_hyperparameters());
     }
 
-    /// As train_batch(x, targets, b), with an explicit learning rate lr (per mean-loss gradient) instead of the
-    /// schedule's. samples_seen() still advances by b.
-    T train_batch(const T* x, const std::int32_t* labels, std::size_t b, double lr) {
+    /// As train_batch(x, targets, b), with the explicit hyperparameters h of this update (learning rate per
+    /// mean-loss gradient, momentum, weight decay) instead of current_hyperparameters(). samples_seen() still
+    /// advances by b. Also throws std::invalid_argument, changing nothing, when the optimizer rejects h
+    /// (Optimizer::check, naming the field).
+    T train_batch(const T* x, const std::int32_t* labels, std::size_t b, const optim::hyperparameters<double>& h) {
         check_batch(b, "train_batch");
+        optimizer_.check(h);
         const std::size_t counted = Loss::count_targets(labels, b);  // the target check, before anything changes
         std::copy_n(x, b * input_size, act_.input());
         std::copy(state_.begin(), state_.end(), state_backup_.begin());  // restored on a bad loss
@@ -150,14 +169,14 @@ public:
             throw non_finite_loss_error(
                 "pipeprop::sequential_trainer: the loss became " + std::string(std::isnan(loss) ? "NaN" : "infinite") +
                     " at update " + std::to_string(step_count()) + " (after " + std::to_string(samples_seen_) +
-                    " samples, learning rate " + std::to_string(lr) +
+                    " samples, learning rate " + std::to_string(h.learning_rate) +
                     "); the update was not applied. Lower the learning rate or check the data.",
                 step_count(), samples_seen_);
         }
         std::fill(gradient_.begin(), gradient_.end(), T(0));
         stack_.backward(std::span<const T>(parameters_), std::span<T>(gradient_), act_, b, ws_,
                         /*input_gradient_needed=*/false, std::span<T>(state_));
-        optimizer_.step(std::span<T>(parameters_), std::span<const T>(gradient_), lr);
+        optimizer_.step(std::span<T>(parameters_), std::span<const T>(gradient_), h);
         samples_seen_ += b;
         return loss;
     }

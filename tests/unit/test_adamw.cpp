@@ -70,15 +70,16 @@ struct scalar_adamw {
 TEMPLATE_TEST_CASE("adamw: steps t = 1 and t = 2 match hand-computed values", "[optim][adamw]", float, double) {
     using T = TestType;
     const double tol = std::is_same_v<T, float> ? 1e-6 : 1e-14;
-    po::adamw<T> opt(19, {.beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.1});
+    po::adamw<T> opt(19, {.beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8});
+    const po::hyperparameters<> h{.learning_rate = 0.01, .momentum = 0.0, .weight_decay = 0.1};
     auto w = triple<T>(1, -2, 0.5);
-    opt.step(w, triple<T>(0.5, -0.25, 0), 0.01);
+    opt.step(w, triple<T>(0.5, -0.25, 0), h);
     CHECK(opt.step_count() == 1);
     check_triple(w, 0.98900000019999999600, -1.98800000039999998400, 0.4995, tol);
     check_triple(std::vector<T>(opt.first_moment().begin(), opt.first_moment().end()), 0.05, -0.025, 0.0, tol);
     check_triple(std::vector<T>(opt.second_moment().begin(), opt.second_moment().end()), 0.00025, 6.25e-5, 0.0,
                  tol);
-    opt.step(w, triple<T>(-1, 0.5, 0), 0.01);
+    opt.step(w, triple<T>(-1, 0.5, 0), h);
     CHECK(opt.step_count() == 2);
     check_triple(w, 0.99167203542385656029, -1.98967303557735465810, 0.4990005, tol);
     check_triple(std::vector<T>(opt.first_moment().begin(), opt.first_moment().end()), -0.055, 0.0275, 0.0, tol);
@@ -89,7 +90,7 @@ TEMPLATE_TEST_CASE("adamw: steps t = 1 and t = 2 match hand-computed values", "[
 TEST_CASE("adamw: 50 steps follow the closed-form scalar reference (double, 1e-12)", "[optim][adamw]") {
     const std::size_t n = 23;
     const double b1 = 0.8, b2 = 0.95, eps = 1e-6, wd = 0.05;
-    po::adamw<double> opt(n, {.beta1 = b1, .beta2 = b2, .eps = eps, .weight_decay = wd});
+    po::adamw<double> opt(n, {.beta1 = b1, .beta2 = b2, .eps = eps});
     std::mt19937_64 rng(7);
     std::uniform_real_distribution<double> u(-1.0, 1.0);
     std::vector<double> w(n), g(n);
@@ -101,7 +102,7 @@ TEST_CASE("adamw: 50 steps follow the closed-form scalar reference (double, 1e-1
     for (int t = 1; t <= 50; ++t) {
         const double lr = 0.02 / t;
         for (std::size_t i = 0; i < n; ++i) g[i] = std::ldexp(u(rng), static_cast<int>(i % 7) - 3);
-        opt.step(w, g, lr);
+        opt.step(w, g, {.learning_rate = lr, .momentum = 0.0, .weight_decay = wd});
         for (std::size_t i = 0; i < n; ++i) ref[i].step(g[i], lr, wd, b1, b2, eps, t);
     }
     for (std::size_t i = 0; i < n; ++i) {
@@ -162,12 +163,12 @@ void check_golden(const char* suffix, double tol) {
     REQUIRE(steps == 10);
     REQUIRE(grads.shape() == std::vector<std::size_t>{steps, n});
     REQUIRE(want.shape() == std::vector<std::size_t>{steps, n});
-    po::adamw<T> opt(n, {.beta1 = config(0), .beta2 = config(1), .eps = config(2), .weight_decay = config(3)});
+    po::adamw<T> opt(n, {.beta1 = config(0), .beta2 = config(1), .eps = config(2)});
     std::vector<T> w(w0.begin(), w0.end()), g(n);
     double worst = 0;
     for (std::size_t t = 0; t < steps; ++t) {
         for (std::size_t i = 0; i < n; ++i) g[i] = grads(t, i);
-        opt.step(w, g, lr(t));
+        opt.step(w, g, {.learning_rate = lr(t), .momentum = 0.0, .weight_decay = config(3)});
         for (std::size_t i = 0; i < n; ++i) {
             INFO("step " << t + 1 << " element " << i << ": " << double(w[i]) << " vs torch " << double(want(t, i)));
             const double r = rel(double(w[i]), double(want(t, i)));
@@ -200,17 +201,23 @@ TEST_CASE("adamw: invalid configuration and arguments throw", "[optim][adamw]") 
     CHECK_THAT(message([] { po::adamw<float>(4, {.beta2 = 1.5}); }), Contains("beta2 1.500000 is outside [0, 1)"));
     CHECK_THAT(message([] { po::adamw<float>(4, {.eps = 0.0}); }), Contains("eps 0.000000 must be a finite value > 0"));
     CHECK_THAT(message([] { po::adamw<float>(4, {.eps = std::nan("")}); }), Contains("eps"));
-    CHECK_THAT(message([] { po::adamw<float>(4, {.weight_decay = -1.0}); }), Contains("weight decay -1.000000"));
-    CHECK_THAT(message([] { po::adamw<float>(4, {.weight_decay = INFINITY}); }), Contains("weight decay"));
     CHECK_THAT(message([] { (void)po::adamw_step_coefficients<float>(0.1, 0, 0.9, 0.999, 1e-8, 0); }),
                Contains("starts at 1"));
 
     po::adamw<float> opt(4, {});
     std::vector<float> w(4, 1.0f), g3(3, 0.5f), g(4, 0.5f);
-    CHECK_THAT(message([&] { opt.step(w, g3, 0.1); }),
+    const auto lr = [](double v) { return po::hyperparameters<>{.learning_rate = v, .momentum = 0.0}; };
+    CHECK_THAT(message([&] { opt.step(w, g3, lr(0.1)); }),
                Contains("parameter block has 4 and gradient 3 elements, the optimizer state 4"));
-    CHECK_THAT(message([&] { opt.step(w, g, -0.1); }), Contains("learning rate -0.100000"));
-    CHECK_THAT(message([&] { opt.step(w, g, std::nan("")); }), Contains("learning rate"));
+    CHECK_THAT(message([&] { opt.step(w, g, lr(-0.1)); }),
+               Contains("pipeprop::optim::adamw: learning_rate = -0.100000 must be finite and >= 0"));
+    CHECK_THAT(message([&] { opt.step(w, g, lr(std::nan(""))); }), Contains("learning_rate"));
+    CHECK_THAT(message([&] { opt.step(w, g, {.learning_rate = 0.1, .momentum = 0.0, .weight_decay = -1.0}); }),
+               Contains("weight_decay = -1.000000 must be finite and >= 0"));
+    CHECK_THAT(message([&] { opt.step(w, g, {.learning_rate = 0.1, .momentum = 0.0, .weight_decay = INFINITY}); }),
+               Contains("weight_decay"));
+    CHECK_THAT(message([&] { opt.step(w, g, {.learning_rate = 0.1, .momentum = 0.9}); }),
+               Contains("pipeprop::optim::adamw: momentum = 0.900000 must be 0"));
     CHECK(opt.step_count() == 0);  // nothing applied
     CHECK(w == std::vector<float>(4, 1.0f));
     CHECK(opt.first_moment()[0] == 0.0f);

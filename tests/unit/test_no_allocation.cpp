@@ -120,8 +120,8 @@ TEST_CASE("small CNN: a full training step (sequential_trainer::train_batch) all
         for (std::size_t b : {1u, 32u}) {
             pp::sequential_trainer_config cfg;
             cfg.max_batch = b;
-            cfg.optimizer.momentum = 0.9;
-            cfg.optimizer.weight_decay = 1e-4;
+            cfg.momentum = 0.9;
+            cfg.weight_decay = 1e-4;
             cfg.optimizer.nesterov = nesterov;
             cfg.schedule = pp::optim::lr_schedule::constant(0.01);
             pp::sequential_trainer<issue3_cnn, float> trainer(cfg);

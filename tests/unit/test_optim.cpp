@@ -2,12 +2,14 @@
 // the B -> b scaling rules of shared/docs/pb-semantics.md §4 including the doc's worked example.
 #include <catch2/catch.hpp>
 
+#include <pipeprop/optim/hyperparameters.hpp>
 #include <pipeprop/optim/lr_schedule.hpp>
 #include <pipeprop/optim/scaling_rules.hpp>
 #include <pipeprop/optim/sgd.hpp>
 
 #include <cmath>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace po = pipeprop::optim;
@@ -36,21 +38,23 @@ void check_pattern(const std::vector<float>& v, double even, double odd) {
 TEST_CASE("sgd: heavy-ball and Nesterov steps match hand-computed values", "[optim][sgd]") {
     const auto g1 = pattern(0.5f, 0.25f), g2 = pattern(-1.0f, 0.5f);
     {
-        po::sgd<float> opt(19, {.momentum = 0.9, .weight_decay = 0.0, .nesterov = false});
+        po::sgd<float> opt(19, {.nesterov = false});
+        const po::hyperparameters<> h{.learning_rate = 0.1, .momentum = 0.9, .weight_decay = 0.0};
         auto w = pattern(1.0f, -2.0f);
-        opt.step(w, g1, 0.1);
+        opt.step(w, g1, h);
         check_pattern(w, 0.95, -2.025);
-        opt.step(w, g2, 0.1);
+        opt.step(w, g2, h);
         check_pattern(w, 1.005, -2.0975);
         check_pattern(std::vector<float>(opt.velocity().begin(), opt.velocity().end()), -0.55, 0.725);
         CHECK(opt.step_count() == 2);
     }
     {
-        po::sgd<float> opt(19, {.momentum = 0.9, .weight_decay = 0.0, .nesterov = true});
+        po::sgd<float> opt(19, {.nesterov = true});
+        const po::hyperparameters<> h{.learning_rate = 0.1, .momentum = 0.9, .weight_decay = 0.0};
         auto w = pattern(1.0f, -2.0f);
-        opt.step(w, g1, 0.1);
+        opt.step(w, g1, h);
         check_pattern(w, 0.905, -2.0475);
-        opt.step(w, g2, 0.1);
+        opt.step(w, g2, h);
         check_pattern(w, 1.0545, -2.16275);
     }
 }
@@ -62,35 +66,69 @@ TEST_CASE("sgd: heavy-ball and Nesterov steps match hand-computed values", "[opt
 TEST_CASE("sgd: L2 weight decay enters the gradient", "[optim][sgd]") {
     const auto g1 = pattern(0.5f, 0.25f);
     {
-        po::sgd<float> opt(19, {.momentum = 0.9, .weight_decay = 0.01});
+        po::sgd<float> opt(19, {});
         auto w = pattern(1.0f, -2.0f);
-        opt.step(w, g1, 0.1);
+        opt.step(w, g1, {.learning_rate = 0.1, .momentum = 0.9, .weight_decay = 0.01});
         check_pattern(w, 0.949, -2.023);
         check_pattern(std::vector<float>(opt.velocity().begin(), opt.velocity().end()), 0.51, 0.23);
     }
     {
-        po::sgd<float> opt(19, {.momentum = 0.9, .weight_decay = 0.01, .nesterov = true});
+        po::sgd<float> opt(19, {.nesterov = true});
         auto w = pattern(1.0f, -2.0f);
-        opt.step(w, g1, 0.1);
+        opt.step(w, g1, {.learning_rate = 0.1, .momentum = 0.9, .weight_decay = 0.01});
         check_pattern(w, 0.9031, -2.0437);
     }
     {
-        po::sgd<float> opt(19, {.momentum = 0.0, .weight_decay = 0.01});
+        po::sgd<float> opt(19, {});
         auto w = pattern(1.0f, -2.0f);
-        opt.step(w, pattern(0.0f, 0.0f), 0.5);
+        opt.step(w, pattern(0.0f, 0.0f), {.learning_rate = 0.5, .momentum = 0.0, .weight_decay = 0.01});
         check_pattern(w, 0.995, -1.99);
     }
 }
 
-TEST_CASE("sgd: invalid configuration and size mismatches throw", "[optim][sgd]") {
-    CHECK_THROWS_AS(po::sgd<float>(3, {.momentum = 1.0}), std::invalid_argument);
-    CHECK_THROWS_AS(po::sgd<float>(3, {.momentum = -0.1}), std::invalid_argument);
-    CHECK_THROWS_AS(po::sgd<float>(3, {.momentum = 0.9, .weight_decay = -1e-4}), std::invalid_argument);
-    CHECK_THROWS_AS(po::sgd<float>(3, {.momentum = 0.0, .nesterov = true}), std::invalid_argument);
+TEST_CASE("sgd: invalid hyperparameters and size mismatches throw, naming the field", "[optim][sgd]") {
     po::sgd<float> opt(3, {});
-    std::vector<float> w(3), g(4);
-    CHECK_THROWS_AS(opt.step(w, g, 0.1), std::invalid_argument);
+    po::sgd<float> nesterov(3, {.nesterov = true});
+    std::vector<float> w(3, 1.0f), g(3, 0.5f), g4(4);
+    auto message = [&](po::sgd<float>& o, const po::hyperparameters<>& h) {
+        try {
+            o.step(w, g, h);
+        } catch (const std::invalid_argument& e) {
+            return std::string(e.what());
+        }
+        return std::string("no exception");
+    };
+    using Catch::Matchers::Contains;
+    CHECK_THAT(message(opt, {.learning_rate = 0.1, .momentum = 1.0}),
+               Contains("pipeprop::optim::sgd: momentum = 1.000000 must be in [0, 1)"));
+    CHECK_THAT(message(opt, {.learning_rate = 0.1, .momentum = -0.1}), Contains("momentum = -0.100000 must be in [0, 1]"));
+    CHECK_THAT(message(opt, {.learning_rate = 0.1, .momentum = 0.9, .weight_decay = -1e-4}),
+               Contains("weight_decay = -0.000100 must be finite and >= 0"));
+    CHECK_THAT(message(opt, {.learning_rate = std::nan(""), .momentum = 0.9}), Contains("learning_rate = nan"));
+    CHECK_THAT(message(opt, {.learning_rate = -0.1, .momentum = 0.9}), Contains("learning_rate = -0.100000"));
+    CHECK_THAT(message(nesterov, {.learning_rate = 0.1, .momentum = 0.0}), Contains("Nesterov momentum needs momentum > 0"));
+    CHECK_THROWS_AS(opt.step(w, g4, {.learning_rate = 0.1, .momentum = 0.9}), std::invalid_argument);
     CHECK(opt.step_count() == 0);
+    CHECK(w == std::vector<float>(3, 1.0f));
+    CHECK_NOTHROW(opt.check({.learning_rate = 0.0, .momentum = 0.0, .weight_decay = 0.0}));
+}
+
+TEST_CASE("hyperparameters: one validation naming the field", "[optim][hyperparameters]") {
+    auto message = [](const po::hyperparameters<float>& h) {
+        try {
+            po::validate(h, "who");
+        } catch (const std::invalid_argument& e) {
+            return std::string(e.what());
+        }
+        return std::string("no exception");
+    };
+    using Catch::Matchers::Equals;
+    CHECK_NOTHROW(po::validate(po::hyperparameters<float>{.learning_rate = 0.0f, .momentum = 1.0f, .weight_decay = 0.0f}));
+    CHECK_THAT(message({.learning_rate = INFINITY}), Equals("who: learning_rate = inf must be finite and >= 0"));
+    CHECK_THAT(message({.momentum = 1.5f}), Equals("who: momentum = 1.500000 must be in [0, 1]"));
+    CHECK_THAT(message({.weight_decay = -1.0f}), Equals("who: weight_decay = -1.000000 must be finite and >= 0"));
+    CHECK_THROWS_WITH(po::validate(po::hyperparameters<>{.learning_rate = -1.0}),
+                      Catch::Matchers::StartsWith("pipeprop::optim::hyperparameters: learning_rate"));
 }
 
 TEST_CASE("lr_schedule: constant, step, cosine and linear warm-up in samples", "[optim][schedule]") {
@@ -155,7 +193,13 @@ TEST_CASE("scaling rules: the example of pb-semantics.md §4 and the invariants"
     const auto plain = po::scale_hyperparameters({.learning_rate = 0.32, .momentum = 0.0}, 32, 1);
     CHECK(plain.momentum == 0.0);
     CHECK(plain.learning_rate == Approx(0.01));
-    CHECK_THROWS_AS(po::scale_hyperparameters({0.1, 1.0}, 32, 1), std::invalid_argument);
+    // The weight decay is not changed by the rule (L2 in the gradient, pb-semantics.md §4).
+    const auto decayed = po::scale_hyperparameters({.learning_rate = 0.05, .momentum = 0.9, .weight_decay = 5e-4}, 32, 1);
+    CHECK(decayed.weight_decay == 5e-4);
+    CHECK(decayed.learning_rate == b1.learning_rate);
+    CHECK(decayed.momentum == b1.momentum);
+    CHECK_THROWS_WITH(po::scale_hyperparameters({0.1, 1.0}, 32, 1), Catch::Contains("momentum = 1.000000 must be in [0, 1)"));
     CHECK_THROWS_AS(po::scale_hyperparameters({0.1, 0.9}, 0, 1), std::invalid_argument);
-    CHECK_THROWS_AS(po::scale_hyperparameters({-0.1, 0.9}, 32, 1), std::invalid_argument);
+    CHECK_THROWS_WITH(po::scale_hyperparameters({-0.1, 0.9}, 32, 1), Catch::Contains("learning_rate = -0.100000"));
+    CHECK_THROWS_WITH(po::scale_hyperparameters({0.1, 0.9, -1.0}, 32, 1), Catch::Contains("weight_decay"));
 }

@@ -51,13 +51,13 @@ bool same_bits(std::span<const float> a, std::span<const float> b) {
 }
 
 /// Learning rate of micro-batch n (a step schedule: every micro-batch carries its own) and a weight decay that is
-/// exact in float (the trainer's config holds a double).
+/// exact in float (the trainer takes double hyperparameters).
 float lr_at(std::size_t n) { return n < 40 ? 0.004f : 0.002f; }
 constexpr float decay = 0.015625f;
-const pp::optim::adamw_config betas{.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = decay};
+const pp::optim::adamw_config betas{.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8};
 
 template <class Optimizer>
-pb::hyperparameters<float> hyper(std::size_t n) {
+pp::optim::hyperparameters<float> hyper(std::size_t n) {
     return {lr_at(n), pb::is_adamw<Optimizer, float> ? 0.0f : 0.75f, decay};
 }
 
@@ -124,8 +124,11 @@ TEST_CASE("PB with one stage equals the sequential trainer: token loss with Adam
             e.set_hyperparameters(hyper<Optimizer>(n));
             const auto done = e.push(data.xs(3 * n, 3), data.ys(3 * n, 3), 3);
             REQUIRE(done.size() == 1);
+            const auto h = hyper<Optimizer>(n);
             const float loss = tr.train_batch(data.x.data() + 3 * n * len, data.y.data() + 3 * n * len, 3,
-                                              static_cast<double>(lr_at(n)));
+                                              {.learning_rate = static_cast<double>(h.learning_rate),
+                                               .momentum = static_cast<double>(h.momentum),
+                                               .weight_decay = static_cast<double>(h.weight_decay)});
             CHECK(done[0].loss == loss);
             CHECK(done[0].targets == lm_loss::count_targets(data.y.data() + 3 * n * len, 3));
         }
@@ -139,7 +142,7 @@ TEST_CASE("PB with one stage equals the sequential trainer: token loss with Adam
         CHECK(tr.step_count() == 30);
     };
     check(adamw{}, betas);
-    check(sgd{}, pp::optim::sgd_config{.momentum = 0.75, .weight_decay = decay});
+    check(sgd{}, pp::optim::sgd_config{});
 }
 
 TEST_CASE("PB on a language model, fine-grained: concurrent == sequential bitwise with token loss and AdamW / SGD, "

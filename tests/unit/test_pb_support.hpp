@@ -49,8 +49,8 @@ struct data_stream {
 /// so that every micro-batch must carry its own values through the pipeline. Small enough that no test run diverges
 /// (delays up to 18 on random labels; with 0.05 the losses became NaN after ~50 micro-batches, which pb::engine
 /// now reports by throwing non_finite_loss_error).
-inline pb::hyperparameters<float> schedule(std::size_t n, bool fixed_momentum = false) {
-    pb::hyperparameters<float> h;
+inline pp::optim::hyperparameters<float> schedule(std::size_t n, bool fixed_momentum = false) {
+    pp::optim::hyperparameters<float> h;
     h.learning_rate = n < 60 ? 0.01f : (n < 140 ? 0.005f : 0.002f);
     h.momentum = fixed_momentum ? 0.9f : (n < 100 ? 0.9f : 0.8f);
     h.weight_decay = 1e-3f;

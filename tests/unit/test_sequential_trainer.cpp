@@ -101,7 +101,9 @@ bool bitwise_equal(const A& a, const B& b) {
 pp::sequential_trainer_config config(std::size_t max_batch, std::uint64_t seed, bool nesterov = false) {
     pp::sequential_trainer_config c;
     c.max_batch = max_batch;
-    c.optimizer = {.momentum = 0.9, .weight_decay = 1e-4, .nesterov = nesterov};
+    c.optimizer = {.nesterov = nesterov};
+    c.momentum = 0.9;
+    c.weight_decay = 1e-4;
     c.schedule = pp::optim::lr_schedule::cosine(0.05, 600).with_warmup(64);
     c.seed = seed;
     return c;
@@ -191,7 +193,9 @@ TEST_CASE("sequential_trainer: evaluation and two updates equal a hand computati
         INFO((nesterov ? "Nesterov" : "heavy-ball"));
         pp::sequential_trainer_config c;
         c.max_batch = 5;
-        c.optimizer = {.momentum = 0.9, .weight_decay = 0.01, .nesterov = nesterov};
+        c.optimizer = {.nesterov = nesterov};
+        c.momentum = 0.9;
+        c.weight_decay = 0.01;
         c.schedule = pp::optim::lr_schedule::constant(0.2);
         c.seed = 6;
         pp::sequential_trainer<net, double> t(c);
@@ -226,7 +230,8 @@ TEST_CASE("sequential_trainer: evaluation and two updates equal a hand computati
                 w[i] -= lrs[k] * (nesterov ? g[i] + m * v[i] : v[i]);
             }
             const double loss = k == 0 ? t.train_batch(d.x.data() + 4 * first, d.y.data() + first, b)
-                                       : t.train_batch(d.x.data() + 4 * first, d.y.data() + first, b, lrs[k]);
+                                       : t.train_batch(d.x.data() + 4 * first, d.y.data() + first, b,
+                                                       {.learning_rate = lrs[k], .momentum = m, .weight_decay = lambda});
             INFO("update " << k + 1);
             CHECK(loss == Approx(hand_loss).epsilon(1e-12));
             CHECK(close(w, t.parameters(), 1e-12));
@@ -260,12 +265,13 @@ TEST_CASE("sequential_trainer: one update is an SGD step on the gradient of the 
     synthetic<double> d(6, 5, 9);
     pp::sequential_trainer_config c;
     c.max_batch = 6;
-    c.optimizer = {.momentum = 0.0, .weight_decay = 0.0};
+    c.momentum = 0.0;
+    c.weight_decay = 0.0;
     c.seed = 4;
     pp::sequential_trainer<net, double> t(c);
     const std::vector<double> w0(t.parameters().begin(), t.parameters().end());
     const double lr = 0.1;
-    const double loss = t.train_batch(d.x.data(), d.y.data(), 6, lr);
+    const double loss = t.train_batch(d.x.data(), d.y.data(), 6, {.learning_rate = lr, .momentum = 0.0, .weight_decay = 0.0});
     const std::vector<double> w1(t.parameters().begin(), t.parameters().end());
 
     pp::sequential_trainer<net, double> probe(c);
@@ -412,6 +418,11 @@ TEST_CASE("sequential_trainer: NaN / inf loss throws and leaves the state untouc
     auto labels = d.y;
     labels[3] = 3;
     CHECK_THROWS_AS(t.train_batch(d.x.data(), labels.data(), 8), std::out_of_range);
+    // Hyperparameters the optimizer rejects (the field named), before any work.
+    CHECK_THROWS_WITH(t.train_batch(d.x.data(), d.y.data(), 8, {.learning_rate = -0.1, .momentum = 0.9}),
+                      Catch::Contains("pipeprop::optim::sgd: learning_rate = -0.100000 must be finite and >= 0"));
+    CHECK_THROWS_WITH(t.train_batch(d.x.data(), d.y.data(), 8, {.learning_rate = 0.1, .momentum = 1.0}),
+                      Catch::Contains("momentum = 1.000000 must be in [0, 1)"));
     CHECK(bitwise_equal(t.parameters(), w2));
     CHECK(t.samples_seen() == 8);
     CHECK_NOTHROW(t.train_batch(d.x.data(), d.y.data(), 8));

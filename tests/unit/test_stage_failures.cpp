@@ -244,12 +244,11 @@ void sync_failure(ps::executor_kind kind, phase ph) {
     ps::executor_options opt;
     opt.micro_batches = 4;
     opt.max_batch = 8;
-    opt.optimizer.momentum = 0.9;
     opt.seed = 11;
     opt.executor = kind;
     exec a(cut, opt), ref(cut, opt);
     const data d1(8, 1), d2(8, 2), d3(8, 3);
-    const double lr = 0.05;
+    const pp::optim::hyperparameters<double> lr{.learning_rate = 0.05, .momentum = 0.9, .weight_decay = 0.0};
     (void)a.step(d1.x, d1.y, lr);
     (void)ref.step(d1.x, d1.y, lr);
     const std::vector<float> w = a.parameters(), v = a.velocity();

@@ -79,7 +79,7 @@ std::vector<float> state_of(const Pipe& p) {
 
 TEST_CASE("sequential trainer: training updates the state, evaluation does not, checkpoints carry it",
           "[stateful][trainer]") {
-    pp::sequential_trainer<net> t({.max_batch = 4, .optimizer = {.momentum = 0.9}, .schedule = {}, .seed = 3});
+    pp::sequential_trainer<net> t({.max_batch = 4, .schedule = {}, .momentum = 0.9, .seed = 3});
     data_stream<net> data(40, 3, 9);
     CHECK(t.state()[0] == 0.0f);
     for (std::size_t i = 0; i < 8; ++i) t.train_batch(data.x.data() + 4 * i * 6, data.labels.data() + 4 * i, 4);
@@ -92,7 +92,7 @@ TEST_CASE("sequential trainer: training updates the state, evaluation does not, 
     t.save_state(c);
     CHECK(c.has_tensor("layer_01.mean"));
     CHECK(c.has_tensor("layer_03.body_01.grad_mean"));
-    pp::sequential_trainer<net> u({.max_batch = 4, .optimizer = {.momentum = 0.9}, .schedule = {}, .seed = 3});
+    pp::sequential_trainer<net> u({.max_batch = 4, .schedule = {}, .momentum = 0.9, .seed = 3});
     u.load_state(c);
     CHECK(std::vector<float>(u.state().begin(), u.state().end()) == after);
 }
@@ -138,8 +138,8 @@ TEST_CASE("sync: every schedule, with and without 2BP, leaves the same running s
     auto run = [&]<ps::schedule_kind K, bool Two>(ps::executor_kind ek) {
         ps::pipeline_executor<net, float, K, Two> ex(pp::partition_at(net::layer_count, {2, 5}),
                                                      {.micro_batches = 4, .max_batch = 12, .seed = 2, .executor = ek});
-        ex.step(data.x, data.labels, 0.01);
-        ex.step(data.x, data.labels, 0.01);
+        ex.step(data.x, data.labels, {.learning_rate = 0.01, .momentum = 0.9});
+        ex.step(data.x, data.labels, {.learning_rate = 0.01, .momentum = 0.9});
         const auto s = ex.state();
         REQUIRE(s.size() == 4);
         CHECK(s[0] != 0.0f);

@@ -64,10 +64,12 @@ ps::executor_options options(std::size_t max_batch = 6) {
     ps::executor_options o;
     o.micro_batches = 3;
     o.max_batch = max_batch;
-    o.optimizer.momentum = 0.9;
     o.seed = 11;
     return o;
 }
+
+// The hyperparameters of every step of the momentum-SGD executors of options(): learning rate 0.05, momentum 0.9.
+constexpr pp::optim::hyperparameters<double> sgd_step{.learning_rate = 0.05, .momentum = 0.9, .weight_decay = 0.0};
 
 // A cut inside the residual block: stage 1 starts at its body's conv (flat layer 4).
 const std::vector<pp::layer_range> cut_in_block = pp::partition_at(stack::layer_count, {2, 5});
@@ -85,8 +87,8 @@ TEST_CASE("sync engine parts: one compiled executor for every schedule", "[sync]
     CHECK(b->two_stage_bp());
     CHECK(b->current_schedule().label() == a.current_schedule().label());
     for (int k = 0; k < 3; ++k) {
-        a.step(d.x, d.y, 0.05);
-        b->step(d.x, d.y, 0.05);
+        a.step(d.x, d.y, sgd_step);
+        b->step(d.x, d.y, sgd_step);
     }
     CHECK(same_bits(a.parameters(), b->parameters()));
     CHECK(same_bits(a.state(), b->state()));
@@ -98,7 +100,7 @@ TEST_CASE("sync engine parts: evaluate equals the sequential trainer's and chang
         CAPTURE(max_batch);
         auto ex = ps::make_any_executor<net, float>(ps::schedule_kind::one_f_one_b, true, cut_in_block,
                                                     options(max_batch));
-        for (int k = 0; k < 2; ++k) ex->step({train.x.data(), 4 * in}, {train.y.data(), 4}, 0.05);
+        for (int k = 0; k < 2; ++k) ex->step({train.x.data(), 4 * in}, {train.y.data(), 4}, sgd_step);
         const auto w = ex->parameters(), s = ex->state(), v = ex->velocity();
         const pp::evaluation e = ex->evaluate(test.x, test.y);
 
@@ -128,12 +130,12 @@ TEST_CASE("sync engine parts: step_or_undo restores everything on a NaN loss", "
     nan_batch.x[3] = std::numeric_limits<float>::quiet_NaN();
     auto ex = ps::make_any_executor<net, float>(ps::schedule_kind::gpipe, false, cut_in_block, options());
     auto ref = ps::make_any_executor<net, float>(ps::schedule_kind::gpipe, false, cut_in_block, options());
-    ex->step_or_undo(a.x, a.y, 0.05, 0);
-    ref->step_or_undo(a.x, a.y, 0.05, 0);
+    ex->step_or_undo(a.x, a.y, sgd_step, 0);
+    ref->step_or_undo(a.x, a.y, sgd_step, 0);
     const auto w = ex->parameters(), v = ex->velocity(), s = ex->state();
     const auto steps = ex->steps();
     try {
-        ex->step_or_undo(nan_batch.x, nan_batch.y, 0.05, 6);
+        ex->step_or_undo(nan_batch.x, nan_batch.y, sgd_step, 6);
         FAIL("no exception");
     } catch (const pp::non_finite_loss_error& e) {
         CHECK(e.step() == 1);
@@ -144,8 +146,8 @@ TEST_CASE("sync engine parts: step_or_undo restores everything on a NaN loss", "
     CHECK(same_bits(ex->velocity(), v));
     CHECK(same_bits(ex->state(), s));
     CHECK(ex->steps() == steps);
-    ex->step_or_undo(b.x, b.y, 0.05, 6);
-    ref->step_or_undo(b.x, b.y, 0.05, 6);
+    ex->step_or_undo(b.x, b.y, sgd_step, 6);
+    ref->step_or_undo(b.x, b.y, sgd_step, 6);
     CHECK(same_bits(ex->parameters(), ref->parameters()));
     CHECK(same_bits(ex->state(), ref->state()));
 }
@@ -154,7 +156,7 @@ TEST_CASE("sync engine parts: save_state / load_state resume bit-identically, al
           "[sync][engine][checkpoint]") {
     const data a = make_data(6, 9), b = make_data(6, 10), test = make_data(7, 12);
     auto run = ps::make_any_executor<net, float>(ps::schedule_kind::zb_h2, true, cut_in_block, options());
-    run->step(a.x, a.y, 0.05);
+    run->step(a.x, a.y, sgd_step);
     pp::checkpoint c;
     ps::save_state(*run, c, 6, 11);
     CHECK(c.scalar_as<std::uint64_t>("step_count") == 1);
@@ -170,8 +172,8 @@ TEST_CASE("sync engine parts: save_state / load_state resume bit-identically, al
     CHECK(counters.samples_seen == 6);
     CHECK(counters.step_count == 1);
     CHECK(resumed->steps() == 1);
-    run->step(b.x, b.y, 0.05);
-    resumed->step(b.x, b.y, 0.05);
+    run->step(b.x, b.y, sgd_step);
+    resumed->step(b.x, b.y, sgd_step);
     CHECK(same_bits(run->parameters(), resumed->parameters()));
     CHECK(same_bits(run->velocity(), resumed->velocity()));
     CHECK(same_bits(run->state(), resumed->state()));
@@ -205,8 +207,8 @@ TEST_CASE("sync engine parts: on caller-owned parameter storage, updated in plac
     const float* where = storage.data();
     exec borrowed(ps::schedule_kind::one_f_one_b, true, cut_in_block, options(), storage);
     for (const data* d : {&a, &b}) {
-        const auto r1 = own.step(d->x, d->y, 0.05);
-        const auto r2 = borrowed.step(d->x, d->y, 0.05);
+        const auto r1 = own.step(d->x, d->y, sgd_step);
+        const auto r2 = borrowed.step(d->x, d->y, sgd_step);
         CHECK(r1.loss == r2.loss);
     }
     CHECK(storage.data() == where);
@@ -242,7 +244,8 @@ data make_tokens(std::size_t n, std::uint64_t seed) {
 TEST_CASE("sync engine parts: token loss and AdamW as policies, equal to the sequential trainer",
           "[sync][engine][policies]") {
     const data a = make_tokens(5, 21), b = make_tokens(5, 22), test = make_tokens(4, 23);
-    const pp::optim::adamw_config cfg{.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.01};
+    const pp::optim::adamw_config cfg{.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8};
+    const pp::optim::hyperparameters<double> h{.learning_rate = 0.01, .momentum = 0.0, .weight_decay = 0.01};
     using exec = ps::schedule_executor<lm, float, lm_loss, lm_adamw>;
     STATIC_REQUIRE(exec::targets_per_sample == lm_len);
     STATIC_REQUIRE(exec::optimizer_buffer_count == 2);
@@ -253,8 +256,8 @@ TEST_CASE("sync engine parts: token loss and AdamW as policies, equal to the seq
     tc.optimizer = cfg;
     tc.seed = 4;
     pp::sequential_trainer<lm, float, lm_loss, lm_adamw> tr(tc);
-    const float l1 = tr.train_batch(a.x.data(), a.y.data(), 5, 0.01);
-    const float l2 = tr.train_batch(b.x.data(), b.y.data(), 5, 0.01);
+    const float l1 = tr.train_batch(a.x.data(), a.y.data(), 5, h);
+    const float l2 = tr.train_batch(b.x.data(), b.y.data(), 5, h);
     const std::vector<float> w_ref(tr.parameters().begin(), tr.parameters().end());
     const auto e_ref = tr.evaluate(test.x.data(), test.y.data(), 4);
     for (const std::size_t m : {1u, 3u}) {
@@ -266,8 +269,8 @@ TEST_CASE("sync engine parts: token loss and AdamW as policies, equal to the seq
             o.optimizer = cfg;
             o.seed = 4;
             exec ex(kind, true, cut, o);
-            const auto r1 = ex.step(a.x, a.y, 0.01);
-            const auto r2 = ex.step(b.x, b.y, 0.01);
+            const auto r1 = ex.step(a.x, a.y, h);
+            const auto r2 = ex.step(b.x, b.y, h);
             std::size_t counted = 0;
             for (const auto t : a.y) counted += t != 0 ? 1 : 0;
             CHECK(r1.targets == counted);  // the ignored id does not count (N of the whole batch)
@@ -298,15 +301,15 @@ TEST_CASE("sync engine parts: token loss and AdamW as policies, equal to the seq
     o.optimizer = cfg;
     o.seed = 4;
     exec ex(ps::schedule_kind::gpipe, false, cut, o);
-    ex.step(a.x, a.y, 0.01);
+    ex.step(a.x, a.y, h);
     pp::checkpoint c;
     ps::save_state(ex, c, 5, 4);
     CHECK(c.scalar("optimizer") == "adamw");
     pp::sequential_trainer<lm, float, lm_loss, lm_adamw> resumed(tc);
     resumed.load_state(c, "sync checkpoint");
     CHECK(resumed.step_count() == 1);
-    ex.step(b.x, b.y, 0.01);
-    resumed.train_batch(b.x.data(), b.y.data(), 5, 0.01);
+    ex.step(b.x, b.y, h);
+    resumed.train_batch(b.x.data(), b.y.data(), 5, h);
     CHECK(same_bits(ex.parameters(), std::vector<float>(resumed.parameters().begin(), resumed.parameters().end())));
     // a momentum-SGD executor refuses an AdamW checkpoint before changing anything
     auto sgd_ex = ps::make_any_executor<lm, float, lm_loss>(ps::schedule_kind::gpipe, false, cut,
@@ -317,6 +320,6 @@ TEST_CASE("sync engine parts: token loss and AdamW as policies, equal to the seq
     // a target outside the vocabulary: std::out_of_range before any work
     data bad = a;
     bad.y[4] = 11;
-    CHECK_THROWS_AS(ex.step(bad.x, bad.y, 0.01), std::out_of_range);
-    CHECK_THROWS_AS(ex.step(a.x, {a.y.data(), a.y.size() - 1}, 0.01), std::invalid_argument);
+    CHECK_THROWS_AS(ex.step(bad.x, bad.y, h), std::out_of_range);
+    CHECK_THROWS_AS(ex.step(a.x, {a.y.data(), a.y.size() - 1}, h), std::invalid_argument);
 }

@@ -115,7 +115,13 @@ batch_data<T> make_batch(std::size_t batch, std::uint64_t seed) {
 }
 
 constexpr double learning_rate = 0.05;
-const pp::optim::sgd_config sgd_cfg{0.9, 1e-3, false};
+const pp::optim::sgd_config sgd_cfg{.nesterov = false};
+// The hyperparameters of every update of the tests with sgd_cfg.
+constexpr pp::optim::hyperparameters<double> hyper{.learning_rate = learning_rate, .momentum = 0.9, .weight_decay = 1e-3};
+// Learning rate lr with momentum SGD's default momentum, no weight decay (executors built with default options).
+constexpr pp::optim::hyperparameters<double> with_lr(double lr) {
+    return {.learning_rate = lr, .momentum = pp::optim::sgd_config::default_momentum, .weight_decay = 0.0};
+}
 constexpr std::uint64_t init_seed = 42;
 
 template <class T>
@@ -141,9 +147,9 @@ step_outputs<T> run_reference(std::size_t batch, const batch_data<T>& b1, const 
     pp::softmax_cross_entropy<T, stack_t::output_shape::size>::loss_and_gradient(act.output(), b1.y.data(), batch,
                                                                                  act.output_gradient());
     stack.backward(w0, out.gradient, act, batch, ws, false);
-    out.loss1 = static_cast<double>(tr.train_batch(b1.x.data(), b1.y.data(), batch, learning_rate));
+    out.loss1 = static_cast<double>(tr.train_batch(b1.x.data(), b1.y.data(), batch, hyper));
     out.w1.assign(tr.parameters().begin(), tr.parameters().end());
-    tr.train_batch(b2.x.data(), b2.y.data(), batch, learning_rate);
+    tr.train_batch(b2.x.data(), b2.y.data(), batch, hyper);
     out.w2.assign(tr.parameters().begin(), tr.parameters().end());
     return out;
 }
@@ -155,12 +161,12 @@ step_outputs<T> run_pipeline(const std::vector<std::size_t>& split, std::size_t 
         pp::partition_at(Net::layer_count, split),
         {.micro_batches = m, .max_batch = batch, .optimizer = sgd_cfg, .seed = init_seed, .executor = ek});
     step_outputs<T> out;
-    const auto r = ex.step(b1.x, b1.y, learning_rate);
+    const auto r = ex.step(b1.x, b1.y, hyper);
     CHECK(r.micro_batches == std::min(m, batch));
     out.loss1 = r.loss;
     out.gradient = ex.gradient();
     out.w1 = ex.parameters();
-    ex.step(b2.x, b2.y, learning_rate);
+    ex.step(b2.x, b2.y, hyper);
     out.w2 = ex.parameters();
     return out;
 }
@@ -318,7 +324,7 @@ TEST_CASE("a weight used twice in a stage accumulates both contributions, with e
         INFO(ps::name(k) << (two ? "+2bp" : ""));
         ps::pipeline_executor<tied_net, double, k, two> ex(pp::partition_at(5, {2, 3}),
                                                            {.micro_batches = m, .max_batch = batch, .seed = init_seed});
-        ex.step(b1.x, b1.y, 0.0);
+        ex.step(b1.x, b1.y, with_lr(0.0));
         const auto g = ex.gradient();
         const std::vector<double> tied_grad(g.begin() + static_cast<std::ptrdiff_t>(first),
                                             g.begin() + static_cast<std::ptrdiff_t>(first + count));
@@ -364,7 +370,7 @@ TEST_CASE("spans: each stage runs exactly its op list, respects the dependencies
         INFO(ps::name(k) << (two ? "+2bp" : ""));
         ps::pipeline_executor<mlp, float, k, two> ex(pp::partition_at(5, {1, 3}),
                                                      {.micro_batches = m, .max_batch = batch});
-        ex.step(b1.x, b1.y, 0.01);
+        ex.step(b1.x, b1.y, with_lr(0.01));
         const auto spans = ex.spans();
         const auto& sc = ex.current_schedule();
         auto end_of = [&](std::size_t s, ps::span_kind kind, std::size_t j) {
@@ -411,7 +417,7 @@ TEST_CASE("run to run bit-identical; static layout; a batch smaller than m is ha
     ps::pipeline_executor<mlp, float, ps::schedule_kind::one_f_one_b, true> b(pp::partition_at(5, {2, 4}), opt);
     for (std::size_t step = 0; step < 3; ++step) {
         const auto d = make_batch<mlp, float>(12, 50 + step);
-        const auto ra = a->step(d.x, d.y, 0.05), rb = b.step(d.x, d.y, 0.05);
+        const auto ra = a->step(d.x, d.y, hyper), rb = b.step(d.x, d.y, hyper);
         CHECK(ra.loss == rb.loss);
     }
     CHECK(bit_identical(a->parameters(), b.parameters()));
@@ -454,17 +460,23 @@ TEST_CASE("bad input is rejected with a precise message; a failing layer is repo
     using ex_t = ps::pipeline_executor<mlp, float, ps::schedule_kind::gpipe, true>;
     ex_t ex(pp::partition_at(5, {2}), {.micro_batches = 4, .max_batch = 8});
     const auto d = make_batch<mlp, float>(8, 1);
-    CHECK_THROWS_WITH(ex.step(std::span<const float>(), std::span<const std::int32_t>(), 0.1),
+    CHECK_THROWS_WITH(ex.step(std::span<const float>(), std::span<const std::int32_t>(), with_lr(0.1)),
                       Catch::Contains("empty batch"));
     const auto big = make_batch<mlp, float>(9, 1);
-    CHECK_THROWS_WITH(ex.step(big.x, big.y, 0.1), Catch::Contains("9 samples exceeds max_batch = 8"));
-    CHECK_THROWS_WITH(ex.step(std::span<const float>(d.x).first(40), d.y, 0.1), Catch::Contains("expected B x 6 = 48"));
+    CHECK_THROWS_WITH(ex.step(big.x, big.y, with_lr(0.1)), Catch::Contains("9 samples exceeds max_batch = 8"));
+    CHECK_THROWS_WITH(ex.step(std::span<const float>(d.x).first(40), d.y, with_lr(0.1)), Catch::Contains("expected B x 6 = 48"));
     auto bad = d;
     bad.y[5] = 4;
-    CHECK_THROWS_AS(ex.step(bad.x, bad.y, 0.1), std::out_of_range);
-    CHECK_THROWS_WITH(ex.step(bad.x, bad.y, 0.1), Catch::Contains("label 4 of sample 5"));
+    CHECK_THROWS_AS(ex.step(bad.x, bad.y, with_lr(0.1)), std::out_of_range);
+    CHECK_THROWS_WITH(ex.step(bad.x, bad.y, with_lr(0.1)), Catch::Contains("label 4 of sample 5"));
+    // the step's hyperparameters, checked by the optimizer before any work (the field named)
+    CHECK_THROWS_WITH(ex.step(d.x, d.y, with_lr(std::nan(""))), Catch::Contains("pipeprop::optim::sgd: learning_rate"));
+    CHECK_THROWS_WITH(ex.step(d.x, d.y, {.learning_rate = 0.1, .momentum = 1.0}),
+                      Catch::Contains("momentum = 1.000000 must be in [0, 1)"));
+    CHECK_THROWS_WITH(ex.step(d.x, d.y, {.learning_rate = 0.1, .momentum = 0.9, .weight_decay = -1.0}),
+                      Catch::Contains("weight_decay = -1.000000"));
     CHECK(ex.steps() == 0);
-    CHECK_NOTHROW(ex.step(d.x, d.y, 0.1));
+    CHECK_NOTHROW(ex.step(d.x, d.y, with_lr(0.1)));
     CHECK_THROWS_WITH(ex_t(pp::partition_at(5, {2}), {.micro_batches = 0, .max_batch = 8}),
                       Catch::Contains("micro_batches must be >= 1"));
     // the one partition check of every engine (pipeprop::check_partition)
@@ -479,9 +491,9 @@ TEST_CASE("bad input is rejected with a precise message; a failing layer is repo
             pp::partition_at(3, {1, 2}), {.micro_batches = 3, .max_batch = 6, .executor = ek});
         const auto fd = make_batch<fail_net, float>(6, 2);
         fail_forward = true;
-        CHECK_THROWS_WITH(fx.step(fd.x, fd.y, 0.1), Catch::Contains("injected failure"));
+        CHECK_THROWS_WITH(fx.step(fd.x, fd.y, with_lr(0.1)), Catch::Contains("injected failure"));
         fail_forward = false;
-        const auto r = fx.step(fd.x, fd.y, 0.1);  // the executor recovers: channels and graph are reset
+        const auto r = fx.step(fd.x, fd.y, with_lr(0.1));  // the executor recovers: channels and graph are reset
         CHECK(std::isfinite(r.loss));
     }
 }
@@ -502,7 +514,7 @@ TEST_CASE("global reductions: the gradient norm and clipping are over all stages
           std::vector<std::size_t>{1, 2, 3, 4}}) {
         ps::pipeline_executor<mlp, double, ps::schedule_kind::zb_h1, true> ex(
             pp::partition_at(5, split), {.micro_batches = m, .max_batch = batch, .optimizer = sgd_cfg, .seed = init_seed});
-        const auto r = ex.step(b1.x, b1.y, learning_rate);
+        const auto r = ex.step(b1.x, b1.y, hyper);
         CHECK(r.gradient_norm == Approx(ref_norm).epsilon(1e-12));
         if (first.empty())
             first = ex.parameters();
@@ -515,11 +527,11 @@ TEST_CASE("global reductions: the gradient norm and clipping are over all stages
     ps::pipeline_executor<mlp, double, ps::schedule_kind::one_f_one_b, true> ex(pp::partition_at(5, {1, 3}),
                                                                                 {.micro_batches = m,
                                                                                  .max_batch = batch,
-                                                                                 .optimizer = {0.0, 0.0, false},
+                                                                                 .optimizer = {.nesterov = false},
                                                                                  .seed = init_seed,
                                                                                  .max_gradient_norm = max_norm});
     const auto w0 = ex.parameters();
-    const auto r = ex.step(b1.x, b1.y, learning_rate);
+    const auto r = ex.step(b1.x, b1.y, {.learning_rate = learning_rate, .momentum = 0.0, .weight_decay = 0.0});
     CHECK(r.gradient_norm == Approx(ref_norm).epsilon(1e-12));
     const auto w1 = ex.parameters();
     double max_err = 0;
@@ -541,8 +553,8 @@ TEST_CASE("any_executor: the run-time choice of schedule runs the same executor"
     auto any = ps::make_any_executor<mlp, float>(ps::schedule_kind::zb_h2, true, pp::partition_at(5, {2}), opt);
     ps::pipeline_executor<mlp, float, ps::schedule_kind::zb_h2, true> fixed(pp::partition_at(5, {2}), opt);
     for (const auto* d : {&b1, &b2}) {
-        any->step(d->x, d->y, learning_rate);
-        fixed.step(d->x, d->y, learning_rate);
+        any->step(d->x, d->y, hyper);
+        fixed.step(d->x, d->y, hyper);
     }
     CHECK(bit_identical(any->parameters(), fixed.parameters()));
     CHECK(any->current_schedule().label() == "zb_h2+2bp");

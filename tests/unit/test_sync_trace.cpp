@@ -172,7 +172,7 @@ TEST_CASE("executor spans and the prediction in one trace; SVG Gantt chart", "[s
                                                                          {.micro_batches = 3, .max_batch = 6});
     std::vector<float> x(30, 0.25f);
     std::vector<std::int32_t> y{0, 1, 2, 0, 1, 2};
-    ex.step(x, y, 0.1);
+    ex.step(x, y, {.learning_rate = 0.1, .momentum = 0.9});
     const auto sim = ps::simulate(ex.current_schedule(), {ps::stage_costs{}});
     std::ostringstream os;
     ps::write_chrome_trace(os, {{"measured", ex.spans(), 1}, {"simulated (unit costs)", sim.spans, 1e-3}});

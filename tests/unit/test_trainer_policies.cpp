@@ -108,8 +108,9 @@ bool bitwise_equal(const A& a, const B& b) {
 pp::basic_sequential_trainer_config<pp::optim::adamw_config> adamw_config(std::size_t max_batch, std::uint64_t seed) {
     pp::basic_sequential_trainer_config<pp::optim::adamw_config> c;
     c.max_batch = max_batch;
-    c.optimizer = {.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
+    c.optimizer = {.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8};
     c.schedule = pp::optim::lr_schedule::cosine(3e-3, 400).with_warmup(40);
+    c.weight_decay = 0.1;
     c.seed = seed;
     return c;
 }
@@ -140,12 +141,13 @@ TEST_CASE("trainer policies: one token-loss update is an SGD step on the gradien
     REQUIRE(tokens < 4 * L);  // some targets are ignored
     pp::sequential_trainer_config c;
     c.max_batch = 4;
-    c.optimizer = {.momentum = 0.0, .weight_decay = 0.0};
+    c.momentum = 0.0;
+    c.weight_decay = 0.0;
     c.seed = 5;
     trainer t(c);
     const std::vector<double> w0(t.parameters().begin(), t.parameters().end());
     const double lr = 0.1;
-    const double loss = t.train_batch(d.x.data(), d.y.data(), 4, lr);
+    const double loss = t.train_batch(d.x.data(), d.y.data(), 4, {.learning_rate = lr, .momentum = 0.0, .weight_decay = 0.0});
     const std::vector<double> w1(t.parameters().begin(), t.parameters().end());
 
     trainer probe(c);
@@ -290,6 +292,12 @@ TEST_CASE("trainer policies: a bad token target throws before anything changes",
         CHECK_THAT(std::string(e.what()), Catch::Contains("sample 2, position 4"));
     }
     CHECK_THROWS_AS(t.evaluate(d.x.data(), y.data(), 4), std::out_of_range);
+    // AdamW's momentum hyperparameter must be 0 (its momentum is beta1): per update and in the config.
+    CHECK_THROWS_WITH(t.train_batch(d.x.data(), d.y.data(), 4, {.learning_rate = 1e-3, .momentum = 0.9}),
+                      Catch::Contains("pipeprop::optim::adamw: momentum = 0.900000 must be 0"));
+    auto with_momentum = adamw_config(4, 3);
+    with_momentum.momentum = 0.5;
+    CHECK_THROWS_WITH(adamw_trainer<float>(with_momentum), Catch::Contains("momentum = 0.500000 must be 0"));
     CHECK(bitwise_equal(t.parameters(), w));
     CHECK(bitwise_equal(t.optimizer().first_moment(), m));
     CHECK(t.step_count() == 1);

@@ -16,6 +16,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "pipeprop/kernels/fma.hpp"
+#include "pipeprop/optim/hyperparameters.hpp"
 
 #include <array>
 #include <cmath>
@@ -99,17 +100,20 @@ void adamw_update(std::size_t n, T* w, T* m, T* v, const T* g, const adamw_coeff
     }
 }
 
-/// Hyperparameters of AdamW that stay fixed during a run (the learning rate comes per step, from a schedule).
-/// Defaults are torch.optim.AdamW's. beta1, beta2 in [0, 1); eps > 0 (PyTorch accepts 0, but then an element whose
-/// gradient has always been 0 gives 0 / 0 = NaN); weight_decay lambda >= 0 (decoupled: w <- w (1 - lr lambda)).
+/// What of AdamW stays fixed during a run; the learning rate and the decoupled weight decay lambda
+/// (w <- w (1 - lr lambda)) are scheduled: they come with every update (optim::hyperparameters,
+/// optim/hyperparameters.hpp; its momentum must be 0). Defaults are torch.optim.AdamW's. beta1, beta2 in [0, 1);
+/// eps > 0 (PyTorch accepts 0, but then an element whose gradient has always been 0 gives 0 / 0 = NaN).
+/// default_momentum and default_weight_decay are the values a trainer config starts from (sequential_trainer;
+/// torch's weight_decay default 0.01).
 struct adamw_config {
+    static constexpr double default_momentum = 0.0;
+    static constexpr double default_weight_decay = 0.01;
     double beta1 = 0.9;
     double beta2 = 0.999;
     double eps = 1e-8;
-    double weight_decay = 0.01;
 
-    /// Throws std::invalid_argument naming the offending value: a beta outside [0, 1), eps not a finite value > 0,
-    /// weight_decay < 0 or not finite.
+    /// Throws std::invalid_argument naming the offending value: a beta outside [0, 1), eps not a finite value > 0.
     void validate() const {
         if (!(beta1 >= 0.0 && beta1 < 1.0))
             throw std::invalid_argument("pipeprop::optim::adamw: beta1 " + std::to_string(beta1) +
@@ -120,9 +124,6 @@ struct adamw_config {
         if (!(eps > 0.0) || !std::isfinite(eps))
             throw std::invalid_argument("pipeprop::optim::adamw: eps " + std::to_string(eps) +
                                         " must be a finite value > 0");
-        if (!(weight_decay >= 0.0) || !std::isfinite(weight_decay))
-            throw std::invalid_argument("pipeprop::optim::adamw: weight decay " + std::to_string(weight_decay) +
-                                        " must be a finite value >= 0");
     }
 };
 
@@ -164,24 +165,31 @@ public:
         return k == 0 ? std::span<const T>(m_) : std::span<const T>(v_);
     }
 
-    /// Coefficients of the next update (t = step_count() + 1) with learning rate lr.
-    [[nodiscard]] adamw_coefficients<T> coefficients(double lr) const {
-        return adamw_step_coefficients<T>(lr, config_.weight_decay, config_.beta1, config_.beta2, config_.eps,
+    /// Throws std::invalid_argument naming the field unless AdamW can apply an update with h: optim::validate
+    /// (learning rate and weight decay finite and >= 0) and momentum 0 (AdamW's momentum is beta1).
+    void check(const hyperparameters<double>& h) const {
+        validate(h, "pipeprop::optim::adamw");
+        if (h.momentum != 0.0)
+            throw std::invalid_argument("pipeprop::optim::adamw: momentum = " + std::to_string(h.momentum) +
+                                        " must be 0 (AdamW's momentum is beta1 of adamw_config)");
+    }
+
+    /// Coefficients of the next update (t = step_count() + 1) with h's learning rate and decoupled weight decay.
+    [[nodiscard]] adamw_coefficients<T> coefficients(const hyperparameters<double>& h) const {
+        return adamw_step_coefficients<T>(h.learning_rate, h.weight_decay, config_.beta1, config_.beta2, config_.eps,
                                           steps_ + 1);
     }
 
-    /// One update of w [n] with the loss gradient g [n] (gradient of the MEAN loss of the batch) and learning rate
-    /// lr (>= 0, finite), then step_count() + 1. No allocation. Throws std::invalid_argument when w or g do not have
-    /// n elements or lr is negative or not finite (nothing is changed then).
-    void step(std::span<T> w, std::span<const T> g, double lr) {
+    /// One update of w [n] with the loss gradient g [n] (gradient of the MEAN loss of the batch) and the update's
+    /// hyperparameters h, then step_count() + 1. No allocation. Throws std::invalid_argument when w or g do not have
+    /// n elements or h is not valid (check); nothing is changed then.
+    void step(std::span<T> w, std::span<const T> g, const hyperparameters<double>& h) {
         if (w.size() != m_.size() || g.size() != m_.size())
             throw std::invalid_argument("pipeprop::optim::adamw::step: parameter block has " +
                                         std::to_string(w.size()) + " and gradient " + std::to_string(g.size()) +
                                         " elements, the optimizer state " + std::to_string(m_.size()));
-        if (!(lr >= 0.0) || !std::isfinite(lr))
-            throw std::invalid_argument("pipeprop::optim::adamw::step: learning rate " + std::to_string(lr) +
-                                        " must be a finite value >= 0");
-        adamw_update(m_.size(), w.data(), m_.data(), v_.data(), g.data(), coefficients(lr));
+        check(h);
+        adamw_update(m_.size(), w.data(), m_.data(), v_.data(), g.data(), coefficients(h));
         ++steps_;
     }
 

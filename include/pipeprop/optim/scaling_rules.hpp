@@ -14,32 +14,27 @@
 #include <stdexcept>
 #include <string>
 
+#include "pipeprop/optim/hyperparameters.hpp"
+
 namespace pipeprop::optim {
 
-/// Learning rate (per mean-loss gradient) and momentum of momentum SGD.
-struct momentum_hyperparameters {
-    double learning_rate = 0.0;
-    double momentum = 0.0;
-};
-
 /// Hyperparameters for batch size `to_batch` (b) equivalent to `from` at batch size `from_batch` (B), by the rules
-/// above. Works in both directions (b < B or b > B); b == B returns `from` unchanged.
-/// Throws std::invalid_argument when a batch size is 0, momentum is outside [0, 1) or the learning rate is
-/// negative or not finite.
-[[nodiscard]] inline momentum_hyperparameters scale_hyperparameters(momentum_hyperparameters from,
-                                                                    std::size_t from_batch, std::size_t to_batch) {
+/// above; the weight decay is returned unchanged. Works in both directions (b < B or b > B); b == B returns `from`
+/// unchanged. Throws std::invalid_argument when a batch size is 0 or `from` is invalid (optim::validate, naming the
+/// field) or its momentum is 1 (the rule divides by 1 - m).
+[[nodiscard]] inline hyperparameters<double> scale_hyperparameters(const hyperparameters<double>& from,
+                                                                   std::size_t from_batch, std::size_t to_batch) {
+    constexpr const char* who = "pipeprop::optim::scale_hyperparameters";
     if (from_batch == 0 || to_batch == 0)
-        throw std::invalid_argument("pipeprop::optim::scale_hyperparameters: batch sizes must be >= 1 (got B = " +
+        throw std::invalid_argument(std::string(who) + ": batch sizes must be >= 1 (got B = " +
                                     std::to_string(from_batch) + ", b = " + std::to_string(to_batch) + ")");
-    if (!(from.momentum >= 0.0 && from.momentum < 1.0))
-        throw std::invalid_argument("pipeprop::optim::scale_hyperparameters: momentum " +
-                                    std::to_string(from.momentum) + " is outside [0, 1)");
-    if (!(from.learning_rate >= 0.0) || !std::isfinite(from.learning_rate))
-        throw std::invalid_argument("pipeprop::optim::scale_hyperparameters: learning rate " +
-                                    std::to_string(from.learning_rate) + " must be a finite value >= 0");
+    validate(from, who);
+    if (!(from.momentum < 1.0))
+        throw std::invalid_argument(std::string(who) + ": momentum = " + std::to_string(from.momentum) +
+                                    " must be in [0, 1)");
     if (from_batch == to_batch) return from;
     const double ratio = static_cast<double>(to_batch) / static_cast<double>(from_batch);
-    momentum_hyperparameters to;
+    hyperparameters<double> to = from;  // weight decay unchanged (L2 in the gradient, pb-semantics.md §4)
     to.momentum = std::pow(from.momentum, ratio);  // 0^ratio = 0: no momentum stays no momentum
     to.learning_rate = ratio * from.learning_rate * (1.0 - to.momentum) / (1.0 - from.momentum);
     return to;

@@ -1,6 +1,9 @@
 // pipeprop/optim/sgd.hpp: momentum SGD state over one parameter block (velocity + step count), heavy-ball or
 // Nesterov, with L2 weight decay. Every update goes through the one kernel of optim/momentum_update.hpp.
 //
+// The learning rate, momentum and weight decay of each update come with it (optim::hyperparameters); sgd_config
+// holds only the Nesterov flag.
+//
 // shared/docs/pb-semantics.md §2 (PyTorch convention): g = g_loss + lambda w; v <- m v + g; w <- w - eta v
 // (heavy-ball), w <- w - eta (g + m v) (Nesterov). PB-paper (Kosson et al., arXiv 2003.11666) §4: spike
 // compensation is another coefficient choice of the same update (step_with).
@@ -15,30 +18,19 @@
 #include <string>
 #include <vector>
 
+#include "pipeprop/optim/hyperparameters.hpp"
 #include "pipeprop/optim/momentum_update.hpp"
 
 namespace pipeprop::optim {
 
-/// Hyperparameters of momentum SGD that stay fixed during a run (the learning rate comes per step, from a
-/// schedule). momentum m in [0, 1); weight_decay lambda >= 0 (L2, added to the gradient); nesterov: PyTorch's
-/// Nesterov formulation instead of heavy-ball.
+/// What of momentum SGD stays fixed during a run: nesterov, PyTorch's Nesterov formulation instead of heavy-ball.
+/// The learning rate, momentum and weight decay are scheduled: they come with every update (optim::hyperparameters,
+/// optim/hyperparameters.hpp; weight decay is L2, added to the gradient). default_momentum and default_weight_decay
+/// are the values a trainer config starts from (sequential_trainer).
 struct sgd_config {
-    double momentum = 0.9;
-    double weight_decay = 0.0;
+    static constexpr double default_momentum = 0.9;
+    static constexpr double default_weight_decay = 0.0;
     bool nesterov = false;
-
-    /// Throws std::invalid_argument naming the offending value: momentum outside [0, 1), weight_decay < 0 or not
-    /// finite, or nesterov with momentum 0.
-    void validate() const {
-        if (!(momentum >= 0.0 && momentum < 1.0))
-            throw std::invalid_argument("pipeprop::optim::sgd: momentum " + std::to_string(momentum) +
-                                        " is outside [0, 1)");
-        if (!(weight_decay >= 0.0) || !std::isfinite(weight_decay))
-            throw std::invalid_argument("pipeprop::optim::sgd: weight decay " + std::to_string(weight_decay) +
-                                        " must be a finite value >= 0");
-        if (nesterov && momentum == 0.0)
-            throw std::invalid_argument("pipeprop::optim::sgd: Nesterov momentum needs momentum > 0");
-    }
 };
 
 /// Momentum-SGD state of one parameter block of n elements: velocity v [n] (zero at start) and the number of
@@ -53,8 +45,8 @@ public:
     static constexpr std::array<const char*, 1> state_buffer_names{"velocity"};
 
     sgd() = default;
-    /// State for a block of n parameters. Throws std::invalid_argument for an invalid config (sgd_config::validate).
-    sgd(std::size_t n, sgd_config config) : config_(config), velocity_(n, T(0)) { config_.validate(); }
+    /// State for a block of n parameters (every sgd_config is valid).
+    sgd(std::size_t n, sgd_config config) : config_(config), velocity_(n, T(0)) {}
 
     [[nodiscard]] const sgd_config& config() const noexcept { return config_; }
     [[nodiscard]] std::size_t size() const noexcept { return velocity_.size(); }
@@ -75,29 +67,51 @@ public:
         return velocity_;
     }
 
-    /// Coefficients of the update with learning rate lr (per mean-loss gradient): heavy_ball or nesterov.
-    [[nodiscard]] update_coefficients<T> coefficients(double lr) const noexcept {
-        const T eta = static_cast<T>(lr), m = static_cast<T>(config_.momentum),
-                wd = static_cast<T>(config_.weight_decay);
+    /// Throws std::invalid_argument naming the field unless momentum SGD can apply an update with h: optim::validate
+    /// (learning rate and weight decay finite and >= 0, momentum in [0, 1]), and momentum < 1, and momentum > 0
+    /// with Nesterov.
+    void check(const hyperparameters<double>& h) const {
+        validate(h, "pipeprop::optim::sgd");
+        if (!(h.momentum < 1.0))
+            throw std::invalid_argument("pipeprop::optim::sgd: momentum = " + std::to_string(h.momentum) +
+                                        " must be in [0, 1)");
+        if (config_.nesterov && h.momentum == 0.0)
+            throw std::invalid_argument("pipeprop::optim::sgd: Nesterov momentum needs momentum > 0");
+    }
+
+    /// Coefficients of the update with hyperparameters h (learning rate per mean-loss gradient, momentum, L2 weight
+    /// decay; each rounded from double to T): heavy_ball or nesterov.
+    [[nodiscard]] update_coefficients<T> coefficients(const hyperparameters<double>& h) const noexcept {
+        const T eta = static_cast<T>(h.learning_rate), m = static_cast<T>(h.momentum),
+                wd = static_cast<T>(h.weight_decay);
         return config_.nesterov ? nesterov<T>(eta, m, wd) : heavy_ball<T>(eta, m, wd);
     }
 
-    /// One update of w [n] with the loss gradient g [n] (gradient of the MEAN loss of the batch) and learning rate
-    /// lr. No allocation. Throws std::invalid_argument when w or g do not have n elements.
-    void step(std::span<T> w, std::span<const T> g, double lr) { step_with(w, g, coefficients(lr)); }
+    /// One update of w [n] with the loss gradient g [n] (gradient of the MEAN loss of the batch) and the update's
+    /// hyperparameters h. No allocation. Throws std::invalid_argument when w or g do not have n elements or h is
+    /// not valid (check); nothing is changed then.
+    void step(std::span<T> w, std::span<const T> g, const hyperparameters<double>& h) {
+        check_sizes(w.size(), g.size());
+        check(h);
+        step_with(w, g, coefficients(h));
+    }
 
     /// One update with explicit coefficients (e.g. spike_compensation(...) for a pipeline stage with delay D);
-    /// c.momentum and c.weight_decay should normally equal the config's. Same requirements as step.
+    /// Same size requirements as step.
     void step_with(std::span<T> w, std::span<const T> g, const update_coefficients<T>& c) {
-        if (w.size() != velocity_.size() || g.size() != velocity_.size())
-            throw std::invalid_argument("pipeprop::optim::sgd::step: parameter block has " +
-                                        std::to_string(w.size()) + " and gradient " + std::to_string(g.size()) +
-                                        " elements, the optimizer state " + std::to_string(velocity_.size()));
+        check_sizes(w.size(), g.size());
         momentum_update(velocity_.size(), w.data(), velocity_.data(), g.data(), c);
         ++steps_;
     }
 
 private:
+    void check_sizes(std::size_t w, std::size_t g) const {
+        if (w != velocity_.size() || g != velocity_.size())
+            throw std::invalid_argument("pipeprop::optim::sgd::step: parameter block has " + std::to_string(w) +
+                                        " and gradient " + std::to_string(g) + " elements, the optimizer state " +
+                                        std::to_string(velocity_.size()));
+    }
+
     static void check_buffer(std::size_t k) {
         if (k >= state_buffer_names.size())
             throw std::out_of_range("pipeprop::optim::sgd::state_buffer: buffer " + std::to_string(k) +

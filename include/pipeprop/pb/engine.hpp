@@ -46,8 +46,8 @@
 #include "pipeprop/evaluation.hpp"
 #include "pipeprop/network_blocks.hpp"
 #include "pipeprop/non_finite_loss_error.hpp"
+#include "pipeprop/optim/hyperparameters.hpp"
 #include "pipeprop/pb/executor.hpp"
-#include "pipeprop/pb/hyperparameters.hpp"
 #include "pipeprop/pb/make_executor.hpp"
 #include "pipeprop/pb/micro_batch.hpp"
 #include "pipeprop/pb/optimizer.hpp"
@@ -151,11 +151,11 @@ public:
     [[nodiscard]] const stack_type& stack() const noexcept { return stack_; }
 
     /// Hyperparameters for the micro-batches pushed from now on (each micro-batch keeps the values current at its
-    /// push). Throws std::invalid_argument for values out of range (see validate) or, when the policy's momentum is
+    /// push). Throws std::invalid_argument for values out of range (optim::validate) or, when the policy's momentum is
     /// a compile-time constant, for a different momentum; with AdamW for a momentum other than 0 (its betas are
     /// options::adamw; weight_decay is then AdamW's decoupled decay).
-    void set_hyperparameters(const hyperparameters<T>& h) {
-        validate(h);
+    void set_hyperparameters(const optim::hyperparameters<T>& h) {
+        optim::validate(h, "pipeprop::pb::engine::set_hyperparameters");
         if constexpr (is_adamw<Optimizer, T>)
             if (h.momentum != T(0))
                 throw std::invalid_argument("pipeprop::pb::engine: the momentum hyperparameter is " +
@@ -169,7 +169,7 @@ public:
                                             ", but the hyperparameters give " + std::to_string(h.momentum));
         hyper_ = h;
     }
-    [[nodiscard]] const hyperparameters<T>& current_hyperparameters() const noexcept { return hyper_; }
+    [[nodiscard]] const optim::hyperparameters<T>& current_hyperparameters() const noexcept { return hyper_; }
 
     /// Pushes micro-batch n = micro_batches_pushed(): x [b, input...] (b * input_size values), int32 targets
     /// [b, targets_per_sample] (labels in [0, classes); a token loss's targets as it defines them), 1 <= b <=
@@ -404,7 +404,7 @@ private:
     std::vector<layer_range> ranges_;
     stack_type stack_{};
     std::vector<stage_type> stages_;
-    hyperparameters<T> hyper_{};
+    optim::hyperparameters<T> hyper_{};
     std::unique_ptr<executor<T>> executor_;
     std::optional<stage_inference<stack_type>> eval_;
     std::size_t next_id_ = 0;

@@ -57,8 +57,8 @@ struct options {
     std::size_t eval_batch = 64;           ///< samples per forward pass in evaluate() (>= 1)
     std::uint64_t seed = 1;                ///< layer_stack::init_parameters seed (per layer; independent of the cut)
     typename Policy::parameters policy{};  ///< the policy's runtime knobs (PipeMare: warm-up, EMA decay)
-    /// Engines whose Optimizer is optim::adamw<T> (pb/optimizer.hpp): beta1, beta2 and eps. Its weight_decay is not
-    /// read: the decoupled decay comes per micro-batch with pb::hyperparameters, like the learning rate.
+    /// Engines whose Optimizer is optim::adamw<T> (pb/optimizer.hpp): beta1, beta2 and eps. The decoupled weight
+    /// decay comes per micro-batch with optim::hyperparameters, like the learning rate.
     optim::adamw_config adamw{};
 };
 

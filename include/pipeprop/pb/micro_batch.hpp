@@ -10,7 +10,7 @@
 
 #include <cstddef>
 
-#include "pipeprop/pb/hyperparameters.hpp"
+#include "pipeprop/optim/hyperparameters.hpp"
 
 namespace pipeprop::pb {
 
@@ -21,7 +21,7 @@ struct micro_batch_info {
     std::size_t id = 0;            ///< n: 0-based index over the whole run
     std::size_t batch = 0;         ///< b: samples in it (1 <= b <= max_batch)
     std::size_t first_sample = 0;  ///< samples pushed before it (PipeMare warm-up clock, schedules)
-    hyperparameters<T> hyper{};    ///< hyperparameters of its update at every stage
+    optim::hyperparameters<T> hyper{};  ///< hyperparameters of its update at every stage
     T loss = T(0);                 ///< mean loss over its N counted targets (nats); set by the last stage
     std::size_t correct = 0;       ///< counted targets whose arg-max logit equals the target; set by the last stage
     std::size_t targets = 0;       ///< N, its counted targets (b for a classifier); set by the last stage

@@ -4,13 +4,13 @@
 // PB-paper (Kosson et al., arXiv 2003.11666) §4 and shared/docs/pb-semantics.md §2-3 define PB's mitigations for
 // momentum SGD. A PB engine's Optimizer template argument is
 //   optim::sgd<T>    heavy-ball momentum SGD with L2 weight decay (the default): every mitigation policy. The
-//                    momentum and weight decay come per micro-batch with pb::hyperparameters; Nesterov is not
+//                    momentum and weight decay come per micro-batch with optim::hyperparameters; Nesterov is not
 //                    offered (spike compensation with D = 1 is Nesterov's form).
 //   optim::adamw<T>  AdamW (decoupled weight decay, PyTorch's semantics; optim/adamw.hpp): the policies that work
 //                    on weights and weight steps: none, weight_stashing, linear_weight_prediction in the
 //                    weight-difference form, pipemare. The update of a stage is the AdamW step number k + 1 of that
 //                    stage (k: its updates so far), with the micro-batch's learning rate and decoupled weight decay
-//                    (pb::hyperparameters; momentum must be 0) and the betas and eps of options::adamw.
+//                    (optim::hyperparameters; momentum must be 0) and the betas and eps of options::adamw.
 //                    Spike compensation and LWP's velocity form are written in SGD's velocity: rejected at compile
 //                    time (needs_momentum_sgd, pb/policies.hpp).
 #pragma once

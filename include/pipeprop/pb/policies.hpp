@@ -29,7 +29,7 @@
 
 namespace pipeprop::pb {
 
-/// Tag: the momentum is a runtime hyperparameter (set through pb::hyperparameters).
+/// Tag: the momentum is a runtime hyperparameter (set through optim::hyperparameters, per micro-batch).
 struct runtime_momentum {};
 
 /// Which form of Linear Weight Prediction (PB-paper §4; pb-semantics.md §3).
@@ -114,7 +114,7 @@ struct none : policy_base {
 };
 
 /// Spike Compensation (PB-paper §4): v <- m v + g ; w <- w - eta (a v + b g), a = m^D_s, b = (1 - m^D_s)/(1 - m).
-/// Momentum = runtime_momentum (from pb::hyperparameters) or a std::ratio<Num, Den> in [0, 1], in which case
+/// Momentum = runtime_momentum (from optim::hyperparameters) or a std::ratio<Num, Den> in [0, 1], in which case
 /// `coefficients<T>(D)` is a constant expression and the runtime hyperparameters must carry the same momentum
 /// (pb::engine throws std::invalid_argument otherwise). Static-asserts the ratio's range.
 template <class Momentum = runtime_momentum>

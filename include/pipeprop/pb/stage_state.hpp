@@ -68,7 +68,7 @@ public:
     /// stage_program.hpp) or for a runtime range (dynamic variant).
     /// storage (optional): the caller's parameter block [stack_type::parameter_count] (embedding, issue 10 item 7):
     /// the stage's weights are then its slice of that block, updated in place, instead of a copy the stage owns.
-    /// adamw: AdamW's betas and eps (AdamW stages; its weight_decay is not read: the decay comes per micro-batch).
+    /// adamw: AdamW's betas and eps (AdamW stages; the decoupled decay comes per micro-batch).
     stage_state(std::size_t index, std::size_t stage_count, const stage_program<stack_type>& program,
                 std::span<const T> network_block, const policy_parameters& parameters, std::span<T> storage = {},
                 const optim::adamw_config& adamw = {})
@@ -78,9 +78,7 @@ public:
           horizon_(lwp_horizon<Policy, T>(delay_)),
           parameters_(parameters) {
         if constexpr (adaptive) {
-            optim::adamw_config betas = adamw;
-            betas.weight_decay = 0.0;  // not read here
-            betas.validate();
+            adamw.validate();
             adamw_ = adamw;
         }
         if constexpr (Policy::corrects_discrepancy) {

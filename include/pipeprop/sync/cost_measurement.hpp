@@ -123,8 +123,8 @@ template <network_type Net, class T = float>
 
 /// Per-stage costs of the cut `stages` of Net for micro-batches of b samples, measured as the sequential executor
 /// runs the ops (see the file comment): GPipe with m = `micro_batches` micro-batches, 2BP on (T_F, T_B, T_W) and
-/// off (T_BW), `steps` steps of which the first is a warm-up; medians over the remaining spans. lr = 0, so the
-/// weights do not move. Throws as pipeline_executor's constructor, and std::invalid_argument when b == 0 or
+/// off (T_BW), `steps` steps of which the first is a warm-up; medians over the remaining spans. Learning rate 0
+/// (momentum SGD's default momentum, no weight decay), so the weights do not move. Throws as pipeline_executor's constructor, and std::invalid_argument when b == 0 or
 /// steps < 2.
 template <network_type Net, class T = float>
 [[nodiscard]] std::vector<stage_costs> measure_stage_costs(const std::vector<layer_range>& stages, std::size_t b,
@@ -144,7 +144,7 @@ template <network_type Net, class T = float>
     std::vector<op_span> spans;
     auto run = [&](auto& ex) {
         for (std::size_t k = 0; k < steps; ++k) {
-            ex.step(x, y, 0.0);
+            ex.step(x, y, {.learning_rate = 0.0, .momentum = optim::sgd_config::default_momentum, .weight_decay = 0.0});
             if (k > 0) {
                 const auto sp = ex.spans();
                 spans.insert(spans.end(), sp.begin(), sp.end());

@@ -18,13 +18,14 @@ using pipeprop::parse_executor_kind;
 /// "sequential" / "concurrent" (same as pipeprop::to_string).
 [[nodiscard]] constexpr std::string_view name(executor_kind k) noexcept { return to_string(k); }
 
-/// Construction options of schedule_executor (and pipeline_executor) whose optimizer has hyperparameters
-/// OptimizerConfig (optim::sgd_config for momentum SGD, optim::adamw_config for AdamW).
+/// Construction options of schedule_executor (and pipeline_executor) whose optimizer has the config
+/// OptimizerConfig (optim::sgd_config for momentum SGD, optim::adamw_config for AdamW). The learning rate, momentum
+/// and weight decay are not options: they come with every step (optim::hyperparameters).
 template <class OptimizerConfig>
 struct basic_executor_options {
     std::size_t micro_batches = 1;  ///< m >= 1: micro-batches per optimizer step
     std::size_t max_batch = 1;      ///< largest optimizer batch B a step accepts (buffers hold ceil(max_batch / m))
-    OptimizerConfig optimizer{};    ///< the optimizer's hyperparameters (validated by the optimizer)
+    OptimizerConfig optimizer{};    ///< what of the optimizer stays fixed (SGD: Nesterov; AdamW: betas, eps)
     std::uint64_t seed = 0;         ///< parameter initialization (layer_stack::init_parameters: cut-independent)
     executor_kind executor = executor_kind::concurrent;
     /// > 0: clip the gradient to this global L2 norm (over ALL stages, pitfalls.md item 7) before the updates; the

@@ -24,6 +24,7 @@
 #include "pipeprop/boundary_channel.hpp"
 #include "pipeprop/loss/loss_policy.hpp"
 #include "pipeprop/op.hpp"
+#include "pipeprop/optim/hyperparameters.hpp"
 #include "pipeprop/stage_error.hpp"
 #include "pipeprop/sync/op_span.hpp"
 #include "pipeprop/sync/schedule.hpp"
@@ -62,10 +63,10 @@ public:
     [[nodiscard]] const std::vector<stage_runtime>& runtimes() const noexcept { return runtime_; }
 
     /// Starts step number `step` of plan pl on the batch x [batch, input size] with targets labels [batch, targets
-    /// per sample], N = counted targets and learning rate lr; deferred_updates: the optimizer steps wait for the
+    /// per sample], N = counted targets and the step's hyperparameters h; deferred_updates: the optimizer steps wait for the
     /// caller (update_stage after global gradient clipping). Every stage's gradient block is zeroed.
     void begin_step(const step_plan& pl, const T* x, const std::int32_t* labels, std::size_t batch, std::size_t counted,
-                    double lr, std::uint64_t step, bool deferred_updates) {
+                    const optim::hyperparameters<double>& h, std::uint64_t step, bool deferred_updates) {
         const std::size_t m = pl.sc.micro_batches;
         counted_ = counted;
         step_ = step;
@@ -76,7 +77,7 @@ public:
         for (std::size_t j = 1; j < m; ++j) offsets_[j] = offsets_[j - 1] + sizes_[j - 1];
         x_ = x;
         labels_ = labels;
-        lr_ = lr;
+        hyper_ = h;
         runtime_.resize(stages_.size());
         for (std::size_t s = 0; s < stages_.size(); ++s) {
             auto& rt = runtime_[s];
@@ -209,7 +210,7 @@ public:
         const double t = now();
         if (scale != T(1))
             for (auto& g : st.gradient()) g *= scale;
-        st.update(lr_);
+        st.update(hyper_);
         rt.spans.push_back({s, span_kind::optimizer, 0, t, now(), step_});
         rt.updated = true;
     }
@@ -238,7 +239,7 @@ private:
     const T* x_ = nullptr;
     const std::int32_t* labels_ = nullptr;
     std::size_t counted_ = 0;  // N: counted targets of the running step's batch
-    double lr_ = 0;
+    optim::hyperparameters<double> hyper_{};
     std::uint64_t step_ = 0;
     bool deferred_updates_ = false;
     std::vector<std::size_t> sizes_, offsets_;

@@ -67,6 +67,7 @@
 #include "pipeprop/loss/default_loss.hpp"
 #include "pipeprop/loss/loss_policy.hpp"
 #include "pipeprop/loss/softmax_cross_entropy.hpp"
+#include "pipeprop/optim/hyperparameters.hpp"
 #include "pipeprop/optim/optimizer_policy.hpp"
 #include "pipeprop/optim/sgd.hpp"
 #include "pipeprop/pipeline_layout.hpp"
@@ -107,7 +108,7 @@ public:
     /// Stages are the given ranges (e.g. partition_at(...) or stage_ranges<Layout>()): non-empty, contiguous,
     /// covering all layers in order (check_partition). Runs schedule `kind` for opt.micro_batches micro-batches,
     /// with 2BP when two_stage_bp. Throws std::invalid_argument naming the offending range or option
-    /// (micro_batches == 0, max_batch == 0, an invalid sgd_config, a cut where the network allows none).
+    /// (micro_batches == 0, max_batch == 0, an invalid optimizer config, a cut where the network allows none).
     schedule_executor(schedule_kind kind, bool two_stage_bp, std::vector<layer_range> stages,
                       const options_type& opt)
         : schedule_executor(kind, two_stage_bp, std::vector<stage_program<stack_type>>{}, std::move(stages), opt, {}) {}
@@ -179,9 +180,11 @@ public:
     schedule_executor(const schedule_executor&) = delete;
     schedule_executor& operator=(const schedule_executor&) = delete;
 
-    /// One optimizer step on the batch x [B, input_size] (row-major) with targets [B, targets_per_sample] and
-    /// learning rate lr (per mean-loss gradient). Throws, before any work: std::invalid_argument when B == 0,
-    /// B > max_batch, x.size() != B * input_size or lr is not finite; std::out_of_range for a label outside
+    /// One optimizer step on the batch x [B, input_size] (row-major) with targets [B, targets_per_sample] and the
+    /// step's hyperparameters h (learning rate per mean-loss gradient, momentum, weight decay; every stage's update
+    /// uses them). Throws, before any work: std::invalid_argument when B == 0, B > max_batch,
+    /// x.size() != B * input_size or the optimizer rejects h (Optimizer::check, naming the field);
+    /// std::out_of_range for a label outside
     /// [0, classes) (naming the sample). pipeprop::stage_error when a layer or the loss throws inside a stage
     /// (stage, micro-batch within the step, phase and step named; the original exception nested), std::logic_error
     /// on a broken invariant (p2 incomplete before the optimizer step, a message of the wrong size).
@@ -191,12 +194,13 @@ public:
     /// velocity from before the step (set_parameters / set_velocity, e.g. from parameters() / velocity() saved
     /// before it, or a checkpoint); the next step then gives exactly the result of an executor that never failed
     /// (tests/unit/test_stage_failures.cpp).
-    step_result step(std::span<const T> x, std::span<const std::int32_t> labels, double lr) {
+    step_result step(std::span<const T> x, std::span<const std::int32_t> labels,
+                     const optim::hyperparameters<double>& h) {
         const std::size_t batch = labels.size() / targets_per_sample;
-        counted_ = check_step_input(x, labels, lr);
+        counted_ = check_step_input(x, labels, h);
         const std::size_t m = std::min(opt_.micro_batches, batch);
         const step_plan& pl = plan_for(m);
-        runner_.begin_step(pl, x.data(), labels.data(), batch, counted_, lr, steps_, opt_.max_gradient_norm > 0);
+        runner_.begin_step(pl, x.data(), labels.data(), batch, counted_, h, steps_, opt_.max_gradient_norm > 0);
         const auto t0 = clock::now();
         try {
             if (opt_.executor == executor_kind::concurrent) {
@@ -274,9 +278,9 @@ public:
     /// step() with the trainers' non-finite-loss policy (the same as sequential_trainer::train_batch): when the
     /// batch's loss is NaN or infinite, the parameters, velocity and running state of before the step are restored
     /// (the pipeline applies its update before the loss is known) and non_finite_loss_error is thrown, naming the
-    /// step, `samples_seen` (the caller's count before this batch) and lr. Otherwise as step().
-    step_result step_or_undo(std::span<const T> x, std::span<const std::int32_t> labels, double lr,
-                             std::uint64_t samples_seen) {
+    /// step, `samples_seen` (the caller's count before this batch) and the learning rate. Otherwise as step().
+    step_result step_or_undo(std::span<const T> x, std::span<const std::int32_t> labels,
+                             const optim::hyperparameters<double>& h, std::uint64_t samples_seen) {
         const std::uint64_t step_number = steps_;
         // The state before the step, in buffers allocated once (the first call) and filled in place.
         undo_.resize(2 + optimizer_buffer_count);
@@ -290,7 +294,7 @@ public:
                 stages_, std::span<T>(undo_[2 + k]),
                 [k](const stage_type& s) { return s.optimizer().state_buffer(k); }, who);
         }
-        const step_result r = step(x, labels, lr);
+        const step_result r = step(x, labels, h);
         if (!std::isfinite(r.loss)) {
             set_parameters(undo_[0]);
             for (std::size_t k = 0; k < optimizer_buffer_count; ++k) set_optimizer_state(k, undo_[2 + k]);
@@ -300,7 +304,7 @@ public:
             throw non_finite_loss_error("pipeprop::sync: the loss became " +
                                             std::string(std::isnan(r.loss) ? "NaN" : "infinite") + " at update " +
                                             std::to_string(step_number) + " (after " + std::to_string(samples_seen) +
-                                            " samples, learning rate " + std::to_string(lr) +
+                                            " samples, learning rate " + std::to_string(h.learning_rate) +
                                             "); the update was undone. Lower the learning rate or check the data.",
                                         step_number, samples_seen);
         }
@@ -436,7 +440,8 @@ private:
 
     // Checks a step's input; returns the counted targets N of the batch (Loss::count_targets, which checks every
     // target first).
-    std::size_t check_step_input(std::span<const T> x, std::span<const std::int32_t> labels, double lr) const {
+    std::size_t check_step_input(std::span<const T> x, std::span<const std::int32_t> labels,
+                                 const optim::hyperparameters<double>& h) const {
         const std::size_t batch = labels.size() / targets_per_sample;
         const std::string who = "pipeprop::sync::pipeline_executor::step: ";
         if (batch == 0) throw std::invalid_argument(who + "empty batch");
@@ -449,7 +454,7 @@ private:
         if (x.size() != batch * input_size)
             throw std::invalid_argument(who + "input has " + std::to_string(x.size()) + " values, expected B x " +
                                         std::to_string(input_size) + " = " + std::to_string(batch * input_size));
-        if (!std::isfinite(lr)) throw std::invalid_argument(who + "learning rate is not finite");
+        stages_.front()->optimizer().check(h);  // every stage's optimizer has the same config
         return Loss::count_targets(labels.data(), batch);
     }
 

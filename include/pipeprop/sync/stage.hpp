@@ -113,8 +113,8 @@ public:
     void backward_fused(std::size_t i, std::size_t b) {
         program().backward(*stack_, parameters(), core_.gradient(), act_[i], b, ws_, index() > 0, core_.state());
     }
-    /// Optimizer step of the stage's block with its gradient and learning rate lr (per mean-loss gradient).
-    void update(double lr) { opt_.step(core_.weights(), core_.gradient(), lr); }
+    /// Optimizer step of the stage's block with its gradient and the step's hyperparameters h.
+    void update(const optim::hyperparameters<double>& h) { opt_.step(core_.weights(), core_.gradient(), h); }
 
 private:
     const stack_type* stack_;
