@@ -40,7 +40,9 @@ TEST_CASE("measure_op_costs: the heavy range costs more in every op kind, parame
                clearly_more(heavy.parameter_copy, light.parameter_copy, 2.0);
     };
     const auto c = measure_until(
-        [] { return pp::measure_op_costs<lopsided>(one_layer_each, 16, {.rounds = 9, .slots = {1, 3, 2, 1}}); },
+        [] {
+            return pp::measure_op_costs<lopsided>(one_layer_each, 16, {.rounds = 9, .seed = 1, .slots = {1, 3, 2, 1}});
+        },
         heavier);
     REQUIRE(c.size() == 4);
     const pp::op_costs &light = c[1], &heavy = c[2];
@@ -73,15 +75,16 @@ TEST_CASE("measure_op_costs: a multi-layer cut, and token ids where the first la
     openblas_set_num_threads(1);
     // Two stages of two layers: [relu, dense 128] | [dense 1024, relu] (the heavy one).
     const auto cut = pp::partition_at(4, {2});
-    const auto c = measure_until([&] { return pp::measure_op_costs<lopsided>(cut, 8, {.rounds = 5}); },
-                                 [](const auto& k) { return clearly_more(k[1].backward_fused, k[0].backward_fused, 2.0); });
+    const auto c = measure_until(
+        [&] { return pp::measure_op_costs<lopsided>(cut, 8, {.rounds = 5, .seed = 1, .slots = {}}); },
+        [](const auto& k) { return clearly_more(k[1].backward_fused, k[0].backward_fused, 2.0); });
     REQUIRE(c.size() == 2);
     CHECK(clearly_more(c[1].backward_fused, c[0].backward_fused, 2.0));
     CHECK(c[0].backward_weight > 0);  // the dense layer of the first stage
     // token_embedding throws std::out_of_range on an invalid id: the probe feeds it token 0.
     using lm = pp::network<pp::shape<6>, pp::token_embedding<11, 8>, pp::rms_norm<>>;
     std::vector<pp::op_costs> t;
-    REQUIRE_NOTHROW(t = pp::measure_op_costs<lm>({{0, 1}, {1, 2}}, 3, {.rounds = 3}));
+    REQUIRE_NOTHROW(t = pp::measure_op_costs<lm>({{0, 1}, {1, 2}}, 3, {.rounds = 3, .seed = 1, .slots = {}}));
     CHECK(t[0].backward_weight > 0);  // the embedding's rows
     CHECK(t[0].forward > 0);
 }
@@ -91,7 +94,7 @@ TEST_CASE("cost probes: argument errors name the function called", "[costs][prob
     const std::vector<pp::layer_range> gap{{0, 1}, {2, 4}}, short_cut{{0, 2}}, empty{};
     CHECK_THROWS_WITH(pp::measure_op_costs<lopsided>(one_layer_each, 0),
                       Contains("pipeprop::measure_op_costs") && Contains("b = 0"));
-    CHECK_THROWS_WITH(pp::measure_op_costs<lopsided>(one_layer_each, 2, {.rounds = 0}),
+    CHECK_THROWS_WITH(pp::measure_op_costs<lopsided>(one_layer_each, 2, {.rounds = 0, .seed = 1, .slots = {}}),
                       Contains("pipeprop::measure_op_costs") && Contains("0 rounds"));
     CHECK_THROWS_WITH(pp::measure_op_costs<lopsided>(gap, 2), Contains("pipeprop::measure_op_costs: stage 1"));
     CHECK_THROWS_WITH(pp::measure_op_costs<lopsided>(short_cut, 2), Contains("layers dropped"));

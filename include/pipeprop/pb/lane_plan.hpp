@@ -78,7 +78,7 @@ template <network_type Net, class T = float, mitigation_policy Policy = policy::
     pipeprop::detail::check_probe_arguments(stages, layer_stack<Net, T>::layer_count, b, rounds,
                                             "pipeprop::pb::measure_tick_costs");
     const std::size_t S = stages.size();
-    op_cost_probe_options opt{.rounds = rounds, .seed = seed};
+    op_cost_probe_options opt{.rounds = rounds, .seed = seed, .slots = {}};
     for (std::size_t s = 0; s < S; ++s) opt.slots.push_back(2 * (S - 1 - s) + 1);
     const std::vector<op_costs> ops = measure_op_costs<Net, T>(stages, b, opt);
     std::vector<double> costs(S);

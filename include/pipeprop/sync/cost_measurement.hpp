@@ -61,7 +61,7 @@ template <network_type Net, class T = float>
     pipeprop::detail::check_probe_arguments(layers, stack_t::layer_count, b, reps,
                                             "pipeprop::sync::measure_layer_costs");
     std::vector<layer_costs> out;
-    for (const op_costs& c : measure_op_costs<Net, T>(layers, b, {.rounds = reps, .seed = seed}))
+    for (const op_costs& c : measure_op_costs<Net, T>(layers, b, {.rounds = reps, .seed = seed, .slots = {}}))
         out.push_back({c.forward, c.backward_input, c.backward_weight});
     return out;
 }
