@@ -75,6 +75,7 @@ void train::mode_pb::validate(const train::common_options& o) const {
         throw CLI::ValidationError("--optimizer", "adamw is not available for the image networks yet (only for "
                                                   "llama-tiny); use --optimizer sgd");
     if (uses_adamw(o)) {
+        reject_sgd_options_with_adamw(o);
         const std::string m = mitigation(o);
         if (m == "sc" || m == "lwp" || m == "sc_lwp")
             throw CLI::ValidationError(
@@ -152,6 +153,7 @@ int main(int argc, char** argv) {
         app.parse(argc, argv);
         options.data_given = app.get_option("--data")->count() > 0;
         options.lr_given = app.get_option("--lr")->count() > 0;
+        options.momentum_given = app.get_option("--momentum")->count() > 0;
         train::validate_common_options(options);
         for (auto& m : modes)
             if (m->name() == options.mode) selected = m.get();

@@ -66,6 +66,13 @@ if(PIPEPROP_BUILD_TESTS)
   # Not available yet: AdamW on the image networks (exit 2 with the usage text).
   pipeprop_train_test(adamw_image_network EXPECT 2 ARGS --network mlp --optimizer adamw
     REGEX "--optimizer: adamw is not available for the image networks yet.*Usage:")
+  # Momentum SGD's options in a run that uses AdamW: refused (they would be ignored), in every mode.
+  foreach(mode IN ITEMS sgd pb sync)
+    pipeprop_train_test(llama_adamw_momentum_${mode} EXPECT 2 ARGS --network llama-tiny --mode ${mode} --momentum 0.5
+      REGEX "--momentum: is an option of momentum SGD; this run uses AdamW.*Usage:")
+  endforeach()
+  pipeprop_train_test(llama_adamw_nesterov EXPECT 2 ARGS --network llama-tiny --mode sgd --nesterov
+    REGEX "--nesterov: is an option of momentum SGD; this run uses AdamW.*Usage:")
   # A missing text corpus: a message naming the path, exit 1.
   pipeprop_train_test(llama_missing_corpus EXPECT 1
     ARGS --network llama-tiny --data ${CMAKE_CURRENT_BINARY_DIR}/no-such-corpus

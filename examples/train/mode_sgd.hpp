@@ -68,6 +68,7 @@ public:
             throw CLI::ValidationError("--optimizer", "adamw is not available for the image networks yet (only for "
                                                       "llama-tiny); use --optimizer sgd");
         if (!std::isfinite(eps_)) throw CLI::ValidationError("--eps", "must be a finite number");
+        if (text && optimizer_ != "sgd") reject_sgd_options_with_adamw(o);
     }
 
     json_line run(const common_options& o) override;  // in pipeprop_train.cpp (per-network code: see there)
@@ -121,6 +122,7 @@ private:
         }
         common_options oa = o;  // AdamW's own learning-rate default
         if (!o.lr_given) oa.lr = default_adamw_lr;
+        oa.momentum = 0.0;  // AdamW's momentum is beta1 (the result line reports what ran)
         pipeprop::basic_sequential_trainer_config<pipeprop::optim::adamw_config> c;
         c.max_batch = o.batch;
         c.optimizer = {.beta1 = beta1_, .beta2 = beta2_, .eps = eps_};

@@ -240,6 +240,8 @@ public:
         if (value_of(optimizer_opt_, optimizer_) == "adamw" && !is_text_network(o.network))
             throw CLI::ValidationError("--optimizer", "adamw is not available for the image networks yet (only for "
                                                       "llama-tiny); use --optimizer sgd");
+        if (is_text_network(o.network) && value_of(optimizer_opt_, optimizer_) != "sgd")
+            reject_sgd_options_with_adamw(o);
         (void)parse_stages(value_of(stages_opt_, stages_), layers);
         if (o.batch > 0 && micro_batches_ > o.batch)
             throw CLI::ValidationError("--micro-batches", std::to_string(micro_batches_) +
@@ -274,6 +276,7 @@ public:
             }
             common_options oa = o;  // AdamW's own learning-rate default, as in --mode sgd
             if (!o.lr_given) oa.lr = mode_sgd::default_adamw_lr;
+            oa.momentum = 0.0;  // AdamW's momentum is beta1 (the result line reports what ran)
             const double b1 = number_of(beta1_opt_, beta1_), b2 = number_of(beta2_opt_, beta2_),
                          eps = number_of(eps_opt_, eps_);
             note(o, fmt::format("optimizer: AdamW, lr {:g}, betas ({:g}, {:g}), eps {:g}, decoupled weight decay {:g}",

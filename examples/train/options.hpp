@@ -53,7 +53,20 @@ struct common_options {
     // Set by the program after parsing: whether an option was given (per-network defaults apply otherwise).
     bool data_given = false;            ///< --data given (a text network reads the fortunes corpus by default)
     bool lr_given = false;              ///< --lr given (AdamW on a text network defaults to 3e-3)
+    bool momentum_given = false;        ///< --momentum given (momentum SGD's; rejected with AdamW)
 };
+
+/// For a run that trains with AdamW: throws CLI::ValidationError (usage message, exit 2) when --momentum or
+/// --nesterov was given, which only momentum SGD reads (AdamW's momentum is --beta1); silently ignoring them would
+/// train something else than asked.
+inline void reject_sgd_options_with_adamw(const common_options& o) {
+    if (o.momentum_given)
+        throw CLI::ValidationError("--momentum", "is an option of momentum SGD; this run uses AdamW (--optimizer "
+                                                 "adamw, the default on a text network), whose momentum is --beta1");
+    if (o.nesterov)
+        throw CLI::ValidationError("--nesterov", "is an option of momentum SGD; this run uses AdamW (--optimizer "
+                                                 "adamw, the default on a text network)");
+}
 
 /// Validator for a momentum in [0, 1) (CLI::Range cannot express the open end).
 inline CLI::Validator momentum_range() {

@@ -107,6 +107,9 @@ TEST_CASE("sgd: invalid hyperparameters and size mismatches throw, naming the fi
     CHECK_THAT(message(opt, {.learning_rate = std::nan(""), .momentum = 0.9}), Contains("learning_rate = nan"));
     CHECK_THAT(message(opt, {.learning_rate = -0.1, .momentum = 0.9}), Contains("learning_rate = -0.100000"));
     CHECK_THAT(message(nesterov, {.learning_rate = 0.1, .momentum = 0.0}), Contains("Nesterov momentum needs momentum > 0"));
+    // Checked in the parameters' type (float here), where the update is applied: 1 - 1e-12 rounds to 1, 1e39 to inf.
+    CHECK_THAT(message(opt, {.learning_rate = 0.1, .momentum = 1.0 - 1e-12}), Contains("rounds to 1"));
+    CHECK_THAT(message(opt, {.learning_rate = 1e39, .momentum = 0.9}), Contains("overflows the parameters' type"));
     CHECK_THROWS_AS(opt.step(w, g4, {.learning_rate = 0.1, .momentum = 0.9}), std::invalid_argument);
     CHECK(opt.step_count() == 0);
     CHECK(w == std::vector<float>(3, 1.0f));

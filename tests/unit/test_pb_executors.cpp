@@ -455,6 +455,7 @@ TEST_CASE("bad input to push is rejected before anything changes", "[pb][errors]
     CHECK_THROWS_WITH(p.set_hyperparameters({0.1f, 1.5f, 0.0f}),
                       Catch::Contains("pipeprop::pb::engine::set_hyperparameters: momentum = 1.500000 must be in [0, 1]"));
     CHECK_THROWS_WITH(p.set_hyperparameters({0.1f, 0.9f, -1.0f}), Catch::Contains("weight_decay = -1.000000"));
+    CHECK_THROWS_WITH(p.set_hyperparameters({0.1f, 1.0f, 0.0f}), Catch::Contains("must be in [0, 1) for momentum SGD"));
     using fixed = pb::pipeline<mlp, pp::fine_grained<>, pb::policy::spike_compensation<std::ratio<9, 10>>>;
     fixed f;
     CHECK_THROWS_WITH(f.set_hyperparameters({0.1f, 0.8f, 0.0f}), Catch::Contains("compile-time momentum"));

@@ -172,6 +172,10 @@ public:
         if (h.momentum != 0.0)
             throw std::invalid_argument("pipeprop::optim::adamw: momentum = " + std::to_string(h.momentum) +
                                         " must be 0 (AdamW's momentum is beta1 of adamw_config)");
+        if (!std::isfinite(static_cast<T>(h.learning_rate)) || !std::isfinite(static_cast<T>(h.weight_decay)))
+            throw std::invalid_argument("pipeprop::optim::adamw: learning_rate = " + std::to_string(h.learning_rate) +
+                                        " or weight_decay = " + std::to_string(h.weight_decay) +
+                                        " overflows the parameters' type");
     }
 
     /// Coefficients of the next update (t = step_count() + 1) with h's learning rate and decoupled weight decay.

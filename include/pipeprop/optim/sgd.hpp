@@ -68,13 +68,18 @@ public:
     }
 
     /// Throws std::invalid_argument naming the field unless momentum SGD can apply an update with h: optim::validate
-    /// (learning rate and weight decay finite and >= 0, momentum in [0, 1]), and momentum < 1, and momentum > 0
-    /// with Nesterov.
+    /// (learning rate and weight decay finite and >= 0, momentum in [0, 1]), momentum < 1 also after rounding to T,
+    /// learning rate and weight decay finite in T, and momentum > 0 with Nesterov.
     void check(const hyperparameters<double>& h) const {
         validate(h, "pipeprop::optim::sgd");
-        if (!(h.momentum < 1.0))
+        if (!(h.momentum < 1.0) || !(static_cast<T>(h.momentum) < T(1)))
             throw std::invalid_argument("pipeprop::optim::sgd: momentum = " + std::to_string(h.momentum) +
-                                        " must be in [0, 1)");
+                                        " must be in [0, 1) in the parameters' type (a value that rounds to 1 "
+                                        "there does not decay the velocity)");
+        if (!std::isfinite(static_cast<T>(h.learning_rate)) || !std::isfinite(static_cast<T>(h.weight_decay)))
+            throw std::invalid_argument("pipeprop::optim::sgd: learning_rate = " + std::to_string(h.learning_rate) +
+                                        " or weight_decay = " + std::to_string(h.weight_decay) +
+                                        " overflows the parameters' type");
         if (config_.nesterov && h.momentum == 0.0)
             throw std::invalid_argument("pipeprop::optim::sgd: Nesterov momentum needs momentum > 0");
     }

@@ -152,8 +152,8 @@ public:
 
     /// Hyperparameters for the micro-batches pushed from now on (each micro-batch keeps the values current at its
     /// push). Throws std::invalid_argument for values out of range (optim::validate) or, when the policy's momentum is
-    /// a compile-time constant, for a different momentum; with AdamW for a momentum other than 0 (its betas are
-    /// options::adamw; weight_decay is then AdamW's decoupled decay).
+    /// a compile-time constant, for a different momentum; with momentum SGD for momentum 1; with AdamW for a momentum
+    /// other than 0 (its betas are options::adamw; weight_decay is then AdamW's decoupled decay).
     void set_hyperparameters(const optim::hyperparameters<T>& h) {
         optim::validate(h, "pipeprop::pb::engine::set_hyperparameters");
         if constexpr (is_adamw<Optimizer, T>)
@@ -162,6 +162,11 @@ public:
                                             std::to_string(h.momentum) +
                                             ", but the optimizer is AdamW (momentum must be 0; its betas are "
                                             "options::adamw)");
+        if constexpr (is_momentum_sgd<Optimizer, T>)
+            if (!(h.momentum < T(1)))
+                throw std::invalid_argument("pipeprop::pb::engine::set_hyperparameters: momentum = " +
+                                            std::to_string(h.momentum) +
+                                            " must be in [0, 1) for momentum SGD (1 does not decay the velocity)");
         if constexpr (Policy::fixed_momentum)
             if (h.momentum != static_cast<T>(Policy::momentum))
                 throw std::invalid_argument("pipeprop::pb::engine: policy " + std::string(Policy::name) +

@@ -63,9 +63,14 @@ std::unique_ptr<executor<T>> make_executor(const layer_stack<Net, T>& stack,
 }  // namespace pipeprop::pb
 
 /// `PIPEPROP_PB_EXECUTOR_INSTANTIATION(extern, Net, Policy, T, Loss, Optimizer);` declares the executors of the PB
-/// engine over these types as compiled elsewhere; `PIPEPROP_PB_EXECUTOR_INSTANTIATION(, Net, ...);` in exactly one
-/// unit of the program compiles them there. Each argument must be a single token or free of top-level commas (use
-/// an alias for a type such as token_cross_entropy<float, L, V>).
+/// engine pb::engine<Net, Policy, T, Loss, Optimizer> as compiled elsewhere; `PIPEPROP_PB_EXECUTOR_INSTANTIATION(,
+/// Net, ...);` in exactly one unit of the program compiles them there (a missing one: an undefined reference to
+/// make_executor at link time). Use it at global scope, before the engine is used in that unit, and spell every
+/// type fully qualified from the global namespace (`::app::my_net`, `::pipeprop::pb::policy::none`): inside the
+/// declaration, names are looked up in pipeprop::pb first (an alias `policy` of one's own would find the namespace
+/// pipeprop::pb::policy). An argument must not contain a top-level comma: give such a type an alias first, e.g.
+/// `using my_loss = ::pipeprop::pb::engine<::app::my_net, ::app::my_policy>::loss_type;` (the engine's default
+/// loss), then pass `::my_loss`.
 #define PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, NET, POLICY, T, LOSS, OPTIMIZER)                                 \
     EXTERN template std::unique_ptr<::pipeprop::pb::executor<T>>                                                 \
     pipeprop::pb::make_executor<NET, POLICY, T, LOSS, OPTIMIZER>(                                                 \

@@ -193,7 +193,9 @@ public:
     /// keep its update (their step counts are rolled back), the others do not. Reset: restore the parameters and
     /// velocity from before the step (set_parameters / set_velocity, e.g. from parameters() / velocity() saved
     /// before it, or a checkpoint); the next step then gives exactly the result of an executor that never failed
-    /// (tests/unit/test_stage_failures.cpp).
+    /// (tests/unit/test_stage_failures.cpp). A NaN or infinite loss is returned in step_result::loss (the update is
+    /// already applied): step_or_undo is the same step with the trainers' non-finite-loss policy (undo and throw
+    /// non_finite_loss_error), what a training loop should call.
     step_result step(std::span<const T> x, std::span<const std::int32_t> labels,
                      const optim::hyperparameters<double>& h) {
         const std::size_t batch = labels.size() / targets_per_sample;
