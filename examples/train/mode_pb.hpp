@@ -43,38 +43,6 @@
 
 namespace train {
 
-/// Parses --stages for a network of `layer_count` layers: "fine" (every parametric layer starts a stage,
-/// parameter-free layers attach), "fine-own" (every layer its own stage) or split points "2,5,8". Throws
-/// std::invalid_argument naming the offending text or point.
-template <class Net>
-std::vector<pipeprop::layer_range> parse_stages(const std::string& text) {
-    using pipeprop::fine_grained;
-    using pipeprop::parameter_free;
-    if (text == "fine") return pipeprop::stage_ranges<pipeprop::pipeline_layout<Net, fine_grained<>>>();
-    if (text == "fine-own")
-        return pipeprop::stage_ranges<pipeprop::pipeline_layout<Net, fine_grained<parameter_free::own_stage>>>();
-    std::vector<std::size_t> points;
-    std::stringstream in(text);
-    std::string item;
-    while (std::getline(in, item, ',')) {
-        std::size_t used = 0;
-        unsigned long long v = 0;
-        try {
-            v = std::stoull(item, &used);
-        } catch (const std::exception&) {
-            used = 0;
-        }
-        if (item.empty() || used != item.size())
-            throw std::invalid_argument("--stages: '" + item +
-                                        "' is not a split point (expected fine, fine-own or "
-                                        "comma-separated layer indices such as 2,5,8)");
-        points.push_back(static_cast<std::size_t>(v));
-    }
-    auto ranges = pipeprop::partition_at(pipeprop::layer_stack<Net, float>::layer_count, points);
-    pipeprop::check_cuts_allowed<pipeprop::layer_stack<Net, float>>(ranges);
-    return ranges;
-}
-
 /// The PB pipeline adapted to the training loop's engine contract (training_loop.hpp).
 /// train_batch pushes one micro-batch and returns the loss sum of the micro-batches COMPLETED during the call
 /// divided by b, so the loop's b-weighted sum counts each completed micro-batch once (the loss of a PB micro-batch
@@ -84,12 +52,14 @@ template <class Net, class Policy, class Loss = pipeprop::detail::default_loss_t
           class Optimizer = pipeprop::optim::sgd<float>>
 class pb_engine {
 public:
-    using pipe_type = pipeprop::pb::pipeline<Net, pipeprop::pb::runtime_partition, Policy, float, Loss, Optimizer>;
+    using pipe_type = pipeprop::pb::engine<Net, Policy, float, Loss, Optimizer>;
+    using programs_type = std::vector<pipeprop::stage_program<typename pipe_type::stack_type>>;
     static constexpr std::size_t targets_per_sample = pipe_type::targets_per_sample;
 
-    pb_engine(std::vector<pipeprop::layer_range> stages, const pipeprop::pb::options<Policy>& opt,
-              pipeprop::optim::lr_schedule schedule, double momentum, double weight_decay)
-        : pipe_(std::move(stages), opt), schedule_(schedule), momentum_(momentum), weight_decay_(weight_decay) {}
+    /// programs: the stages' code (pb_stage_programs: static for --stages fine / fine-own, dynamic for split points).
+    pb_engine(programs_type programs, const pipeprop::pb::options<Policy>& opt, pipeprop::optim::lr_schedule schedule,
+              double momentum, double weight_decay)
+        : pipe_(std::move(programs), opt), schedule_(schedule), momentum_(momentum), weight_decay_(weight_decay) {}
 
     float train_batch(const float* x, const std::int32_t* labels, std::size_t b) {
         pipe_.set_hyperparameters({.learning_rate = static_cast<float>(schedule_(pipe_.samples_pushed())),
@@ -283,8 +253,8 @@ private:
             opt.policy.warmup_samples = pipemare_warmup_epochs_ * static_cast<double>(epoch_size);
             opt.policy.discrepancy_decay = pipemare_decay_;
         }
-        pb_engine<Net, Policy, Loss, Optimizer> engine(parse_stages<Net>(stages_), opt, make_schedule(o, epoch_size),
-                                                       o.momentum, o.weight_decay);
+        pb_engine<Net, Policy, Loss, Optimizer> engine(pb_stage_programs<Net>(stages_), opt,
+                                                       make_schedule(o, epoch_size), o.momentum, o.weight_decay);
         auto& pipe = engine.pipeline();
         const std::size_t S = pipe.number_of_stages();
         {

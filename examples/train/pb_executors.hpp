@@ -1,10 +1,13 @@
-// examples/train/pb_executors.hpp: which PB engines --mode pb builds per network, and where their executors are
-// compiled (pipeprop/pb/make_executor.hpp). The unit of --mode pb on a network declares the executors of its six
-// momentum-SGD engines (one per --mitigation) extern; a unit of their own compiles them
-// (examples/train/pb_executors.cpp.in), so that neither unit takes much over a minute to compile.
+// examples/train/pb_executors.hpp: the PB engines --mode pb builds per network, and where their code is compiled:
+// --stages parsing and the stages' code (static for fine / fine-own, dynamic for split points), the loss per network,
+// the six mitigation policies, and the executors (pipeprop/pb/make_executor.hpp). The unit of --mode pb on a
+// network declares its stage code and the executors of its six momentum-SGD engines extern; a unit of their own
+// compiles them (examples/train/pb_executors.cpp.in), so that neither unit takes a minute to compile.
 #pragma once
 
 #include <pipeprop/layer_stack.hpp>
+#include <pipeprop/pipeline_layout.hpp>
+#include <pipeprop/stage_program.hpp>
 #include <pipeprop/loss/default_loss.hpp>
 #include <pipeprop/loss/token_cross_entropy.hpp>
 #include <pipeprop/optim/adamw.hpp>
@@ -12,9 +15,63 @@
 #include <pipeprop/pb/make_executor.hpp>
 #include <pipeprop/pb/policies.hpp>
 
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
 #include "train/networks.hpp"
 
 namespace train {
+
+/// Parses --stages for a network of `layer_count` layers: "fine" (every parametric layer starts a stage,
+/// parameter-free layers attach), "fine-own" (every layer its own stage) or split points "2,5,8". Throws
+/// std::invalid_argument naming the offending text or point.
+template <class Net>
+std::vector<pipeprop::layer_range> parse_stages(const std::string& text) {
+    using pipeprop::fine_grained;
+    using pipeprop::parameter_free;
+    if (text == "fine") return pipeprop::stage_ranges<pipeprop::pipeline_layout<Net, fine_grained<>>>();
+    if (text == "fine-own")
+        return pipeprop::stage_ranges<pipeprop::pipeline_layout<Net, fine_grained<parameter_free::own_stage>>>();
+    std::vector<std::size_t> points;
+    std::stringstream in(text);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+        std::size_t used = 0;
+        unsigned long long v = 0;
+        try {
+            v = std::stoull(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (item.empty() || used != item.size())
+            throw std::invalid_argument("--stages: '" + item +
+                                        "' is not a split point (expected fine, fine-own or "
+                                        "comma-separated layer indices such as 2,5,8)");
+        points.push_back(static_cast<std::size_t>(v));
+    }
+    auto ranges = pipeprop::partition_at(pipeprop::layer_stack<Net, float>::layer_count, points);
+    pipeprop::check_cuts_allowed<pipeprop::layer_stack<Net, float>>(ranges);
+    return ranges;
+}
+
+/// The stages' code for --stages `text` on network Net: "fine" and "fine-own" (the main job's) are static
+/// pipelines, the stage passes of pipeline_layout<Net, fine_grained<...>> compiled for exactly each stage's layers
+/// (static_stage_programs, stage_program.hpp); split points ("2,5,8", chosen at run time) are the dynamic variant,
+/// the same layer code over a runtime range (dynamic_stage_programs). Both give the same bits. Throws
+/// std::invalid_argument as parse_stages. Not inline: the main program compiles it in the unit of the network's
+/// executors (PIPEPROP_TRAIN_PB_EXECUTORS).
+template <class Net>
+std::vector<pipeprop::stage_program<pipeprop::layer_stack<Net, float>>> pb_stage_programs(const std::string& text) {
+    using pipeprop::fine_grained;
+    using pipeprop::parameter_free;
+    if (text == "fine") return pipeprop::static_stage_programs<pipeprop::pipeline_layout<Net, fine_grained<>, float>>();
+    if (text == "fine-own")
+        return pipeprop::static_stage_programs<
+            pipeprop::pipeline_layout<Net, fine_grained<parameter_free::own_stage>, float>>();
+    return pipeprop::dynamic_stage_programs<pipeprop::layer_stack<Net, float>>(parse_stages<Net>(text));
+}
 
 /// The loss of --mode pb on network Net: softmax cross-entropy on an image dataset, or per-token cross-entropy on
 /// next-token sequences of a text corpus (a sequence model).
@@ -44,9 +101,12 @@ using adamw = pipeprop::optim::adamw<float>;
 
 }  // namespace train
 
-/// The executors of the six momentum-SGD PB engines of --mode pb on network NET (a type of train/networks.hpp,
-/// spelled without commas): EXTERN = extern declares them, empty compiles them in this unit.
+/// The stage code (pb_stage_programs) and the executors of the six momentum-SGD PB engines of --mode pb on network
+/// NET (a type of train/networks.hpp, spelled without commas): EXTERN = extern declares them, empty compiles them in
+/// this unit.
 #define PIPEPROP_TRAIN_PB_EXECUTORS(EXTERN, NET)                                                                    \
+    EXTERN template std::vector<pipeprop::stage_program<pipeprop::layer_stack<NET, float>>>                         \
+    train::pb_stage_programs<NET>(const std::string&);                                                              \
     PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, NET, train::pb_policies::none, float, train::pb_loss_t<NET>,         \
                                        train::pb_policies::sgd);                                                    \
     PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, NET, train::pb_policies::sc, float, train::pb_loss_t<NET>,           \
