@@ -42,3 +42,5 @@ pipeprop_compile_fail(token_loss_rank1_output
   "static assertion failed.*pipeprop: the loss does not fit the network's output: their ranks differ")
 pipeprop_compile_fail(pb_adamw_spike_compensation
   "static assertion failed.*pipeprop::pb: spike compensation and the velocity form of linear weight prediction are defined for momentum SGD only")
+pipeprop_compile_fail(pb_sgd_momentum_one
+  "static assertion failed.*pipeprop::pb: a policy's compile-time momentum of 1 does not decay momentum SGD's velocity")

@@ -52,7 +52,7 @@ std::vector<pp::op> stream_ops(pb::op_stream& st, std::size_t max_ops) {
 TEST_CASE("pb::op_stream: a stage's ops are the clocked model's, tick by tick, across segments", "[pb][op_core]") {
     for (std::size_t S = 1; S <= 5; ++S)
         for (std::size_t s = 0; s < S; ++s)
-            for (const auto [n0, end] : {std::pair<std::size_t, std::size_t>{0, 1}, {0, 7}, {13, 14}, {5, 40}}) {
+            for (const auto& [n0, end] : {std::pair<std::size_t, std::size_t>{0, 1}, {0, 7}, {13, 14}, {5, 40}}) {
                 INFO("S = " << S << ", stage " << s << ", micro-batches [" << n0 << ", " << end << ")");
                 pb::op_stream st(2 * (S - 1 - s));
                 CHECK(st.done());

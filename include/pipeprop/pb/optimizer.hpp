@@ -30,9 +30,21 @@ inline constexpr bool is_momentum_sgd = std::is_same_v<O, optim::sgd<T>>;
 template <class O, class T>
 inline constexpr bool is_adamw = std::is_same_v<O, optim::adamw<T>>;
 
+/// The policy's compile-time momentum, or 0 when the momentum is a runtime hyperparameter.
+template <mitigation_policy Policy>
+constexpr double fixed_momentum_of() {
+    if constexpr (Policy::fixed_momentum)
+        return static_cast<double>(Policy::momentum);
+    else
+        return 0.0;
+}
+
 /// Compile-time check of a PB engine's optimizer (each failure is a sentence).
 template <mitigation_policy Policy, class Optimizer, class T>
 constexpr bool check_pb_optimizer() {
+    static_assert(!(is_momentum_sgd<Optimizer, T> && fixed_momentum_of<Policy>() >= 1.0),
+                  "pipeprop::pb: a policy's compile-time momentum of 1 does not decay momentum SGD's velocity (the "
+                  "engine refuses momentum 1 at run time too); use a std::ratio below 1.");
     static_assert(is_momentum_sgd<Optimizer, T> || is_adamw<Optimizer, T>,
                   "pipeprop::pb: the Optimizer of a PB engine must be optim::sgd<T> (momentum SGD) or "
                   "optim::adamw<T> over the engine's value type T (pb/optimizer.hpp).");

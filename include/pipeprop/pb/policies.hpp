@@ -80,8 +80,8 @@ struct momentum_of {
 };
 template <std::intmax_t Num, std::intmax_t Den>
 struct momentum_of<std::ratio<Num, Den>> {
-    static_assert(Num >= 0 && Num < Den,
-                  "pipeprop::pb: a compile-time momentum std::ratio<Num, Den> must lie in [0, 1) (momentum SGD).");
+    static_assert(Num >= 0 && Num <= Den,
+                  "pipeprop::pb: a compile-time momentum std::ratio<Num, Den> must lie in [0, 1].");
     static constexpr bool fixed = true;
     static constexpr double value = static_cast<double>(Num) / static_cast<double>(Den);
     template <class T>
@@ -121,7 +121,7 @@ template <class Momentum = runtime_momentum>
 struct spike_compensation : policy_base {
     static_assert(detail::momentum_spec<Momentum>,
                   "pipeprop::pb::policy::spike_compensation: the momentum must be pipeprop::pb::runtime_momentum or "
-                  "a std::ratio<Num, Den> in [0, 1).");
+                  "a std::ratio<Num, Den> in [0, 1].");
     static constexpr std::string_view name = "sc";
     static constexpr bool spike_compensated = true;
     static constexpr bool fixed_momentum = detail::momentum_of<Momentum>::fixed;
@@ -151,7 +151,7 @@ template <class Momentum = runtime_momentum, lwp_form Form = lwp_form::velocity,
 struct sc_lwp : policy_base {
     static_assert(detail::momentum_spec<Momentum>,
                   "pipeprop::pb::policy::sc_lwp: the momentum must be pipeprop::pb::runtime_momentum or a "
-                  "std::ratio<Num, Den> in [0, 1).");
+                  "std::ratio<Num, Den> in [0, 1].");
     static constexpr std::string_view name = "sc_lwp";
     static constexpr bool spike_compensated = true;
     static constexpr bool predicts_weights = true;
