@@ -11,7 +11,7 @@ target_compile_options(pipeprop_train PRIVATE ${PIPEPROP_TRAIN_FLAGS})
 
 # One translation unit per (mode, network): train::run_on_network<mode_M, Net> instantiated in its own file, so that
 # the program builds in parallel and no unit holds every network of every mode (train/mode.hpp).
-# Keep in step with train::with_network (examples/train/networks.hpp).
+# Keep in step with train::with_network (examples/train/networks.hpp) and train::sync_mode_trains.
 function(pipeprop_train_unit unit_mode pair)
   string(REPLACE ":" ";" pair_list ${pair})
   list(GET pair_list 0 unit_network)
@@ -21,7 +21,7 @@ function(pipeprop_train_unit unit_mode pair)
   set(unit_files ${unit_file})
   set(unit_extra "")
   if(unit_mode STREQUAL "pb")
-    # The PB executors of the six mitigations compile in a unit of their own (train/pb_executors.hpp).
+    # The PB executors of the seven mitigations compile in a unit of their own (train/pb_executors.hpp).
     set(unit_extra "PIPEPROP_TRAIN_PB_EXECUTORS(extern, train::${unit_type});")
     set(executors_file ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_units/${unit_file_name}_executors.cpp)
     configure_file(${CMAKE_CURRENT_SOURCE_DIR}/train/pb_executors.cpp.in ${executors_file} @ONLY)
@@ -36,6 +36,14 @@ endfunction()
 # Image networks and the text network (next-token training on a text corpus) in every mode.
 foreach(unit_mode IN ITEMS sgd pb sync)
   foreach(pair IN ITEMS cnn:small_cnn cnn32:small_cnn32 cnn-on:small_cnn_on mlp:mlp resnet20:resnet20)
+    pipeprop_train_unit(${unit_mode} ${pair})
+  endforeach()
+endforeach()
+# The ResNets of issue 13 other than resnet20 (Online Norm, ResNet-56, the CIFAR-10 inputs: --norm and --data select
+# them) in --mode sgd and --mode pb, the modes of the fidelity study (train::sync_mode_trains).
+foreach(unit_mode IN ITEMS sgd pb)
+  foreach(pair IN ITEMS resnet20-on:resnet20_on resnet56:resnet56 resnet56-on:resnet56_on
+                        resnet20-cifar:resnet20_cifar resnet20-on-cifar:resnet20_on_cifar)
     pipeprop_train_unit(${unit_mode} ${pair})
   endforeach()
 endforeach()

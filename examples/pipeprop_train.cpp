@@ -18,7 +18,9 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "pipeprop/checkpoint.hpp"
@@ -42,12 +44,42 @@ train::mode_sgd::~mode_sgd() = default;
 train::mode_pb::~mode_pb() = default;
 train::mode_sync::~mode_sync() = default;
 
+namespace {
+/// The network types the main program compiles training code for (examples/pipeprop_train.cmake): every type of
+/// train::with_network but ResNet-56 on 3x32x32 inputs (compile time: ResNet-56's 237 nodes are 237 distinct layer
+/// types, minutes per unit; its 1x28x28 types are compiled).
+template <class Net>
+constexpr bool compiled_v = !std::is_same_v<Net, train::resnet56_cifar> && !std::is_same_v<Net, train::resnet56_on_cifar>;
+
+/// f.template operator()<Net>() for a compiled network type; the others were refused by check_compiled.
+template <class F>
+auto compiled_only(F f) {
+    return [f]<class Net>() -> train::json_line {
+        if constexpr (compiled_v<Net>)
+            return f.template operator()<Net>();
+        else
+            throw std::logic_error("pipeprop_train: a network type that is not compiled was not refused");
+    };
+}
+
+/// Throws CLI::ValidationError (exit 2) for a network type the program does not compile (compiled_v).
+void check_compiled(const train::common_options& o) {
+    if (train::is_text_network(o.network)) return;
+    if (!train::with_network(o.network_type, []<class Net>() { return compiled_v<Net>; }))
+        throw CLI::ValidationError("--network", o.network + " on 3x32x32 (CIFAR-10) inputs is not compiled into "
+                                                            "the main program (compile time); train::" +
+                                                            "resnet56_cifar and resnet56_on_cifar are types of "
+                                                            "examples/train/networks.hpp for programs of one's own");
+}
+}  // namespace
+
 // The modes' network dispatch, here and not inline in the mode headers: an inline body would instantiate every
 // network's training code (run_on_network is visible there) in every per-(mode, network) unit that includes them.
 train::json_line train::mode_sgd::run(const train::common_options& o) {
     if (is_text_network(o.network))
         return with_text_network(o.network, [&]<class Net>() { return run_on_network<mode_sgd, Net>(*this, o); });
-    return with_network(o.network, [&]<class Net>() { return run_on_network<mode_sgd, Net>(*this, o); });
+    return with_network(o.network_type,
+                        compiled_only([&]<class Net>() { return run_on_network<mode_sgd, Net>(*this, o); }));
 }
 
 void train::mode_pb::validate(const train::common_options& o) const {
@@ -69,7 +101,7 @@ void train::mode_pb::validate(const train::common_options& o) const {
         }
     };
     const bool text = is_text_network(o.network);
-    text ? with_text_network(o.network, check_stages) : with_network(o.network, check_stages);
+    text ? with_text_network(o.network, check_stages) : with_network(o.network_type, check_stages);
     const std::string optimizer = value_of(optimizer_opt_, optimizer_);
     if (optimizer == "adamw" && !text)
         throw CLI::ValidationError("--optimizer", "adamw is not available for the image networks yet (only for "
@@ -77,11 +109,12 @@ void train::mode_pb::validate(const train::common_options& o) const {
     if (uses_adamw(o)) {
         reject_sgd_options_with_adamw(o);
         const std::string m = mitigation(o);
-        if (m == "sc" || m == "lwp" || m == "sc_lwp")
+        if (m == "sc" || m == "lwp" || m == "lwp_wd" || m == "sc_lwp")
             throw CLI::ValidationError(
-                "--mitigation", m + " is defined for momentum SGD only (spike compensation and linear weight "
-                                    "prediction use its velocity: PB-paper section 4); with AdamW use none, stash "
-                                    "or pipemare, or use --optimizer sgd");
+                "--mitigation", m + " runs with momentum SGD only (spike compensation and linear weight "
+                                    "prediction's velocity form use its velocity: PB-paper section 4; the program "
+                                    "builds the weight-difference form lwp_wd for momentum SGD only); with AdamW use "
+                                    "none, stash or pipemare, or use --optimizer sgd");
         if (reference_batch_ > 0)
             throw CLI::ValidationError("--reference-batch", "the batch-size scaling rules are momentum SGD's "
                                                             "(pb-semantics.md section 4); with AdamW give --lr "
@@ -104,12 +137,18 @@ train::json_line train::mode_pb::run(const train::common_options& given) {
         o.momentum = s.momentum;
     }
     const auto run = [&]<class Net>() { return run_on_network<mode_pb, Net>(*this, o); };
-    return is_text_network(o.network) ? with_text_network(o.network, run) : with_network(o.network, run);
+    return is_text_network(o.network) ? with_text_network(o.network, run)
+                                      : with_network(o.network_type, compiled_only(run));
 }
 
 train::json_line train::mode_sync::run(const train::common_options& o) {
-    const auto run = [&]<class Net>() { return run_on_network<mode_sync, Net>(*this, o); };
-    return is_text_network(o.network) ? with_text_network(o.network, run) : with_network(o.network, run);
+    const auto run = [&]<class Net>() -> json_line {
+        if constexpr (sync_mode_trains_v<Net>)
+            return run_on_network<mode_sync, Net>(*this, o);
+        else
+            throw std::logic_error("mode_sync::run: --network " + o.network_type + " was not refused by validate");
+    };
+    return is_text_network(o.network) ? with_text_network(o.network, run) : with_network(o.network_type, run);
 }
 
 namespace {
@@ -154,6 +193,8 @@ int main(int argc, char** argv) {
         options.data_given = app.get_option("--data")->count() > 0;
         options.lr_given = app.get_option("--lr")->count() > 0;
         options.momentum_given = app.get_option("--momentum")->count() > 0;
+        options.norm_given = app.get_option("--norm")->count() > 0;
+        options.network_type = train::network_type_key(options.network, options.norm, options.data);
         train::validate_common_options(options);
         for (auto& m : modes)
             if (m->name() == options.mode) selected = m.get();
@@ -172,6 +213,7 @@ int main(int argc, char** argv) {
             throw CLI::ValidationError("--network", options.network + " is not available in --mode " + options.mode +
                                                         " yet (only in " + text_modes + ")");
         }
+        check_compiled(options);
         selected->validate(options);
     } catch (const CLI::Success& e) {  // --help
         return app.exit(e);

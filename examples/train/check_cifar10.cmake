@@ -3,7 +3,8 @@
 # batches of 20 records and a test batch of 20; 3073-byte records: label, then the red, green and blue 32x32 planes;
 # the label sets the brightness of one plane, so the classes are learnable), then: --mode sgd and --mode pb with
 # --network cnn32 train and evaluate it (exit 0, JSON result naming cnn32, 100 samples); --network cnn on it fails
-# with exit 1 and a message naming the image sizes the networks take. Inputs: PROGRAM, PERL, WORK.
+# with exit 1 and a message naming the image sizes the networks take; --network resnet20 / resnet56 take the
+# 3x32x32 input (network types resnet20-on-cifar, resnet56-cifar). Inputs: PROGRAM, PERL, WORK.
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK}/cifar-10-batches-bin)
 execute_process(
@@ -49,6 +50,21 @@ foreach(name sgd pb)
   if(NOT last_${name} MATCHES "^\\{\"mode\":\"${name}\",\"network\":\"cnn32\",.*\"samples\":(100|200),.*\"test_accuracy\":[0-9.]+,.*\"test_samples\":20,")
     message(FATAL_ERROR "${name}: unexpected result line: ${last_${name}}")
   endif()
+  if(NOT err_${name} MATCHES "data: 100 training and 20 test images 3x32x32 \\(cifar10\\)")
+    message(FATAL_ERROR "${name}: the CIFAR-10 files were not read as 3x32x32:\n${err_${name}}")
+  endif()
+endforeach()
+# The ResNets take the input --data holds (issue 13): here 3x32x32, Online Norm, PB with a stage per conv, and
+# ResNet-56 with group norm in --mode sgd.
+run_program(0 resnet_pb --mode pb --network resnet20 --norm on --stages layer --reference-batch 32 --max-samples 40)
+if(NOT last_resnet_pb MATCHES "^\\{\"mode\":\"pb\",\"network\":\"resnet20\",.*\"samples\":40,.*\"network_type\":\"resnet20-on-cifar\",.*\"stages\":20,")
+  message(FATAL_ERROR "resnet20 --norm on on CIFAR-10: unexpected result line: ${last_resnet_pb}")
+endif()
+run_program(0 resnet_sgd --mode sgd --network resnet56 --batch 10 --max-samples 40)
+if(NOT last_resnet_sgd MATCHES "^\\{\"mode\":\"sgd\",\"network\":\"resnet56\",.*\"network_type\":\"resnet56-cifar\"")
+  message(FATAL_ERROR "resnet56 on CIFAR-10: unexpected result line: ${last_resnet_sgd}")
+endif()
+foreach(name resnet_pb resnet_sgd)
   if(NOT err_${name} MATCHES "data: 100 training and 20 test images 3x32x32 \\(cifar10\\)")
     message(FATAL_ERROR "${name}: the CIFAR-10 files were not read as 3x32x32:\n${err_${name}}")
   endif()

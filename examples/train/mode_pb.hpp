@@ -7,7 +7,7 @@
 // weight update at every stage. --reference-batch B names the batch size the given --lr / --momentum were tuned
 // for: they are scaled to b by the rules of pb-semantics.md §4 (pipeprop::optim::scale_hyperparameters), and the
 // scaled values are printed and used (the learning-rate schedule, in samples, is applied to the scaled rate).
-// Options: --mitigation none|sc|lwp|sc_lwp|stash|pipemare, --stages fine|fine-own|<split points "2,5,8">,
+// Options: --mitigation none|sc|lwp|lwp_wd|sc_lwp|stash|pipemare, --stages layer|fine|fine-own|<split points>,
 // --executor concurrent|sequential, --push-buffer K (concurrent: micro-batches buffered per graph run), --lanes L
 // (concurrent: serial nodes the stages are grouped into; 0 = one per core),
 // --pipemare-warmup (epochs), --pipemare-decay.
@@ -56,7 +56,8 @@ public:
     using programs_type = std::vector<pipeprop::stage_program<typename pipe_type::stack_type>>;
     static constexpr std::size_t targets_per_sample = pipe_type::targets_per_sample;
 
-    /// programs: the stages' code (pb_stage_programs: static for --stages fine / fine-own, dynamic for split points).
+    /// programs: the stages' code (pb_stage_programs: static for --stages layer / fine / fine-own up to
+    /// max_static_stages stages, dynamic otherwise).
     pb_engine(programs_type programs, const pipeprop::pb::options<Policy>& opt, pipeprop::optim::lr_schedule schedule,
               double momentum, double weight_decay)
         : pipe_(std::move(programs), opt), schedule_(schedule), momentum_(momentum), weight_decay_(weight_decay) {}
@@ -94,6 +95,8 @@ public:
         pipe_.restore_counters(0, static_cast<std::size_t>(seen), no_lr);
     }
     [[nodiscard]] std::uint64_t samples_seen() const { return pipe_.samples_pushed(); }
+    /// Samples whose loss is known (their micro-batch's backward completed), since the engine was made.
+    [[nodiscard]] std::uint64_t completed_samples() const noexcept { return completed_samples_; }
     [[nodiscard]] double current_learning_rate() const { return schedule_(pipe_.samples_pushed()); }
 
     [[nodiscard]] pipe_type& pipeline() noexcept { return pipe_; }
@@ -109,6 +112,7 @@ private:
             // A NaN or infinite loss never gets here: pb::engine throws pipeprop::non_finite_loss_error first
             // (exit 1, the last good checkpoint left as it was).
             sum += static_cast<double>(c.loss) * static_cast<double>(c.batch);
+            completed_samples_ += c.batch;
             epoch_loss_sum_ += static_cast<double>(c.loss) * static_cast<double>(c.targets);
             epoch_targets_ += c.targets;
         }
@@ -121,6 +125,7 @@ private:
     double epoch_loss_sum_ = 0.0;
     std::size_t epoch_targets_ = 0;
     double last_epoch_loss_ = 0.0;
+    std::uint64_t completed_samples_ = 0;
 };
 
 /// --mode pb.
@@ -137,13 +142,15 @@ public:
     void add_options(CLI::Option_group& g) override {
         mitigation_opt_ = g.add_option("--mitigation", mitigation_,
                                        "PB mitigation: none, sc (spike compensation), lwp (linear weight "
-                                       "prediction), sc_lwp, stash (weight stashing), pipemare (default: sc_lwp with "
-                                       "momentum SGD, none with AdamW)")
-                              ->check(CLI::IsMember({"none", "sc", "lwp", "sc_lwp", "stash", "pipemare"}))
+                                       "prediction, velocity form), lwp_wd (its weight-difference form), sc_lwp, "
+                                       "stash (weight stashing), pipemare (default: sc_lwp with momentum SGD, none "
+                                       "with AdamW)")
+                              ->check(CLI::IsMember({"none", "sc", "lwp", "lwp_wd", "sc_lwp", "stash", "pipemare"}))
                               ->capture_default_str();
         g.add_option("--stages", stages_,
-                     "Stages: fine (one per parametric layer), fine-own (one per layer) or "
-                     "comma-separated split points, e.g. 2,5,8")
+                     "Stages: layer (one per weight layer: a conv or dense layer with its normalization and "
+                     "activation, the PB paper's fine-grained ResNets), fine (one per parametric layer, normalization "
+                     "layers included), fine-own (one per layer) or comma-separated split points, e.g. 2,5,8")
             ->capture_default_str();
         g.add_option("--executor", executor_, "PB executor: concurrent (TBB flow graph) or sequential (reference)")
             ->check(CLI::IsMember({"concurrent", "sequential"}))
@@ -231,6 +238,7 @@ private:
         if (m == "none") return run_with<Net, pol::none, Loss, pol::sgd>(o, data, unused);
         if (m == "sc") return run_with<Net, pol::sc, Loss, pol::sgd>(o, data, unused);
         if (m == "lwp") return run_with<Net, pol::lwp, Loss, pol::sgd>(o, data, unused);
+        if (m == "lwp_wd") return run_with<Net, pol::lwp_wd, Loss, pol::sgd>(o, data, unused);
         if (m == "sc_lwp") return run_with<Net, pol::sc_lwp, Loss, pol::sgd>(o, data, unused);
         if (m == "stash") return run_with<Net, pol::stash, Loss, pol::sgd>(o, data, unused);
         return run_with<Net, pol::pipemare, Loss, pol::sgd>(o, data, unused);

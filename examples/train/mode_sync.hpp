@@ -234,9 +234,14 @@ public:
         const std::string ex = value_of(executor_opt_, executor_);
         if (ex != "concurrent" && ex != "sequential")
             throw CLI::ValidationError("--executor", "must be concurrent or sequential, got " + ex);
+        if (!sync_mode_trains(o.network_type))
+            throw CLI::ValidationError("--network", o.network + (o.norm == "on" ? " with --norm on" : "") +
+                                                        (holds_cifar10(o.data) ? " on CIFAR-10" : "") +
+                                                        " trains in --mode sgd and --mode pb (--mode sync: resnet20 "
+                                                        "with group norm on 1x28x28 images)");
         const auto count = []<class Net>() { return Net::layer_count; };
         const std::size_t layers =
-            is_text_network(o.network) ? with_text_network(o.network, count) : with_network(o.network, count);
+            is_text_network(o.network) ? with_text_network(o.network, count) : with_network(o.network_type, count);
         if (value_of(optimizer_opt_, optimizer_) == "adamw" && !is_text_network(o.network))
             throw CLI::ValidationError("--optimizer", "adamw is not available for the image networks yet (only for "
                                                       "llama-tiny); use --optimizer sgd");

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "pipeprop/data/dataset.hpp"
+#include "train/network_names.hpp"
 
 namespace train {
 
@@ -135,8 +136,20 @@ using resnet = boost::mp11::mp_apply<
 
 /// ResNet-20 (N = 3) with group norm (8 groups) for 1x28x28 images: 19 convs, 2 projection shortcuts, dense(10);
 /// 81 nodes after flattening the blocks; fine-grained PB gives 39 stages (every conv and every group norm its own
-/// stage, the projection shortcuts with their add's stage, the dense layer its own).
+/// stage, the projection shortcuts with their add's stage, the dense layer its own), the weight-layer cut
+/// (--stages layer, pipeprop::weight_layer_stages: every conv a stage with its norm and relu) 20 stages.
 using resnet20 = resnet<pp::shape<1, 28, 28>, 3, pp::group_norm<8>>;
+/// The ResNets of issue 13 (--network resnet20 | resnet56, --norm gn | on, the input following --data: 1x28x28
+/// IDX images or 3x32x32 CIFAR-10 binary batches). Online Normalization (layers/online_norm.hpp; decays 1023/1024
+/// and 127/128, the reference's CIFAR-10 settings) normalizes each channel with running statistics, so, like group
+/// norm, it does not depend on the micro-batch. ResNet-56: N = 9, 55 convs + 2 projections, 56 weight-layer stages.
+using resnet20_on = resnet<pp::shape<1, 28, 28>, 3, pp::online_norm<>>;
+using resnet56 = resnet<pp::shape<1, 28, 28>, 9, pp::group_norm<8>>;
+using resnet56_on = resnet<pp::shape<1, 28, 28>, 9, pp::online_norm<>>;
+using resnet20_cifar = resnet<pp::shape<3, 32, 32>, 3, pp::group_norm<8>>;
+using resnet20_on_cifar = resnet<pp::shape<3, 32, 32>, 3, pp::online_norm<>>;
+using resnet56_cifar = resnet<pp::shape<3, 32, 32>, 9, pp::group_norm<8>>;
+using resnet56_on_cifar = resnet<pp::shape<3, 32, 32>, 9, pp::online_norm<>>;
 
 /// llama-tiny: a 2-block LLaMA-like byte-level decoder (Touvron et al. 2023, arXiv 2302.13971, §2: pre-norm RMSNorm,
 /// rotary embeddings in causal multi-head attention, SwiGLU), sized to train in minutes on 2 cores:
@@ -150,24 +163,19 @@ using llama_tiny = pp::network<pp::shape<llama_tiny_length>, pp::token_embedding
                                pp::prenorm_transformer_block<4, 172>, pp::prenorm_transformer_block<4, 172>,
                                pp::rms_norm<>, pp::token_linear<llama_tiny_vocabulary, false>>;
 
-/// Names of the image classification networks, in the order shown in the help (every mode trains them).
-inline std::vector<std::string> image_network_names() { return {"cnn", "cnn32", "cnn-on", "mlp", "resnet20"}; }
-/// Names of the text (next-token) networks (modes whose supports_text_networks() is true).
-inline std::vector<std::string> text_network_names() { return {"llama-tiny"}; }
-/// Names accepted by --network, in the order shown in the help.
-inline std::vector<std::string> network_names() {
-    auto names = image_network_names();
-    for (auto& n : text_network_names()) names.push_back(n);
-    return names;
-}
-/// True for a text network name (train::with_text_network).
-inline bool is_text_network(std::string_view name) { return name == "llama-tiny"; }
+/// True for the network types --mode sync trains (sync_mode_trains: all but the ResNets of issue 13 other than
+/// resnet20).
+template <class Net>
+inline constexpr bool sync_mode_trains_v =
+    !boost::mp11::mp_contains<boost::mp11::mp_list<resnet20_on, resnet56, resnet56_on, resnet20_cifar,
+                                                    resnet20_on_cifar, resnet56_cifar, resnet56_on_cifar>,
+                              Net>::value;
 /// True for a network type whose output is per-token logits [L, V] (a sequence model, trained on text).
 template <class Net>
 inline constexpr bool is_sequence_model = pp::layer_stack<Net, float>::output_shape::rank == 2;
 
-/// Calls f.template operator()<Net>() with the image network type named `name` (image_network_names) and returns its
-/// result. The name is validated by the option parser; an unknown name here is a programming error
+/// Calls f.template operator()<Net>() with the image network type named `name` (image_network_names, or a ResNet's
+/// network_type_key) and returns its result. The name is validated by the option parser; an unknown name here is a programming error
 /// (std::logic_error).
 template <class F>
 decltype(auto) with_network(std::string_view name, F&& f) {
@@ -176,6 +184,13 @@ decltype(auto) with_network(std::string_view name, F&& f) {
     if (name == "cnn-on") return f.template operator()<small_cnn_on>();
     if (name == "mlp") return f.template operator()<mlp>();
     if (name == "resnet20") return f.template operator()<resnet20>();
+    if (name == "resnet20-on") return f.template operator()<resnet20_on>();
+    if (name == "resnet56") return f.template operator()<resnet56>();
+    if (name == "resnet56-on") return f.template operator()<resnet56_on>();
+    if (name == "resnet20-cifar") return f.template operator()<resnet20_cifar>();
+    if (name == "resnet20-on-cifar") return f.template operator()<resnet20_on_cifar>();
+    if (name == "resnet56-cifar") return f.template operator()<resnet56_cifar>();
+    if (name == "resnet56-on-cifar") return f.template operator()<resnet56_on_cifar>();
     throw std::logic_error("train::with_network: unknown network '" + std::string(name) + "'");
 }
 

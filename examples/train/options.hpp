@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "pipeprop/data/dataset.hpp"
+#include "train/network_names.hpp"
 
 namespace train {
 
@@ -30,6 +31,7 @@ namespace train {
 struct common_options {
     std::string mode = "sgd";
     std::string network = "cnn";
+    std::string norm = "gn";            ///< ResNets: gn (group norm, 8 groups) or on (Online Normalization)
     std::size_t batch = 32;             ///< samples per optimizer step (B), or per micro-batch in pipelined modes
     double lr = 0.05;                   ///< learning rate per mean-loss gradient
     double momentum = 0.9;
@@ -41,6 +43,7 @@ struct common_options {
     std::uint64_t seed = 1;             ///< initialization and shuffling seed
     std::string data = pipeprop::data::default_data_directory;
     std::string metrics;                ///< JSON-lines path for per-epoch metrics ("" = none)
+    std::size_t log_every = 0;          ///< also a metrics line of the training loss every this many samples (0: none)
     std::string checkpoint_in;          ///< checkpoint to start from ("" = fresh start)
     std::string checkpoint_out;         ///< checkpoint written after every epoch ("" = none)
     std::string lr_schedule = "constant";
@@ -54,6 +57,8 @@ struct common_options {
     bool data_given = false;            ///< --data given (a text network reads the fortunes corpus by default)
     bool lr_given = false;              ///< --lr given (AdamW on a text network defaults to 3e-3)
     bool momentum_given = false;        ///< --momentum given (momentum SGD's; rejected with AdamW)
+    bool norm_given = false;            ///< --norm given (ResNets only)
+    std::string network_type;           ///< the type key the modes dispatch on (train::network_type_key)
 };
 
 /// For a run that trains with AdamW: throws CLI::ValidationError (usage message, exit 2) when --momentum or
@@ -111,9 +116,15 @@ inline void add_common_options(CLI::App& app, common_options& o, const std::vect
     app.add_option("--mode", o.mode, "Training mode")->check(CLI::IsMember(modes))->capture_default_str();
     app.add_option("--network", o.network,
                    "Network: cnn (small CNN with group norm, 1x28x28: MNIST / Fashion-MNIST), cnn32 (the same layers "
-                   "for 3x32x32: CIFAR-10), cnn-on (with Online Norm), mlp (784-256-256-10), resnet20 (group norm), "
-                   "llama-tiny (2-block LLaMA-like byte-level decoder on a text corpus; --mode sgd and sync)")
+                   "for 3x32x32: CIFAR-10), cnn-on (with Online Norm), mlp (784-256-256-10), resnet20, resnet56 "
+                   "(--norm; 1x28x28, or 3x32x32 when --data holds CIFAR-10 binary batches), llama-tiny (2-block "
+                   "LLaMA-like byte-level decoder on a text corpus)")
         ->check(CLI::IsMember(networks))
+        ->capture_default_str();
+    app.add_option("--norm", o.norm,
+                   "ResNets: the normalization after every conv, gn (group norm, 8 groups) or on (Online "
+                   "Normalization, per channel, running statistics)")
+        ->check(CLI::IsMember({"gn", "on"}))
         ->capture_default_str();
     app.add_option("--batch", o.batch, "Batch size B (samples per update; micro-batch size b in pipelined modes)")
         ->check(CLI::Range(std::size_t(1), std::size_t(1) << 20))
@@ -150,6 +161,11 @@ inline void add_common_options(CLI::App& app, common_options& o, const std::vect
         ->capture_default_str();
     app.add_option("--metrics", o.metrics, "Write per-epoch metrics as JSON lines to this file (a run resumed with --checkpoint-in "
                                        "appends, after the lines of the epochs the checkpoint completed)");
+    app.add_option("--log-every", o.log_every,
+                   "With --metrics: also write the mean training loss of every this many samples (a line with "
+                   "\"interval\":true, between the epoch lines; 0: none)")
+        ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 40))
+        ->capture_default_str();
     app.add_option("--checkpoint-in", o.checkpoint_in,
                    "Start from this checkpoint directory (weights, optimizer state, data position). sgd and sync "
                    "checkpoints resume in either mode; a pb one only in --mode pb (exit 1 otherwise); pb starts "
@@ -199,6 +215,9 @@ inline void validate_common_options(const common_options& o) {
     if (o.lr_schedule == "cosine" && o.lr_min > o.lr)
         throw CLI::ValidationError("--lr-min", "must not exceed --lr for the cosine schedule");
     if (o.nesterov && o.momentum == 0.0) throw CLI::ValidationError("--nesterov", "needs --momentum > 0");
+    if (o.norm_given && !is_resnet(o.network))
+        throw CLI::ValidationError("--norm", "applies to --network resnet20 and resnet56 (the small CNN with Online "
+                                             "Normalization is --network cnn-on)");
 }
 
 }  // namespace train

@@ -1,5 +1,6 @@
 // examples/train/pb_executors.hpp: the PB engines --mode pb builds per network, and where their code is compiled:
-// --stages parsing and the stages' code (static for fine / fine-own, dynamic for split points), the loss per network,
+// --stages parsing and the stages' code (static for the compile-time cuts up to max_static_stages stages, dynamic
+// otherwise), the loss per network,
 // the six mitigation policies, and the executors (pipeprop/pb/make_executor.hpp). The unit of --mode pb on a
 // network declares its stage code and the executors of its six momentum-SGD engines extern; a unit of their own
 // compiles them (examples/train/pb_executors.cpp.in), so that neither unit takes a minute to compile.
@@ -24,13 +25,15 @@
 
 namespace train {
 
-/// Parses --stages for a network of `layer_count` layers: "fine" (every parametric layer starts a stage,
-/// parameter-free layers attach), "fine-own" (every layer its own stage) or split points "2,5,8". Throws
-/// std::invalid_argument naming the offending text or point.
+/// Parses --stages for network Net: "layer" (every weight layer starts a stage, normalization and parameter-free
+/// layers attach: pipeprop::weight_layer_stages), "fine" (every parametric layer starts a stage, parameter-free
+/// layers attach), "fine-own" (every layer its own stage) or split points "2,5,8". Throws std::invalid_argument
+/// naming the offending text or point.
 template <class Net>
 std::vector<pipeprop::layer_range> parse_stages(const std::string& text) {
     using pipeprop::fine_grained;
     using pipeprop::parameter_free;
+    if (text == "layer") return pipeprop::stage_ranges<pipeprop::pipeline_layout<Net, pipeprop::weight_layer_stages>>();
     if (text == "fine") return pipeprop::stage_ranges<pipeprop::pipeline_layout<Net, fine_grained<>>>();
     if (text == "fine-own")
         return pipeprop::stage_ranges<pipeprop::pipeline_layout<Net, fine_grained<parameter_free::own_stage>>>();
@@ -47,7 +50,7 @@ std::vector<pipeprop::layer_range> parse_stages(const std::string& text) {
         }
         if (item.empty() || used != item.size())
             throw std::invalid_argument("--stages: '" + item +
-                                        "' is not a split point (expected fine, fine-own or "
+                                        "' is not a split point (expected layer, fine, fine-own or "
                                         "comma-separated layer indices such as 2,5,8)");
         points.push_back(static_cast<std::size_t>(v));
     }
@@ -56,20 +59,34 @@ std::vector<pipeprop::layer_range> parse_stages(const std::string& text) {
     return ranges;
 }
 
-/// The stages' code for --stages `text` on network Net: "fine" and "fine-own" (the main job's) are static
-/// pipelines, the stage passes of pipeline_layout<Net, fine_grained<...>> compiled for exactly each stage's layers
-/// (static_stage_programs, stage_program.hpp); split points ("2,5,8", chosen at run time) are the dynamic variant,
-/// the same layer code over a runtime range (dynamic_stage_programs). Both give the same bits. Throws
-/// std::invalid_argument as parse_stages. Not inline: the main program compiles it in the unit of the network's
-/// executors (PIPEPROP_TRAIN_PB_EXECUTORS).
+/// Most stages a layout may have for the main program to compile its stages' code statically (compile time: the
+/// larger fine-grained cuts of the ResNets run the dynamic variant, the same bits).
+inline constexpr std::size_t max_static_stages = 40;
+
+/// The stages' code of a compile-time layout: static_stage_programs (stage_program.hpp: the stage passes compiled
+/// for exactly each stage's layers) for at most max_static_stages stages, else dynamic_stage_programs over the same
+/// ranges (the same layer code over a runtime range). Both give the same bits.
+template <class Layout>
+std::vector<pipeprop::stage_program<typename Layout::stack_type>> layout_stage_programs() {
+    if constexpr (Layout::stage_count <= max_static_stages)
+        return pipeprop::static_stage_programs<Layout>();
+    else
+        return pipeprop::dynamic_stage_programs<typename Layout::stack_type>(pipeprop::stage_ranges<Layout>());
+}
+
+/// The stages' code for --stages `text` on network Net: "layer", "fine" and "fine-own" are compile-time layouts
+/// (layout_stage_programs); split points ("2,5,8", chosen at run time) are the dynamic variant
+/// (dynamic_stage_programs). Throws std::invalid_argument as parse_stages. Not inline: the main program compiles
+/// it in the unit of the network's executors (PIPEPROP_TRAIN_PB_EXECUTORS).
 template <class Net>
 std::vector<pipeprop::stage_program<pipeprop::layer_stack<Net, float>>> pb_stage_programs(const std::string& text) {
     using pipeprop::fine_grained;
     using pipeprop::parameter_free;
-    if (text == "fine") return pipeprop::static_stage_programs<pipeprop::pipeline_layout<Net, fine_grained<>, float>>();
+    using pipeprop::pipeline_layout;
+    if (text == "layer") return layout_stage_programs<pipeline_layout<Net, pipeprop::weight_layer_stages, float>>();
+    if (text == "fine") return layout_stage_programs<pipeline_layout<Net, fine_grained<>, float>>();
     if (text == "fine-own")
-        return pipeprop::static_stage_programs<
-            pipeprop::pipeline_layout<Net, fine_grained<parameter_free::own_stage>, float>>();
+        return layout_stage_programs<pipeline_layout<Net, fine_grained<parameter_free::own_stage>, float>>();
     return pipeprop::dynamic_stage_programs<pipeprop::layer_stack<Net, float>>(parse_stages<Net>(text));
 }
 
@@ -87,11 +104,13 @@ struct pb_loss_of<Net, true> {
 template <class Net>
 using pb_loss_t = typename pb_loss_of<Net>::type;
 
-/// The policy types of --mitigation none, sc, lwp, sc_lwp, stash and pipemare.
+/// The policy types of --mitigation none, sc, lwp, lwp_wd (LWP's weight-difference form), sc_lwp, stash and
+/// pipemare.
 namespace pb_policies {
 using none = pipeprop::pb::policy::none;
 using sc = pipeprop::pb::policy::spike_compensation<>;
 using lwp = pipeprop::pb::policy::linear_weight_prediction<>;
+using lwp_wd = pipeprop::pb::policy::linear_weight_prediction<pipeprop::pb::lwp_form::weight_difference>;
 using sc_lwp = pipeprop::pb::policy::sc_lwp<>;
 using stash = pipeprop::pb::policy::weight_stashing;
 using pipemare = pipeprop::pb::policy::pipemare;
@@ -101,7 +120,7 @@ using adamw = pipeprop::optim::adamw<float>;
 
 }  // namespace train
 
-/// The stage code (pb_stage_programs) and the executors of the six momentum-SGD PB engines of --mode pb on network
+/// The stage code (pb_stage_programs) and the executors of the seven momentum-SGD PB engines of --mode pb on network
 /// NET (a type of train/networks.hpp, spelled without commas): EXTERN = extern declares them, empty compiles them in
 /// this unit.
 #define PIPEPROP_TRAIN_PB_EXECUTORS(EXTERN, NET)                                                                    \
@@ -112,6 +131,8 @@ using adamw = pipeprop::optim::adamw<float>;
     PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, NET, train::pb_policies::sc, float, train::pb_loss_t<NET>,           \
                                        train::pb_policies::sgd);                                                    \
     PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, NET, train::pb_policies::lwp, float, train::pb_loss_t<NET>,          \
+                                       train::pb_policies::sgd);                                                    \
+    PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, NET, train::pb_policies::lwp_wd, float, train::pb_loss_t<NET>,       \
                                        train::pb_policies::sgd);                                                    \
     PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, NET, train::pb_policies::sc_lwp, float, train::pb_loss_t<NET>,       \
                                        train::pb_policies::sgd);                                                    \

@@ -92,6 +92,8 @@ struct run_summary {
                 .add("weight_decay", options->weight_decay)
                 .add("seed", options->seed);
         j.add("parameters", parameters).add("total_seconds", total_seconds);
+        if (options != nullptr && is_resnet(options->network))
+            j.add("norm", options->norm).add("network_type", options->network_type);
         return j;
     }
 };
@@ -115,7 +117,10 @@ pipeprop::data::dataset_pair load_data(const common_options& o) {
             std::string inputs;  // which --network takes which image size
             for (const std::string& name : image_network_names())
                 inputs += fmt::format("{}{} {}", inputs.empty() ? "" : ", ", name,
-                                      with_network(name, []<class N>() { return input_geometry<N>().to_string(); }));
+                                      is_resnet(name) ? std::string("1x28x28 or 3x32x32 (as --data holds)")
+                                                      : with_network(name, []<class N>() {
+                                                            return input_geometry<N>().to_string();
+                                                        }));
             throw pipeprop::data_error(fmt::format("{} (--network {}; the networks take: {})", e.what(), o.network,
                                                    inputs));
         }
@@ -344,6 +349,15 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
         double loss_sum = 0.0;
         std::size_t loss_n = 0;
         const auto t0 = std::chrono::steady_clock::now();
+        // --log-every: the mean loss of the samples whose loss became known since the last interval line (PB learns
+        // a micro-batch's loss at its backward, up to 2 (S - 1) micro-batches after its push: completed_samples()).
+        double interval_sum = 0.0;
+        std::size_t interval_pushed = 0;
+        const auto known_samples = [&] {
+            if constexpr (requires { engine.completed_samples(); }) return engine.completed_samples();
+            else return engine.samples_seen();
+        };
+        std::uint64_t known_before = known_samples();
         while (pos < epoch_size) {
             const std::size_t b = std::min(o.batch, epoch_size - pos);
             data.gather(order, pos, b, x.data(), labels.data());
@@ -352,6 +366,27 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
             loss_n += b;
             pos += b;
             progress.update(pos, loss_sum / static_cast<double>(loss_n));
+            if (o.log_every > 0 && metrics.is_open()) {
+                interval_sum += static_cast<double>(loss) * static_cast<double>(b);
+                interval_pushed += b;
+                if (interval_pushed >= o.log_every || pos == epoch_size) {  // and the rest at the epoch's end
+                    const std::uint64_t known_now = known_samples();
+                    const auto interval_known = static_cast<std::size_t>(known_now - known_before);
+                    if (interval_known > 0) {
+                        json_line m;
+                        m.add("epoch", epoch + 1)
+                            .add("samples", engine.samples_seen())
+                            .add("interval", true)
+                            .add("train_loss", interval_sum / static_cast<double>(interval_known))
+                            .add("lr", engine.current_learning_rate());
+                        metrics << m.str() << '\n' << std::flush;
+                        if (!metrics) throw std::runtime_error(o.metrics + ": writing the metrics file failed");
+                        interval_sum = 0.0;
+                        known_before = known_now;
+                    }
+                    interval_pushed = 0;
+                }
+            }
         }
         if constexpr (requires { engine.end_of_epoch(); }) engine.end_of_epoch();
         const double epoch_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -61,6 +61,10 @@
 // stage in the order the schedule runs them (PB: forward of the newest micro-batch, then backward of the oldest).
 // Evaluation calls infer (or, for a stateless layer, forward with a scratch stash) and changes no state.
 //
+// A normalization layer (group norm, Online Normalization, RMSNorm) declares `static constexpr bool normalization =
+// true;` (optional; false when absent): the weight-layer partition (pipeline_layout.hpp, fine_grained with
+// normalization::attach) keeps it in the stage of the conv or dense layer before it.
+//
 // Tensor shapes are per sample and may have any rank: rank 1 [N] (dense), rank 2 [L, D] (a sequence of L tokens
 // of D features: transformer layers), rank 3 [C, H, W] (images). A layer whose input is integer token ids reads
 // them as T values holding exact integers (float holds every integer below 2^24) and declares
@@ -210,6 +214,15 @@ inline constexpr std::size_t state_count_v = [] {
         return static_cast<std::size_t>(L::state_count);
     else
         return std::size_t{0};
+}();
+
+/// True when layer L declares itself a normalization layer (`static constexpr bool normalization = true;`).
+template <class L>
+inline constexpr bool is_normalization_layer = [] {
+    if constexpr (requires { L::normalization; })
+        return static_cast<bool>(L::normalization);
+    else
+        return false;
 }();
 
 /// A layer: shapes and parameter count; the stateless passes, or the stateful ones when it declares a state block;

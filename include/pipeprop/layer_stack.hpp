@@ -157,6 +157,19 @@ public:
         return p;
     }();
 
+    /// normalizes[i]: layer i is a normalization layer (declares `normalization = true`, layer_concept.hpp).
+    static constexpr std::array<bool, layer_count> normalizes = [] {
+        std::array<bool, layer_count> n{};
+        boost::mp11::mp_for_each<boost::mp11::mp_iota_c<layer_count>>([&](auto I) {
+            using L = layer_type<I>;
+            if constexpr (requires { typename L::layer_type; })
+                n[I] = is_normalization_layer<typename L::layer_type>;
+            else
+                n[I] = is_normalization_layer<L>;
+        });
+        return n;
+    }();
+
     /// The whole network as one range.
     static constexpr layer_range all() noexcept { return {0, layer_count}; }
 

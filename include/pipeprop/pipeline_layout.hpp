@@ -33,9 +33,21 @@ enum class parameter_free {
     own_stage,  ///< each layer is its own stage
 };
 
+/// Where fine-grained partitioning puts normalization layers (group norm, Online Normalization, RMSNorm: layers
+/// declaring `normalization = true`, layer_concept.hpp).
+enum class normalization_layers {
+    own_stage,  ///< a parametric normalization layer starts a stage like any parametric layer
+    attach,     ///< to the stage of the layer before it (the conv / dense layer it normalizes)
+};
+
 /// Fine-grained partition: every parametric layer starts its own stage (PB-paper §3: "fine-grained pipelines").
-template <parameter_free Mode = parameter_free::attach>
+/// With Norms = normalization_layers::attach only the weight layers (conv, dense, attention, ...) start stages.
+template <parameter_free Mode = parameter_free::attach, normalization_layers Norms = normalization_layers::own_stage>
 struct fine_grained {};
+
+/// The PB paper's fine-grained ResNets (§5): every conv or dense layer is a stage, holding the normalization and
+/// the parameter-free layers after it (ResNet-20: 20 stages; a projection shortcut joins its add's stage).
+using weight_layer_stages = fine_grained<parameter_free::attach, normalization_layers::attach>;
 
 /// Delay of stage s in a pipeline of S stages: D_s = 2 (S - 1 - s) (pb-semantics.md §1).
 [[nodiscard]] constexpr std::size_t pb_delay(std::size_t s, std::size_t stage_count) noexcept {
@@ -63,18 +75,19 @@ struct partition_boundaries<L, split_at<P...>> {
 
 /// Whether fine-grained partitioning starts a stage at node i (see fine_grained).
 template <class Stack>
-constexpr bool fine_stage_starts(std::size_t i, bool own_stage, bool first_parametric_seen) {
+constexpr bool fine_stage_starts(std::size_t i, bool own_stage, bool attach_norms, bool first_parametric_seen) {
     if (!Stack::cut_allowed_before[i]) return false;
+    if (attach_norms && Stack::normalizes[i]) return false;
     if (own_stage) return i > 0;
     return Stack::has_parameters[i] && first_parametric_seen;
 }
 
 template <std::size_t L, class Stack>
-constexpr std::size_t fine_stage_count(bool own_stage) {
+constexpr std::size_t fine_stage_count(bool own_stage, bool attach_norms) {
     std::size_t n = 1;
     bool seen = false;
     for (std::size_t i = 0; i < L; ++i) {
-        if (fine_stage_starts<Stack>(i, own_stage, seen)) ++n;
+        if (fine_stage_starts<Stack>(i, own_stage, attach_norms, seen)) ++n;
         if (Stack::has_parameters[i]) seen = true;
     }
     return n;
@@ -108,12 +121,14 @@ struct pipeline_layout<Net, split_at<P...>, T> {
     static constexpr layer_range stage(std::size_t s) noexcept { return {boundaries[s], boundaries[s + 1]}; }
 };
 
-template <network_type Net, parameter_free Mode, class T>
-struct pipeline_layout<Net, fine_grained<Mode>, T> {
+template <network_type Net, parameter_free Mode, normalization_layers Norms, class T>
+struct pipeline_layout<Net, fine_grained<Mode, Norms>, T> {
     using stack_type = layer_stack<Net, T>;
     static constexpr std::size_t layer_count = stack_type::layer_count;
+    static constexpr bool own_stage = Mode == parameter_free::own_stage;
+    static constexpr bool attach_norms = Norms == normalization_layers::attach;
     static constexpr std::size_t stage_count =
-        detail::fine_stage_count<layer_count, stack_type>(Mode == parameter_free::own_stage);
+        detail::fine_stage_count<layer_count, stack_type>(own_stage, attach_norms);
     static constexpr std::array<std::size_t, stage_count + 1> boundaries = [] {
         std::array<std::size_t, stage_count + 1> b{};
         // Stage starts: for own_stage, every layer; for attach, every parametric layer except that the first stage
@@ -124,7 +139,7 @@ struct pipeline_layout<Net, fine_grained<Mode>, T> {
         b[0] = 0;
         bool first_parametric_seen = false;
         for (std::size_t i = 0; i < layer_count; ++i) {
-            if (detail::fine_stage_starts<stack_type>(i, Mode == parameter_free::own_stage, first_parametric_seen))
+            if (detail::fine_stage_starts<stack_type>(i, own_stage, attach_norms, first_parametric_seen))
                 b[++s] = i;
             if (stack_type::has_parameters[i]) first_parametric_seen = true;
         }

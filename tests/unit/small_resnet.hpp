@@ -21,4 +21,16 @@ using small_resnet = pp::network<
                             pp::group_norm<2>, pp::relu, pp::conv2d<8, 3, 1, 1>, pp::group_norm<2>>,
     pp::relu, pp::global_avg_pool, pp::dense<3>>;
 
+/// small_resnet with Online Normalization (per channel, running statistics; layers/online_norm.hpp) after every
+/// conv, the shortcut's included: the same 23 nodes, 7 of them stateful. The weight-layer cut
+/// (pp::weight_layer_stages) makes every conv a stage with its norm and relu: stages start at nodes 0, 4, 7, 12, 15
+/// and 22 (the shortcut conv 17 and its norm 18 join the add's stage, 15's), S = 6, delays 10 ... 0.
+using small_resnet_on = pp::network<
+    pp::shape<1, 8, 8>, pp::conv2d<4, 3, 1, 1>, pp::online_norm<>, pp::relu,
+    pp::residual<pp::conv2d<4, 3, 1, 1>, pp::online_norm<>, pp::relu, pp::conv2d<4, 3, 1, 1>, pp::online_norm<>>,
+    pp::relu,
+    pp::residual_projection<pp::shortcut<pp::conv2d<8, 1, 2>, pp::online_norm<>>, pp::conv2d<8, 3, 2, 1>,
+                            pp::online_norm<>, pp::relu, pp::conv2d<8, 3, 1, 1>, pp::online_norm<>>,
+    pp::relu, pp::global_avg_pool, pp::dense<3>>;
+
 }  // namespace test_nets

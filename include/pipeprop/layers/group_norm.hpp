@@ -65,6 +65,7 @@ struct group_norm_layer {
     static constexpr std::size_t channels_per_group = groups_divide ? channels / Groups : 1;  // C / Groups
     static constexpr std::size_t group_size = channels_per_group * spatial;                  // M
     static constexpr double epsilon = 1e-5;
+    static constexpr bool normalization = true;  ///< joins the stage of the layer before it (layer_concept.hpp)
 
     using value_type = T;
     using input_shape = InputShape;

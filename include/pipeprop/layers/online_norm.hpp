@@ -111,6 +111,7 @@ struct online_norm_layer {
     static constexpr std::size_t spatial = InputShape::size / channels;  // S = H * W (1 for rank 1)
     static constexpr bool per_feature = InputShape::rank == 1;
     static constexpr double epsilon = 1e-5;
+    static constexpr bool normalization = true;  ///< joins the stage of the layer before it (layer_concept.hpp)
     static constexpr double alpha_forward = detail::ratio_value<AlphaForward>;
     static constexpr double alpha_backward = detail::ratio_value<AlphaBackward>;
     static constexpr double one_minus_alpha_forward = detail::one_minus_ratio_value<AlphaForward>;

@@ -91,6 +91,7 @@ struct rms_norm_layer {
     using input_shape = InputShape;
     using output_shape = InputShape;
     static constexpr std::size_t parameter_count = dim;
+    static constexpr bool normalization = true;  ///< joins the stage of the layer before it (layer_concept.hpp)
     using stash_type = rms_norm_stash<T>;
     using workspace_type = no_workspace;
 

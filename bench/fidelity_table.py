@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""bench/fidelity_table.py: the table of a bench/pb_fidelity.sh study directory (issue 13).
+
+Reads OUT/runs/<variant>-seed<k>.{status,out,metrics.jsonl} and writes OUT/table.md and OUT/table.json: per variant
+the number of seeds, the mean and sample standard deviation of the final test accuracy and of the last epoch's mean
+training loss, the difference of the mean accuracy to SGD at B = 32 (variant sgd32, in points), and the mean wall
+time of one run. A run that exited non-zero (a diverging run exits 1) counts as diverged and is left out of the
+means. Prints the markdown table. Standard library only.
+
+Usage: bench/fidelity_table.py OUT
+"""
+import json
+import pathlib
+import statistics
+import sys
+
+ORDER = ["sgd32", "sgd128", "none", "sc", "lwp", "lwp_wd", "sc_lwp", "stash", "pipemare"]
+LABEL = {
+    "sgd32": "SGD, B = 32",
+    "sgd128": "SGD, B = 128 (scaled)",
+    "none": "PB, b = 1",
+    "sc": "PB + SC",
+    "lwp": "PB + LWP (velocity)",
+    "lwp_wd": "PB + LWP (weight difference)",
+    "sc_lwp": "PB + SC + LWP",
+    "stash": "PB + weight stashing",
+    "pipemare": "PB + PipeMare",
+}
+
+
+def last_json(path):
+    lines = [l for l in path.read_text().splitlines() if l.startswith("{")]
+    return json.loads(lines[-1]) if lines else None
+
+
+def mean_std(xs):
+    if not xs:
+        return None, None
+    return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
+
+
+def main(out):
+    out = pathlib.Path(out)
+    rows = {}
+    header = None
+    for status_path in sorted((out / "runs").glob("*.status")):
+        st = json.loads(status_path.read_text())
+        base = str(status_path)[: -len(".status")]
+        r = rows.setdefault(st["variant"], {"acc": [], "loss": [], "wall": [], "diverged": 0, "seeds": []})
+        r["seeds"].append(st["seed"])
+        r["wall"].append(st["wall_seconds"])
+        result = last_json(pathlib.Path(base + ".out")) if st["exit"] == 0 else None
+        if result is None:
+            r["diverged"] += 1
+            continue
+        header = header or result
+        r["acc"].append(result["test_accuracy"])
+        r["loss"].append(result["train_loss"])
+        r.setdefault("stages", result.get("stages"))
+        r.setdefault("delays", result.get("delays"))
+    if not rows:
+        sys.exit(f"fidelity_table: no runs under {out / 'runs'}")
+    ref, _ = mean_std(rows.get("sgd32", {}).get("acc", []))
+    table = []
+    for v in sorted(rows, key=lambda v: ORDER.index(v) if v in ORDER else len(ORDER)):
+        r = rows[v]
+        acc, acc_sd = mean_std(r["acc"])
+        loss, loss_sd = mean_std(r["loss"])
+        table.append({
+            "variant": v,
+            "label": LABEL.get(v, v),
+            "seeds": sorted(r["seeds"]),
+            "runs": len(r["seeds"]),
+            "diverged": r["diverged"],
+            "test_accuracy_mean": acc,
+            "test_accuracy_std": acc_sd,
+            "train_loss_mean": loss,
+            "train_loss_std": loss_sd,
+            "minus_sgd32_points": None if acc is None or ref is None else 100.0 * (acc - ref),
+            "wall_seconds_mean": statistics.fmean(r["wall"]),
+            "stages": r.get("stages"),
+        })
+    study = (out / "study.txt").read_text() if (out / "study.txt").exists() else ""
+    (out / "table.json").write_text(json.dumps({"study": study.splitlines(), "rows": table}, indent=1) + "\n")
+
+    def f(x, fmt):
+        return "-" if x is None else format(x, fmt)
+
+    lines = [
+        "| variant | runs (diverged) | test accuracy, mean (std) | final train loss, mean (std) | minus SGD B = 32, points | s per run |",
+        "|---|---|---|---|---|---|",
+    ]
+    for t in table:
+        lines.append(
+            f"| {t['label']} | {t['runs']} ({t['diverged']}) | {f(t['test_accuracy_mean'], '.4f')} "
+            f"({f(t['test_accuracy_std'], '.4f')}) | {f(t['train_loss_mean'], '.4f')} ({f(t['train_loss_std'], '.4f')}) "
+            f"| {f(t['minus_sgd32_points'], '+.2f')} | {t['wall_seconds_mean']:.0f} |")
+    text = "\n".join(lines) + "\n"
+    (out / "table.md").write_text(text)
+    print(text, end="")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    main(sys.argv[1])

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# bench/pb_fidelity.sh: the PB paper's claim at depth (issue 13; PB-paper = Kosson et al., arXiv 2003.11666, §5):
+# fine-grained Pipelined Backpropagation at micro-batch size 1 on a ResNet, every conv its own stage
+# (--stages layer: ResNet-20 20 stages, delays 38 ... 0; ResNet-56 56 stages, 110 ... 0), with each mitigation,
+# against batched SGD, over seeds, with the same data, epochs and cosine learning-rate schedule.
+#
+# Variants (--variants, default all):
+#   sgd32     --mode sgd --batch 32 --lr LR --momentum M                       (the reference)
+#   sgd128    --mode sgd --batch 128, lr and momentum scaled from B = 32 by the rules of pb-semantics.md §4
+#             (m = M^4, lr = 4 LR (1 - m) / (1 - M))
+#   none sc lwp lwp_wd sc_lwp stash pipemare
+#             --mode pb --stages layer --batch 1 --mitigation <variant> --reference-batch 32 --lr LR --momentum M
+#             (lr and momentum scaled from B = 32 to b = 1 by the same rules; lwp is the velocity form of linear
+#             weight prediction, lwp_wd its weight-difference form)
+# Every run writes its metrics (--metrics, with --log-every interval lines of the training loss) and its JSON result
+# line under OUT/runs/; bench/fidelity_table.py then writes OUT/table.md and OUT/table.json (per variant: mean and
+# sample std of the test accuracy and of the final epoch's training loss over the seeds, PB minus SGD B = 32, and the
+# mean wall time of a run) and prints the markdown table; bench/plot_fidelity.py draws OUT/*.png from the metrics.
+# PB runs use the sequential executor (the same bits as the concurrent one; one core each), --jobs of them at once.
+#
+# Usage: bench/pb_fidelity.sh [--build DIR | --program PATH] [--network resnet20|resnet56] [--norm gn|on] [--seeds "1 2 3"]
+#          [--variants "sgd32 none sc_lwp"] [--epochs E] [--samples N] [--lr LR] [--momentum M] [--jobs J]
+#          [--out DIR] [--label TEXT] [-- more pipeprop_train options for every run]
+# --program runs that pipeprop_train binary as it is (no build). Defaults: build, resnet20, gn, seeds "1 2 3", all variants, 3 epochs of 10000 samples (each epoch a fresh
+# permutation of Fashion-MNIST's 60000 training images), lr 0.05, momentum 0.9, jobs = cores,
+# out bench/results/<network>-<norm>[-<label>].
+# A run that fails (a diverging run exits 1: non-finite loss) is recorded as diverged in the table, not retried.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build=build network=resnet20 norm=gn seeds="1 2 3" epochs=3 samples=10000 lr=0.05 momentum=0.9
+variants="sgd32 sgd128 none sc lwp lwp_wd sc_lwp stash pipemare"
+jobs=$(nproc) out="" label="" program=""
+extra=()
+while (($#)); do
+  case "$1" in
+    --build) build=$2; shift 2 ;;
+    --program) program=$2; shift 2 ;;
+    --network) network=$2; shift 2 ;;
+    --norm) norm=$2; shift 2 ;;
+    --seeds) seeds=$2; shift 2 ;;
+    --variants) variants=$2; shift 2 ;;
+    --epochs) epochs=$2; shift 2 ;;
+    --samples) samples=$2; shift 2 ;;
+    --lr) lr=$2; shift 2 ;;
+    --momentum) momentum=$2; shift 2 ;;
+    --jobs) jobs=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --label) label=$2; shift 2 ;;
+    --) shift; extra=("$@"); break ;;
+    *) echo "pb_fidelity: unknown argument '$1' (see the usage in $0)" >&2; exit 2 ;;
+  esac
+done
+[[ -n "$out" ]] || out=bench/results/$network-$norm${label:+-$label}
+mkdir -p "$out/runs"
+
+if [[ -z "$program" ]]; then
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$build" --target pipeprop_train -j"$(nproc)" >/dev/null
+  program=$build/examples/pipeprop_train
+fi
+
+# SGD at B = 128 with the scaling rules from B = 32 (pipeprop::optim::scale_hyperparameters, pb-semantics.md §4).
+read -r lr128 m128 < <(awk -v lr="$lr" -v m="$momentum" 'BEGIN {
+  r = 4; mb = m ^ r; printf "%.10g %.10g\n", r * lr * (1 - mb) / (1 - m), mb }')
+
+common=(--network "$network" --norm "$norm" --epochs "$epochs" --max-samples "$samples" --lr-schedule cosine
+        --progress none --data /usr/share/datasets/fashion-mnist --log-every 1000)
+args_of() {  # the pipeprop_train options of variant $1
+  case "$1" in
+    sgd32) echo --mode sgd --batch 32 --lr "$lr" --momentum "$momentum" ;;
+    sgd128) echo --mode sgd --batch 128 --lr "$lr128" --momentum "$m128" ;;
+    none | sc | lwp | lwp_wd | sc_lwp | stash | pipemare)
+      echo --mode pb --stages layer --executor sequential --batch 1 --mitigation "$1" --reference-batch 32 \
+        --lr "$lr" --momentum "$momentum" ;;
+    *) echo "pb_fidelity: unknown variant '$1'" >&2; return 2 ;;
+  esac
+}
+for v in $variants; do args_of "$v" >/dev/null; done  # fail on a bad variant before anything runs
+
+{
+  echo "# bench/pb_fidelity.sh $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname): $(lscpu | sed -n 's/^Model name: *//p')"
+  echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg); jobs $jobs; git $(git rev-parse --short HEAD); $program"
+  echo "# common: ${common[*]} ${extra[*]}"
+  for v in $variants; do echo "# $v: $(args_of "$v")"; done
+} | tee "$out/study.txt" >&2
+
+run_one() {  # variant seed
+  local v=$1 seed=$2 base=$out/runs/$1-seed$2 start rc=0
+  read -ra a <<<"$(args_of "$v")"
+  start=$(date +%s.%N)
+  OPENBLAS_NUM_THREADS=1 "$program" "${a[@]}" "${common[@]}" "${extra[@]}" --seed "$seed" \
+    --metrics "$base.metrics.jsonl" >"$base.out" 2>"$base.log" || rc=$?
+  awk -v s="$start" -v e="$(date +%s.%N)" -v rc="$rc" -v v="$v" -v seed="$seed" \
+    'BEGIN { printf "{\"variant\":\"%s\",\"seed\":%s,\"exit\":%d,\"wall_seconds\":%.1f}\n", v, seed, rc, e - s }' \
+    >"$base.status"
+  echo "pb_fidelity: $v seed $seed: exit $rc, $(tail -n 1 "$base.out" | sed -n 's/.*"test_accuracy":\([0-9.]*\).*/test accuracy \1/p')" >&2
+}
+
+running=0
+for seed in $seeds; do
+  for v in $variants; do
+    run_one "$v" "$seed" &
+    running=$((running + 1))
+    if ((running >= jobs)); then wait -n || true; running=$((running - 1)); fi
+  done
+done
+wait || true
+echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/study.txt" >&2
+
+/usr/bin/python3 bench/fidelity_table.py "$out"
+if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
+  /usr/bin/python3 bench/plot_fidelity.py "$out" "$out/curves.png" \
+    --title "$network ($norm), Fashion-MNIST, $epochs x $samples samples, cosine; PB: --stages layer, b = 1"
+fi
