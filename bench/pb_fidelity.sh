@@ -54,6 +54,7 @@ done
 [[ -n "$out" ]] || out=bench/results/$network-$norm${label:+-$label}
 mkdir -p "$out/runs"
 
+scripts/install-deps.sh --with-plots >&2  # idempotent: python3-matplotlib for the figures
 if [[ -z "$program" ]]; then
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build "$build" --target pipeprop_train -j"$(nproc)" >/dev/null
@@ -109,7 +110,5 @@ wait || true
 echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/study.txt" >&2
 
 /usr/bin/python3 bench/fidelity_table.py "$out"
-if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
-  /usr/bin/python3 bench/plot_fidelity.py "$out" "$out/curves.png" \
-    --title "$network ($norm), Fashion-MNIST, $epochs x $samples samples, cosine; PB: --stages layer, b = 1"
-fi
+/usr/bin/python3 bench/plot_fidelity.py "$out" "$out/curves.png" \
+  --title "$network ($norm), Fashion-MNIST, $epochs x $samples samples, cosine; PB: --stages layer, b = 1"

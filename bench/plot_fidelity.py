@@ -28,7 +28,10 @@ def read_runs(out):
     runs = collections.defaultdict(list)
     for path in sorted((out / "runs").glob("*.metrics.jsonl")):
         variant = path.name.rsplit("-seed", 1)[0]
-        status = json.loads(path.with_name(path.name.replace(".metrics.jsonl", ".status")).read_text())
+        status_path = path.with_name(path.name.replace(".metrics.jsonl", ".status"))
+        if not status_path.exists():  # still running
+            continue
+        status = json.loads(status_path.read_text())
         interval, epochs = [], []
         for line in path.read_text().splitlines():
             m = json.loads(line)

@@ -9,6 +9,17 @@ target_link_libraries(pipeprop_train PRIVATE CLI11::CLI11)
 set(PIPEPROP_TRAIN_FLAGS "" CACHE STRING "Extra compile options of the main program pipeprop_train (e.g. -O1)")
 target_compile_options(pipeprop_train PRIVATE ${PIPEPROP_TRAIN_FLAGS})
 
+# Which network types the program compiles (every one by default; a build that needs a few, like the main job's, is
+# minutes faster): network type keys (train::network_type_key: cnn cnn32 cnn-on mlp resnet20 resnet20-on
+# resnet20-cifar resnet20-on-cifar resnet56 resnet56-on llama-tiny). The program refuses the others (exit 2).
+set(PIPEPROP_TRAIN_NETWORKS "" CACHE STRING
+    "Network type keys the main program compiles, ;-separated (empty: all), e.g. resnet20;cnn")
+set(pipeprop_train_generated ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_units)
+target_include_directories(pipeprop_train PRIVATE ${pipeprop_train_generated})
+set(pipeprop_train_compiled_sgd "")
+set(pipeprop_train_compiled_pb "")
+set(pipeprop_train_compiled_sync "")
+
 # One translation unit per (mode, network): train::run_on_network<mode_M, Net> instantiated in its own file, so that
 # the program builds in parallel and no unit holds every network of every mode (train/mode.hpp).
 # Keep in step with train::with_network (examples/train/networks.hpp) and train::sync_mode_trains.
@@ -16,6 +27,11 @@ function(pipeprop_train_unit unit_mode pair)
   string(REPLACE ":" ";" pair_list ${pair})
   list(GET pair_list 0 unit_network)
   list(GET pair_list 1 unit_type)
+  if(PIPEPROP_TRAIN_NETWORKS AND NOT unit_network IN_LIST PIPEPROP_TRAIN_NETWORKS)
+    return()
+  endif()
+  list(APPEND pipeprop_train_compiled_${unit_mode} train::${unit_type})
+  set(pipeprop_train_compiled_${unit_mode} ${pipeprop_train_compiled_${unit_mode}} PARENT_SCOPE)
   string(REPLACE "-" "_" unit_file_name ${unit_mode}_${unit_network})
   set(unit_file ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_units/${unit_file_name}.cpp)
   set(unit_files ${unit_file})
@@ -49,12 +65,24 @@ foreach(unit_mode IN ITEMS sgd pb)
 endforeach()
 pipeprop_train_unit(sgd llama-tiny:llama_tiny)
 pipeprop_train_unit(pb llama-tiny:llama_tiny)
-# --mode pb on llama-tiny with AdamW: a unit of its own (train/pb_text_adamw.cpp).
-target_sources(pipeprop_train PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/train/pb_text_adamw.cpp)
-if(TARGET pipeprop_train_asan)
-  target_sources(pipeprop_train_asan PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/train/pb_text_adamw.cpp)
+if(NOT PIPEPROP_TRAIN_NETWORKS OR "llama-tiny" IN_LIST PIPEPROP_TRAIN_NETWORKS)
+  # --mode pb on llama-tiny with AdamW: a unit of its own (train/pb_text_adamw.cpp).
+  target_sources(pipeprop_train PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/train/pb_text_adamw.cpp)
+  if(TARGET pipeprop_train_asan)
+    target_sources(pipeprop_train_asan PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/train/pb_text_adamw.cpp)
+  endif()
 endif()
 pipeprop_train_unit(sync llama-tiny:llama_tiny)
+# The compiled types per mode, for the program's dispatch (pipeprop_train.cpp: train::compiled).
+foreach(unit_mode IN ITEMS sgd pb sync)
+  list(JOIN pipeprop_train_compiled_${unit_mode} ", " pipeprop_train_list_${unit_mode})
+endforeach()
+set(pipeprop_train_networks_value "${PIPEPROP_TRAIN_NETWORKS}")
+configure_file(${CMAKE_CURRENT_SOURCE_DIR}/train/compiled_networks.hpp.in ${pipeprop_train_generated}/compiled_networks.hpp
+               @ONLY)
+if(TARGET pipeprop_train_asan)
+  target_include_directories(pipeprop_train_asan PRIVATE ${pipeprop_train_generated})
+endif()
 
 if(PIPEPROP_BUILD_TESTS)
   set(pipeprop_train_data /usr/share/datasets/fashion-mnist)

@@ -45,7 +45,7 @@ if(PIPEPROP_BUILD_TESTS)
     LAST_LINE_REGEX "^\\{\"mode\":\"sgd\",\"network\":\"resnet56\",.*\"network_type\":\"resnet56-on\".*\\}$")
   # --norm is the ResNets' option; --mode sync trains resnet20 with group norm only.
   pipeprop_train_test(norm_not_a_resnet EXPECT 2
-    ARGS --mode sgd --network cnn --norm on ${resnet_quick}
+    ARGS --mode sgd --network cnn --norm on --max-samples 64 --data ${pipeprop_train_data}
     REGEX "--norm: applies to --network resnet20 and resnet56.*Usage:")
   pipeprop_train_test(resnet56_sync_refused EXPECT 2
     ARGS --mode sync --network resnet56 --max-samples 64 --data ${pipeprop_train_data}

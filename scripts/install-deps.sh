@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything pipeprop needs on Debian 12 (idempotent: already-installed packages are left alone).
 # clang-14 + libclang-rt-14-dev: libFuzzer and the sanitizer runtimes of the fuzz targets (tests/fuzz).
-# Usage: scripts/install-deps.sh [--with-torch]   (--with-torch: also python3-torch for bench/ comparisons)
+# Usage: scripts/install-deps.sh [--with-torch] [--with-plots]   (--with-torch: also python3-torch for bench/
+# comparisons; --with-plots: python3-matplotlib for bench/plot_fidelity.py)
 set -euo pipefail
 packages=(
   build-essential cmake
@@ -10,7 +11,13 @@ packages=(
   clang-14 libclang-rt-14-dev
   dataset-fashion-mnist fortunes
 )
-if [[ "${1:-}" == "--with-torch" ]]; then packages+=(python3-torch python3-numpy); fi
+for option in "$@"; do
+  case "$option" in
+    --with-torch) packages+=(python3-torch python3-numpy) ;;
+    --with-plots) packages+=(python3-matplotlib) ;;
+    *) echo "install-deps: unknown option '$option' (--with-torch, --with-plots)" >&2; exit 2 ;;
+  esac
+done
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

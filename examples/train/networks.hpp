@@ -163,13 +163,6 @@ using llama_tiny = pp::network<pp::shape<llama_tiny_length>, pp::token_embedding
                                pp::prenorm_transformer_block<4, 172>, pp::prenorm_transformer_block<4, 172>,
                                pp::rms_norm<>, pp::token_linear<llama_tiny_vocabulary, false>>;
 
-/// True for the network types --mode sync trains (sync_mode_trains: all but the ResNets of issue 13 other than
-/// resnet20).
-template <class Net>
-inline constexpr bool sync_mode_trains_v =
-    !boost::mp11::mp_contains<boost::mp11::mp_list<resnet20_on, resnet56, resnet56_on, resnet20_cifar,
-                                                    resnet20_on_cifar, resnet56_cifar, resnet56_on_cifar>,
-                              Net>::value;
 /// True for a network type whose output is per-token logits [L, V] (a sequence model, trained on text).
 template <class Net>
 inline constexpr bool is_sequence_model = pp::layer_stack<Net, float>::output_shape::rank == 2;
