@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "pipeprop/data/dataset.hpp"
-#include "network_names.hpp"
+#include "train/network_names.hpp"
 
 namespace train {
 
