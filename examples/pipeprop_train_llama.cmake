@@ -62,7 +62,7 @@ if(PIPEPROP_BUILD_TESTS)
   set_tests_properties(pipeprop_train_llama_pb_resume PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 180)
   # SC and LWP are momentum SGD's (PB-paper section 4): refused with AdamW (exit 2 with the usage text).
   pipeprop_train_test(llama_pb_sc_adamw EXPECT 2 ARGS --network llama-tiny --mode pb --mitigation sc_lwp
-    REGEX "--mitigation: sc_lwp is defined for momentum SGD only.*Usage:")
+    REGEX "--mitigation: sc_lwp runs with momentum SGD only.*Usage:")
   # Not available yet: AdamW on the image networks (exit 2 with the usage text).
   pipeprop_train_test(adamw_image_network EXPECT 2 ARGS --network mlp --optimizer adamw
     REGEX "--optimizer: adamw is not available for the image networks yet.*Usage:")
