@@ -28,7 +28,7 @@ option(PIPEPROP_ASAN_EXECUTOR_TESTS "Also build test_pb_executors and test_sync_
 if(PIPEPROP_ASAN_EXECUTOR_TESTS)
   list(APPEND pipeprop_asan_tests test_pb_executors test_sync_executor)
 endif()
-set(pipeprop_tsan_tests test_pb_executors test_sync_executor)
+set(pipeprop_tsan_tests test_pb_executors test_sync_executor test_sync_consecutive_steps)
 set(pipeprop_baseline_tests test_pb_executors test_sync_executor)
 
 set(pipeprop_warnings -Wall -Wextra -Wno-unused-parameter -Wno-maybe-uninitialized)

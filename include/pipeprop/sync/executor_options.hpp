@@ -31,6 +31,9 @@ struct basic_executor_options {
     /// > 0: clip the gradient to this global L2 norm (over ALL stages, pitfalls.md item 7) before the updates; the
     /// stages then update after the whole graph has finished (a global barrier). 0: no clipping.
     double max_gradient_norm = 0;
+    /// Most optimizer steps one schedule_executor::consecutive_steps call runs back to back without a barrier (the
+    /// boundary channels are sized for that many; 1: step() only).
+    std::size_t max_consecutive_steps = 1;
 };
 
 /// Options of an executor with momentum SGD (the default optimizer).

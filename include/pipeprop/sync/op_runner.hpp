@@ -8,9 +8,12 @@
 // forward message's payload and targets out of the boundary channel into its slot; the last stage then computes the
 // loss policy's totals and gradient with gradient_scale 1 / N, N the counted targets of the WHOLE batch: pitfalls.md
 // item 1), B / p1 or BW (the output gradient from the backward message; p1 sends the input gradient back), or W
-// (p2 ADDS into the stage's gradient block). After the last op, the optimizer step (update_stage), unless the caller
-// defers it (global gradient clipping). A stage never reads another stage's memory: messages only
-// (boundary_channel.hpp). Touched per stage only by the stage's own serial node or the one sequential thread.
+// (p2 ADDS into the stage's gradient block). After the stage's last op of a step, its optimizer step (update_stage),
+// unless the caller defers it (global gradient clipping); a plan of several consecutive steps (consecutive_steps)
+// runs them without a barrier: the stage zeroes its gradient after update n and goes on with step n + 1's ops while
+// its neighbours may still be in step n (messages carry the step number). A stage never reads another stage's
+// memory: messages only (boundary_channel.hpp). Touched per stage only by the stage's own serial node or the one
+// sequential thread.
 #pragma once
 
 #include <chrono>
@@ -18,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -41,17 +45,29 @@ public:
     using channels = std::vector<std::unique_ptr<boundary_channel<T>>>;
     static constexpr std::size_t targets_per_sample = Loss::targets_per_sample;
 
-    /// Per-stage state of the running step.
+    /// Per-stage state of the running steps (micro-batch indices g over all steps of the plan: g = n * m + j).
     struct stage_runtime {
         const std::vector<op>* ops = nullptr;
         const std::vector<std::size_t>* slot_of = nullptr;
+        const std::vector<std::size_t>* update_at = nullptr;  // [steps]: ops before the update of step n
         std::size_t next = 0;
-        std::size_t p2_done = 0;
-        bool updated = false;
-        std::vector<boundary_message> forward_in, backward_in;  // [m] headers received, by micro-batch
+        std::size_t p2_done = 0;   // backward-p2 ops done in the stage's current step
+        std::size_t updates = 0;   // optimizer steps done (of the plan's steps)
+        bool updated = false;      // all of the plan's optimizer steps done
+        std::vector<boundary_message> forward_in, backward_in;  // [steps * m] headers received, by micro-batch g
         std::vector<char> has_forward, has_backward;
-        std::vector<loss_totals> totals;                         // last stage: [m]
+        std::vector<loss_totals> totals;                         // last stage: [steps * m]
+        std::vector<double> squared_gradient;                    // [steps]: sum of g^2 of the stage's gradient
         std::vector<op_span> spans;
+    };
+
+    /// One step's input: the batch x [batch, input size], targets [batch, targets per sample], the counted targets
+    /// N of the batch and the step's hyperparameters.
+    struct step_input {
+        const T* x = nullptr;
+        const std::int32_t* labels = nullptr;
+        std::size_t counted = 0;
+        optim::hyperparameters<double> h{};
     };
 
 
@@ -62,63 +78,76 @@ public:
     [[nodiscard]] const stage_runtime& runtime(std::size_t s) const { return runtime_.at(s); }
     [[nodiscard]] const std::vector<stage_runtime>& runtimes() const noexcept { return runtime_; }
 
-    /// Starts step number `step` of plan pl on the batch x [batch, input size] with targets labels [batch, targets
-    /// per sample], N = counted targets and the step's hyperparameters h; deferred_updates: the optimizer steps wait for the
+    /// Starts the plan pl's steps (pl.sc.steps of them; `inputs` one per step, each a batch of `batch` samples)
+    /// numbered first_step, first_step + 1, ...; deferred_updates (one step only): the optimizer step waits for the
     /// caller (update_stage after global gradient clipping). Every stage's gradient block is zeroed.
-    void begin_step(const step_plan& pl, const T* x, const std::int32_t* labels, std::size_t batch, std::size_t counted,
-                    const optim::hyperparameters<double>& h, std::uint64_t step, bool deferred_updates) {
-        const std::size_t m = pl.sc.micro_batches;
-        counted_ = counted;
-        step_ = step;
+    void begin_steps(const step_plan& pl, std::span<const step_input> inputs, std::size_t batch,
+                     std::uint64_t first_step, bool deferred_updates) {
+        const std::size_t m = pl.sc.micro_batches_per_step(), steps = pl.sc.steps, all = pl.sc.micro_batches;
+        if (inputs.size() != steps || (deferred_updates && steps != 1))
+            throw std::logic_error("pipeprop::sync::pipeline_executor: " + std::to_string(inputs.size()) +
+                                   " inputs for a plan of " + std::to_string(steps) + " steps");
+        step_ = first_step;
+        m_ = m;
         deferred_updates_ = deferred_updates;
         sizes_.assign(m, batch / m);
         offsets_.assign(m, 0);
         for (std::size_t j = 0; j < batch % m; ++j) ++sizes_[j];
         for (std::size_t j = 1; j < m; ++j) offsets_[j] = offsets_[j - 1] + sizes_[j - 1];
-        x_ = x;
-        labels_ = labels;
-        hyper_ = h;
+        inputs_.assign(inputs.begin(), inputs.end());
         runtime_.resize(stages_.size());
         for (std::size_t s = 0; s < stages_.size(); ++s) {
             auto& rt = runtime_[s];
             rt.ops = &pl.sc.ops[s];
             rt.slot_of = &pl.slots[s].slot_of;
+            rt.update_at = &pl.update_at[s];
             rt.next = 0;
             rt.p2_done = 0;
+            rt.updates = 0;
             rt.updated = false;
-            rt.forward_in.assign(m, boundary_message{});
-            rt.backward_in.assign(m, boundary_message{});
-            rt.has_forward.assign(m, 0);
-            rt.has_backward.assign(m, 0);
-            rt.totals.assign(m, loss_totals{});
+            rt.forward_in.assign(all, boundary_message{});
+            rt.backward_in.assign(all, boundary_message{});
+            rt.has_forward.assign(all, 0);
+            rt.has_backward.assign(all, 0);
+            rt.totals.assign(all, loss_totals{});
+            rt.squared_gradient.assign(steps, 0.0);
             rt.spans.clear();
-            rt.spans.reserve(rt.ops->size() + 1);
+            rt.spans.reserve(rt.ops->size() + steps);
             stages_[s]->zero_gradient();
         }
         t0_ = clock::now();  // the spans count from here
     }
 
-    /// Records a message for stage s (checked: a micro-batch of this step).
+    /// Records a message for stage s (checked: a micro-batch of one of the running steps).
     void deliver(std::size_t s, const boundary_message& msg) {
         auto& rt = runtime_[s];
         const bool fwd = msg.dir == direction::forward;
-        if (msg.micro_batch >= rt.has_forward.size() || msg.sequence != step_)
+        const std::size_t steps = rt.squared_gradient.size();
+        if (msg.micro_batch >= m_ || msg.sequence < step_ || msg.sequence - step_ >= steps)
             throw std::logic_error("pipeprop::sync::pipeline_executor: stage " + std::to_string(s) +
                                    " received a message for micro-batch " + std::to_string(msg.micro_batch) +
-                                   " of step " + std::to_string(msg.sequence) + " during step " +
-                                   std::to_string(step_));
-        (fwd ? rt.forward_in : rt.backward_in)[msg.micro_batch] = msg;
-        (fwd ? rt.has_forward : rt.has_backward)[msg.micro_batch] = 1;
+                                   " of step " + std::to_string(msg.sequence) + " during steps " +
+                                   std::to_string(step_) + " .. " + std::to_string(step_ + steps - 1));
+        const std::size_t g = static_cast<std::size_t>(msg.sequence - step_) * m_ + msg.micro_batch;
+        (fwd ? rt.forward_in : rt.backward_in)[g] = msg;
+        (fwd ? rt.has_forward : rt.has_backward)[g] = 1;
     }
 
     /// True when stage s's next op (or its optimizer step) can run: its input message has arrived.
     [[nodiscard]] bool ready(std::size_t s) const {
         const auto& rt = runtime_[s];
-        if (rt.next == rt.ops->size()) return !rt.updated && !deferred_updates_;  // the optimizer step
+        if (update_due(s)) return !deferred_updates_;  // the optimizer step
+        if (rt.next == rt.ops->size()) return false;
         const op o = (*rt.ops)[rt.next];
         if (o.kind == op_kind::forward) return s == 0 || rt.has_forward[o.micro_batch];
         if (is_backward_p1(o)) return s + 1 == stages_.size() || rt.has_backward[o.micro_batch];
         return true;
+    }
+
+    /// True when stage s has run all of its ops of its current step and not yet its optimizer step.
+    [[nodiscard]] bool update_due(std::size_t s) const {
+        const auto& rt = runtime_[s];
+        return !rt.updated && rt.next == (*rt.update_at)[rt.updates];
     }
 
     /// Runs stage s's ops while they are ready; send(to, message) passes each outgoing message on.
@@ -134,12 +163,14 @@ public:
         auto& rt = runtime_[s];
         auto& st = *stages_[s];
         const bool last = s + 1 == stages_.size();
-        if (rt.next == rt.ops->size()) {  // all ops done: the optimizer step
+        if (update_due(s)) {  // all ops of the step done: the optimizer step
             update_stage(s, T(1));
             return;
         }
         const op o = (*rt.ops)[rt.next];
-        const std::size_t j = o.micro_batch, b = sizes_[j], slot = (*rt.slot_of)[rt.next];
+        const std::size_t g = o.micro_batch, n = g / m_, j = g % m_, b = sizes_[j], slot = (*rt.slot_of)[rt.next];
+        const step_input& in = inputs_[n];
+        const std::uint64_t step = step_ + n;
         auto& act = st.slot(slot);
         const double t = now();
         bool send_forward = false, send_backward = false;
@@ -149,18 +180,18 @@ public:
             case op_kind::forward: {
                 std::int32_t* lab = st.labels(slot);
                 if (s == 0) {
-                    std::memcpy(act.input(), x_ + offsets_[j] * st.input_size(), b * st.input_size() * sizeof(T));
-                    std::memcpy(lab, labels_ + offsets_[j] * targets_per_sample,
+                    std::memcpy(act.input(), in.x + offsets_[j] * st.input_size(), b * st.input_size() * sizeof(T));
+                    std::memcpy(lab, in.labels + offsets_[j] * targets_per_sample,
                                 b * targets_per_sample * sizeof(std::int32_t));
                 } else {
-                    receive(s, *forward_[s - 1], rt.forward_in[j], j, act.input(), st.input_size(), lab);
+                    receive(s, *forward_[s - 1], rt.forward_in[g], j, act.input(), st.input_size(), lab);
                 }
                 st.forward(slot, b);
                 if (last) {
                     // gradient of the MEAN loss over the batch's N counted targets (pitfalls.md item 1)
-                    rt.totals[j] = Loss::totals_and_gradient(
+                    rt.totals[g] = Loss::totals_and_gradient(
                         act.output(), lab, b, act.output_gradient(),
-                        counted_ > 0 ? T(1) / static_cast<T>(counted_) : T(1));
+                        in.counted > 0 ? T(1) / static_cast<T>(in.counted) : T(1));
                 } else {
                     send_forward = true;
                     sent_labels = lab;
@@ -170,7 +201,7 @@ public:
             case op_kind::backward_input:
             case op_kind::backward_fused: {
                 if (!last)
-                    receive(s, *backward_[s], rt.backward_in[j], j, act.output_gradient(), st.output_size(), nullptr);
+                    receive(s, *backward_[s], rt.backward_in[g], j, act.output_gradient(), st.output_size(), nullptr);
                 if (o.kind == op_kind::backward_fused) {
                     st.backward_fused(slot, b);
                     ++rt.p2_done;
@@ -189,30 +220,45 @@ public:
         }
         } catch (...) {
             rethrow_as_stage_error("pipeprop::sync::pipeline_executor", s, j, pipeprop::phase_name(o.kind),
-                                   " (of step " + std::to_string(step_) + ")");
+                                   " (of step " + std::to_string(step) + ")");
         }
         // The span ends before its message leaves, so a receiver's span never starts before the sender's ends.
-        rt.spans.push_back({s, span_kind_of(o.kind), j, t, now(), step_});
-        if (send_forward) send(s + 1, forward_[s]->send(direction::forward, j, step_, b, act.output(), sent_labels));
-        if (send_backward) send(s - 1, backward_[s - 1]->send(direction::backward, j, step_, b, act.input_gradient()));
+        rt.spans.push_back({s, span_kind_of(o.kind), j, t, now(), step});
+        if (send_forward) send(s + 1, forward_[s]->send(direction::forward, j, step, b, act.output(), sent_labels));
+        if (send_backward) send(s - 1, backward_[s - 1]->send(direction::backward, j, step, b, act.input_gradient()));
         ++rt.next;
     }
 
-    /// The optimizer step of stage s with its gradient scaled by `scale` (clipping; 1 otherwise). Throws
-    /// std::logic_error unless all of the stage's ops, backward-p2 work included, are done.
+    /// The optimizer step of stage s for its current step with its gradient scaled by `scale` (clipping; 1
+    /// otherwise); the stage's squared gradient norm (before scaling) is kept for the step's result, and when a step
+    /// of the plan follows, the gradient block is zeroed for it. Throws std::logic_error unless all of the stage's
+    /// ops of the step, backward-p2 work included, are done.
     void update_stage(std::size_t s, T scale) {
         auto& rt = runtime_[s];
         auto& st = *stages_[s];
-        if (rt.next != rt.ops->size() || rt.p2_done != rt.has_forward.size())
+        if (!update_due(s) || rt.p2_done != m_)
             throw std::logic_error("pipeprop::sync::pipeline_executor: stage " + std::to_string(s) + " reached its "
                                    "optimizer step with " + std::to_string(rt.p2_done) + " of " +
-                                   std::to_string(rt.has_forward.size()) + " micro-batches' backward-p2 done");
+                                   std::to_string(m_) + " micro-batches' backward-p2 done");
         const double t = now();
+        rt.squared_gradient[rt.updates] = squared_norm(st.gradient());
         if (scale != T(1))
             for (auto& g : st.gradient()) g *= scale;
-        st.update(hyper_);
-        rt.spans.push_back({s, span_kind::optimizer, 0, t, now(), step_});
-        rt.updated = true;
+        st.update(inputs_[rt.updates].h);
+        rt.spans.push_back({s, span_kind::optimizer, 0, t, now(), step_ + rt.updates});
+        rt.p2_done = 0;
+        if (++rt.updates == rt.squared_gradient.size())
+            rt.updated = true;
+        else
+            st.zero_gradient();
+    }
+
+    /// Sum of the squares of g in double, elements in order (deterministic): one stage's share of the global
+    /// gradient norm, which adds the stages' shares in stage order.
+    [[nodiscard]] static double squared_norm(std::span<const T> g) noexcept {
+        double sq = 0;
+        for (const T v : g) sq += static_cast<double>(v) * static_cast<double>(v);
+        return sq;
     }
 
 private:
@@ -235,12 +281,10 @@ private:
     channels& forward_;
     channels& backward_;
     std::vector<stage_runtime> runtime_;
-    // the running step
-    const T* x_ = nullptr;
-    const std::int32_t* labels_ = nullptr;
-    std::size_t counted_ = 0;  // N: counted targets of the running step's batch
-    optim::hyperparameters<double> hyper_{};
-    std::uint64_t step_ = 0;
+    // the running steps
+    std::vector<step_input> inputs_;  // [steps]
+    std::size_t m_ = 1;               // micro-batches per step
+    std::uint64_t step_ = 0;          // number of the plan's first step
     bool deferred_updates_ = false;
     std::vector<std::size_t> sizes_, offsets_;
     clock::time_point t0_{};

@@ -30,6 +30,12 @@
 //
 // Every generated schedule is checked by validate() (each micro-batch's F, B and W exactly once per stage, in
 // that order; deadlock-free under the dependency model).
+//
+// Consecutive steps (consecutive_steps): the lists of k optimizer steps back to back on every stage, each stage's
+// optimizer step of step n right after its last op of step n, with no barrier between the steps: stage s starts
+// step n + 1 while later stages still finish step n (ZB-paper §3.1's steady state, where ZB-H2's parallelogram
+// tiles without a bubble). Still exact synchronous training: every op of step n + 1 on stage s runs on the weights
+// of s's update n, and a stage's ops never read another stage's weights.
 #pragma once
 
 #include <algorithm>
@@ -77,13 +83,21 @@ using pipeprop::short_name;
                                 "' (expected gpipe, 1f1b, zb_h1 or zb_h2)");
 }
 
-/// A schedule: ops[s] is the ordered op list of stage s. p = ops.size() stages, m micro-batches.
+/// A schedule: ops[s] is the ordered op list of stage s. p = ops.size() stages, `micro_batches` micro-batches over
+/// all `steps` optimizer steps in the lists (micro_batches / steps per step; micro-batch j of step n is
+/// n * (micro_batches / steps) + j, and every stage runs all of step n's ops before any of step n + 1's).
 struct schedule {
     schedule_kind kind = schedule_kind::gpipe;
     bool two_stage_bp = false;  ///< true: B and W are separate ops; false: fused BW ops
     std::size_t stages = 0;
     std::size_t micro_batches = 0;
     std::vector<std::vector<op>> ops;
+    std::size_t steps = 1;  ///< optimizer steps in the lists (consecutive_steps); each stage updates after its step
+
+    /// Micro-batches of one optimizer step (micro_batches / steps).
+    [[nodiscard]] std::size_t micro_batches_per_step() const noexcept {
+        return steps > 0 ? micro_batches / steps : 0;
+    }
 
     /// "gpipe+2bp", "1f1b", ...
     [[nodiscard]] std::string label() const {
@@ -165,6 +179,23 @@ inline void check_sizes(std::size_t p, std::size_t m, const char* who) {
     for (std::size_t s = 0; s < p; ++s)
         sc.ops[s] = detail::one_f_one_b_list(m, 2 * (p - 1 - s), two_stage_bp, 2 * s, false);
     return sc;
+}
+
+/// The op lists of k consecutive optimizer steps of the one-step schedule sc, without a barrier between them (see
+/// the file comment): stage s runs sc.ops[s] for step 0 (micro-batches 0 .. m-1), its optimizer step, then sc.ops[s]
+/// for step 1 (micro-batches m .. 2m-1), and so on. Throws std::invalid_argument for k == 0 or an sc that already
+/// holds several steps.
+[[nodiscard]] inline schedule consecutive_steps(const schedule& sc, std::size_t k) {
+    if (k == 0 || sc.steps != 1)
+        throw std::invalid_argument("pipeprop::sync::consecutive_steps: needs k >= 1 and a one-step schedule (got k = " +
+                                    std::to_string(k) + ", steps = " + std::to_string(sc.steps) + ")");
+    schedule out{sc.kind, sc.two_stage_bp, sc.stages, sc.micro_batches * k, std::vector<std::vector<op>>(sc.stages), k};
+    for (std::size_t s = 0; s < sc.stages; ++s) {
+        out.ops[s].reserve(sc.ops[s].size() * k);
+        for (std::size_t n = 0; n < k; ++n)
+            for (const op o : sc.ops[s]) out.ops[s].push_back({o.kind, n * sc.micro_batches + o.micro_batch});
+    }
+    return out;
 }
 
 /// The schedule of a kind (dispatch to the generators above).

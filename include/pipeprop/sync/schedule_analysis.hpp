@@ -82,8 +82,16 @@ inline void validate(const schedule& sc) {
     const std::string who = "pipeprop::sync::validate(" + sc.label() + "): ";
     if (sc.stages == 0 || sc.micro_batches == 0 || sc.ops.size() != sc.stages)
         throw std::invalid_argument(who + "needs stages >= 1, micro_batches >= 1 and one op list per stage");
-    const std::size_t m = sc.micro_batches;
+    if (sc.steps == 0 || sc.micro_batches % sc.steps != 0)
+        throw std::invalid_argument(who + std::to_string(sc.micro_batches) + " micro-batches do not split into " +
+                                    std::to_string(sc.steps) + " steps");
+    const std::size_t m = sc.micro_batches, per_step = sc.micro_batches_per_step();
     for (std::size_t s = 0; s < sc.stages; ++s) {
+        for (std::size_t k = 1; k < sc.ops[s].size(); ++k)
+            if (sc.ops[s][k].micro_batch / per_step < sc.ops[s][k - 1].micro_batch / per_step)
+                throw std::invalid_argument(who + "stage " + std::to_string(s) + " op " + std::to_string(k) + " (" +
+                                            to_string(sc.ops[s][k]) + ") belongs to an earlier step than the op " +
+                                            "before it (a stage runs its steps one after the other)");
         // position of F, B, W, BW of each micro-batch; npos = absent
         constexpr std::size_t npos = std::numeric_limits<std::size_t>::max();
         std::vector<std::array<std::size_t, 4>> pos(m, {npos, npos, npos, npos});
@@ -127,26 +135,60 @@ inline void validate(const schedule& sc) {
                                         std::to_string(pr.next(s)) + " (" + to_string(sc.ops[s][pr.next(s)]) + ")");
 }
 
-/// A valid global execution order of all ops (stage, op index), as a single thread runs them: stages in turn,
-/// each running its ready ops. The sequential executor uses it. Requires validate(sc) to pass.
+/// A valid global execution order of all ops (stage, op index), as a single thread runs them: the order of the
+/// schedule's timeline with unit op costs (every F, B, W and BW 1, no optimizer cost, no latency: the simulator's
+/// timeline under those costs), ops ordered by start time, ties by stage. So the sequential executor runs the ops in
+/// the order of the schedule's figure (and, for consecutive steps, runs a stage's next-step forwards before the
+/// later stages' trailing backward-p2 ops where the figure has them first). Requires validate(sc) to pass.
 struct global_step {
     std::size_t stage;
     std::size_t index;  ///< position in sc.ops[stage]
 };
 [[nodiscard]] inline std::vector<global_step> global_order(const schedule& sc) {
-    std::vector<global_step> order;
+    struct timed {
+        std::size_t start, stage, index;
+    };
+    std::vector<timed> ops;
     schedule_progress pr(sc);
+    constexpr std::size_t unknown = std::numeric_limits<std::size_t>::max();
+    const std::size_t p = sc.stages, m = sc.micro_batches;
+    std::vector<std::size_t> free_at(p, 0), f_end(p * m, unknown), p1_end(p * m, unknown);
     for (bool moved = true; moved;) {
         moved = false;
-        for (std::size_t s = 0; s < sc.stages; ++s)
+        for (std::size_t s = 0; s < p; ++s)
             while (pr.ready(s)) {
-                order.push_back({s, pr.next(s)});
+                const op o = sc.ops[s][pr.next(s)];
+                std::size_t start = free_at[s];
+                if (o.kind == op_kind::forward && s > 0) start = std::max(start, f_end[(s - 1) * m + o.micro_batch]);
+                if (is_backward_p1(o) && s + 1 < p) start = std::max(start, p1_end[(s + 1) * m + o.micro_batch]);
+                ops.push_back({start, s, pr.next(s)});
+                free_at[s] = start + 1;
+                if (o.kind == op_kind::forward) f_end[s * m + o.micro_batch] = start + 1;
+                if (is_backward_p1(o)) p1_end[s * m + o.micro_batch] = start + 1;
                 pr.advance(s);
                 moved = true;
             }
     }
     if (!pr.all_done()) throw std::logic_error("pipeprop::sync::global_order: schedule " + sc.label() + " deadlocks");
+    std::stable_sort(ops.begin(), ops.end(), [](const timed& a, const timed& b) {
+        return a.start != b.start ? a.start < b.start : a.stage < b.stage;
+    });
+    std::vector<global_step> order;
+    order.reserve(ops.size());
+    for (const auto& t : ops) order.push_back({t.stage, t.index});
     return order;
+}
+
+/// Where each stage's optimizer steps fall in its list: update_at[s][n] is the number of ops of stage s that belong
+/// to steps 0 .. n (the stage updates for step n once it has run that many ops). Requires validate(sc) to pass.
+[[nodiscard]] inline std::vector<std::vector<std::size_t>> update_positions(const schedule& sc) {
+    const std::size_t per_step = sc.micro_batches_per_step();
+    std::vector<std::vector<std::size_t>> at(sc.stages, std::vector<std::size_t>(sc.steps, 0));
+    for (std::size_t s = 0; s < sc.stages; ++s) {
+        for (const op o : sc.ops[s]) ++at[s][o.micro_batch / per_step];
+        for (std::size_t n = 1; n < sc.steps; ++n) at[s][n] += at[s][n - 1];
+    }
+    return at;
 }
 
 /// Activation slots of one stage: slot_of[k] is the slot used by op k of the stage (the micro-batch's buffers),

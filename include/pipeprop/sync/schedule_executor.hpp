@@ -13,6 +13,12 @@
 // micro-batch order in every schedule, so all schedules and both executors give bit-identical results for the
 // same m; results equal the non-pipelined step on the whole batch up to float summation order.
 //
+// Consecutive steps (consecutive_steps, up to executor_options::max_consecutive_steps): k batches run as one plan
+// of k steps without a barrier (sync/schedule.hpp consecutive_steps): each stage updates after its own last op of
+// step n and goes on with step n + 1 while its neighbours finish step n (ZB-H2's steady state, ZB-paper §3.1). Every
+// stage runs the same ops on the same weights in the same order as k step() calls, so the results are bitwise those
+// of k step() calls (tests/unit/test_sync_consecutive_steps.cpp).
+//
 // A batch with fewer samples than m (e.g. the last batch of an epoch) is handled: it runs with m' = B
 // micro-batches of one sample, with the same schedule kind generated for m' (whose slots and channel capacities
 // never exceed those of m; checked). B == 0 or B > max_batch is rejected (std::invalid_argument).
@@ -27,7 +33,7 @@
 //   concurrent: the engines' flow graph (lane_graph.hpp) with one serial node per stage; a node's input is a
 //               boundary message (or the start token); on each message it runs as many of its next ops as are
 //               ready and sends messages to its neighbours' nodes.
-//   sequential: a single thread runs all ops in global_order() (a valid interleaving).
+//   sequential: a single thread runs all ops in global_order() (the order of the schedule's unit-cost timeline).
 // Every op and the optimizer step are recorded as op_spans (seconds since the step started) for traces.
 //
 // Failures: a layer that throws in F, B (p1), W (p2) or BW is rethrown as pipeprop::stage_error naming the stage, the
@@ -47,6 +53,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -163,13 +170,25 @@ private:
         max_b_ = (opt_.max_batch + opt_.micro_batches - 1) / opt_.micro_batches;
         plans_.resize(opt_.micro_batches + 1);
         const step_plan& full = plan_for(opt_.micro_batches);
+        std::vector<std::size_t> slots;
+        for (const auto& sl : full.slots) slots.push_back(sl.slots);
+        if (opt_.max_consecutive_steps == 0)
+            throw std::invalid_argument("pipeprop::sync::pipeline_executor: max_consecutive_steps must be >= 1");
+        if (opt_.max_consecutive_steps > 1) {  // buffers for consecutive steps (their channels may hold more)
+            const step_plan most = make_step_plan(kind_, p, opt_.micro_batches, two_stage_bp_, opt_.max_consecutive_steps);
+            for (std::size_t b = 0; b < caps_.size(); ++b) {
+                caps_[b].forward = std::max(caps_[b].forward, most.caps[b].forward);
+                caps_[b].backward = std::max(caps_[b].backward, most.caps[b].backward);
+            }
+            for (std::size_t s = 0; s < p; ++s) slots[s] = std::max(slots[s], most.slots[s].slots);
+        }
         std::vector<T> w;  // the initial weights, unless the caller's storage holds them
         if (storage.empty()) {
             w.resize(stack_type::parameter_count);
             stack_.init_parameters(w, opt_.seed);
         }
         for (std::size_t s = 0; s < p; ++s)
-            stages_.push_back(std::make_unique<stage_type>(stack_, s, programs[s], max_b_, full.slots[s].slots,
+            stages_.push_back(std::make_unique<stage_type>(stack_, s, programs[s], max_b_, slots[s],
                                                            opt_.optimizer, targets_per_sample,
                                                            std::span<const T>(w), storage));
         make_channels();
@@ -199,54 +218,54 @@ public:
     step_result step(std::span<const T> x, std::span<const std::int32_t> labels,
                      const optim::hyperparameters<double>& h) {
         const std::size_t batch = labels.size() / targets_per_sample;
-        counted_ = check_step_input(x, labels, h);
+        const input_type in{x.data(), labels.data(), check_step_input(x, labels, h), h};
         const std::size_t m = std::min(opt_.micro_batches, batch);
-        const step_plan& pl = plan_for(m);
-        runner_.begin_step(pl, x.data(), labels.data(), batch, counted_, h, steps_, opt_.max_gradient_norm > 0);
-        const auto t0 = clock::now();
-        try {
-            if (opt_.executor == executor_kind::concurrent) {
-                graph_->wake_all();
-                graph_->wait();
-            } else {
-                run_sequential(pl);
-            }
-            if (opt_.max_gradient_norm > 0) {  // global clipping: every stage's p2 is done, then all update
-                const double norm = global_gradient_norm();
-                const T scale = norm > opt_.max_gradient_norm ? static_cast<T>(opt_.max_gradient_norm / norm) : T(1);
-                for (std::size_t s = 0; s < ranges_.size(); ++s) runner_.update_stage(s, scale);
-                clipped_norm_ = norm;
-            }
-        } catch (...) {
-            graph_->reset();
-            make_channels();
-            for (std::size_t s = 0; s < ranges_.size(); ++s)  // the failed step does not count as a step anywhere
-                if (runner_.runtime(s).updated) {
-                    auto& o = stages_[s]->optimizer();
-                    o.set_step_count(o.step_count() - 1);
-                }
-            throw;
+        run_plan(plan_for(m), std::span<const input_type>(&in, 1), batch);
+        return results_.front();
+    }
+
+    /// One batch of consecutive_steps: x [B, input_size] (row-major), targets [B, targets_per_sample] and the
+    /// step's hyperparameters.
+    struct batch_view {
+        std::span<const T> x;
+        std::span<const std::int32_t> labels;
+        optim::hyperparameters<double> h{};
+    };
+
+    /// k = batches.size() optimizer steps, one per batch in order, run back to back without a barrier between them
+    /// (sync/schedule.hpp, consecutive_steps: stage s starts step n + 1 right after its own update of step n, while
+    /// later stages still finish step n; ZB-H2's steady state). The result, per step, and every weight, optimizer
+    /// state and running-state bit equal those of k calls of step() on the same batches (the same ops run on the
+    /// same weights in the same order on every stage; tests/unit/test_sync_consecutive_steps.cpp). Requires
+    /// 1 <= k <= options().max_consecutive_steps, every batch of the same size B >= micro_batches, and no gradient
+    /// clipping (max_gradient_norm == 0: a global norm is a barrier). Throws std::invalid_argument for any of these
+    /// (naming it) and as step() for each batch's input, all before any work; during the work as step() (the
+    /// interrupted steps keep the updates of the stages that made them, step counts rolled back: restore the state
+    /// from before the call).
+    std::vector<step_result> consecutive_steps(std::span<const batch_view> batches) {
+        const std::string who = "pipeprop::sync::schedule_executor::consecutive_steps: ";
+        const std::size_t k = batches.size();
+        if (k == 0 || k > opt_.max_consecutive_steps)
+            throw std::invalid_argument(who + std::to_string(k) + " batches; 1 to max_consecutive_steps = " +
+                                        std::to_string(opt_.max_consecutive_steps) + " run back to back");
+        if (opt_.max_gradient_norm > 0)
+            throw std::invalid_argument(who + "global gradient clipping (max_gradient_norm > 0) needs a barrier after "
+                                        "every step; run step() instead");
+        const std::size_t batch = batches[0].labels.size() / targets_per_sample;
+        std::vector<input_type> in;
+        for (const auto& bv : batches) {
+            if (bv.labels.size() != batches[0].labels.size())
+                throw std::invalid_argument(who + "every batch must have the same size (batch " +
+                                            std::to_string(in.size()) + " has " +
+                                            std::to_string(bv.labels.size() / targets_per_sample) + " samples, batch 0 " +
+                                            std::to_string(batch) + ")");
+            in.push_back({bv.x.data(), bv.labels.data(), check_step_input(bv.x, bv.labels, bv.h), bv.h});
         }
-        const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
-        for (std::size_t s = 0; s < ranges_.size(); ++s)
-            if (!runner_.runtime(s).updated)
-                throw std::logic_error("pipeprop::sync::pipeline_executor: stage " + std::to_string(s) +
-                                       " did not finish its op list (stopped at op " +
-                                       std::to_string(runner_.runtime(s).next) + ")");
-        ++steps_;
-        step_result r;
-        r.batch = batch;
-        r.micro_batches = m;
-        r.seconds = seconds;
-        const auto& last = runner_.runtimes().back();
-        for (std::size_t j = 0; j < m; ++j) {  // fixed order: bit-reproducible
-            r.loss += last.totals[j].loss_sum;
-            r.correct += last.totals[j].correct;
-        }
-        r.targets = counted_;
-        r.loss = counted_ > 0 ? r.loss / static_cast<double>(counted_) : 0.0;
-        r.gradient_norm = opt_.max_gradient_norm > 0 ? clipped_norm_ : global_gradient_norm();
-        return r;
+        if (batch < opt_.micro_batches)
+            throw std::invalid_argument(who + "batches of " + std::to_string(batch) + " samples are fewer than the " +
+                                        std::to_string(opt_.micro_batches) + " micro-batches; run step() instead");
+        run_plan(k == 1 ? plan_for(opt_.micro_batches) : consecutive_plan(k), in, batch);
+        return results_;
     }
 
     /// Mean loss and accuracy of the current parameters over n samples x [n, input_size], targets
@@ -277,6 +296,27 @@ public:
             "pipeprop::sync::schedule_executor::evaluate");
     }
 
+    /// consecutive_steps() with the trainers' non-finite-loss policy: when step n's loss is NaN or infinite, the
+    /// state of before the call is restored, the steps before n are run again one at a time (step(), bit-identical
+    /// to their consecutive run) and non_finite_loss_error is thrown for step n as step_or_undo does, so the
+    /// executor ends exactly where step_or_undo on each batch in turn would. samples_seen: the caller's count before
+    /// the first batch. Otherwise as consecutive_steps().
+    std::vector<step_result> consecutive_steps_or_undo(std::span<const batch_view> batches,
+                                                       std::uint64_t samples_seen) {
+        save_undo_state();
+        const std::uint64_t first = steps_;
+        auto r = consecutive_steps(batches);
+        for (std::size_t n = 0; n < r.size(); ++n)
+            if (!std::isfinite(r[n].loss)) {
+                restore_undo_state(r.size());
+                std::vector<step_result> before;
+                for (std::size_t i = 0; i < n; ++i)
+                    before.push_back(step(batches[i].x, batches[i].labels, batches[i].h));
+                throw_non_finite(r[n].loss, first + n, samples_seen + n * r[0].batch, batches[n].h);
+            }
+        return r;
+    }
+
     /// step() with the trainers' non-finite-loss policy (the same as sequential_trainer::train_batch): when the
     /// batch's loss is NaN or infinite, the parameters, velocity and running state of before the step are restored
     /// (the pipeline applies its update before the loss is known) and non_finite_loss_error is thrown, naming the
@@ -284,31 +324,11 @@ public:
     step_result step_or_undo(std::span<const T> x, std::span<const std::int32_t> labels,
                              const optim::hyperparameters<double>& h, std::uint64_t samples_seen) {
         const std::uint64_t step_number = steps_;
-        // The state before the step, in buffers allocated once (the first call) and filled in place.
-        undo_.resize(2 + optimizer_buffer_count);
-        undo_[0].resize(stack_type::parameter_count);
-        undo_[1].resize(stack_type::state_count);
-        copy_parameters(undo_[0]);
-        gather_network_state<stack_type>(stages_, std::span<T>(undo_[1]), who);
-        for (std::size_t k = 0; k < optimizer_buffer_count; ++k) {
-            undo_[2 + k].resize(stack_type::parameter_count);
-            gather_network_block<stack_type>(
-                stages_, std::span<T>(undo_[2 + k]),
-                [k](const stage_type& s) { return s.optimizer().state_buffer(k); }, who);
-        }
+        save_undo_state();
         const step_result r = step(x, labels, h);
         if (!std::isfinite(r.loss)) {
-            set_parameters(undo_[0]);
-            for (std::size_t k = 0; k < optimizer_buffer_count; ++k) set_optimizer_state(k, undo_[2 + k]);
-            set_state(undo_[1]);
-            for (auto& st : stages_) st->optimizer().set_step_count(st->optimizer().step_count() - 1);
-            --steps_;
-            throw non_finite_loss_error("pipeprop::sync: the loss became " +
-                                            std::string(std::isnan(r.loss) ? "NaN" : "infinite") + " at update " +
-                                            std::to_string(step_number) + " (after " + std::to_string(samples_seen) +
-                                            " samples, learning rate " + std::to_string(h.learning_rate) +
-                                            "); the update was undone. Lower the learning rate or check the data.",
-                                        step_number, samples_seen);
+            restore_undo_state(1);
+            throw_non_finite(r.loss, step_number, samples_seen, h);
         }
         return r;
     }
@@ -412,6 +432,108 @@ public:
 
 private:
     using clock = std::chrono::steady_clock;
+    using runner_type = op_runner<T, stage_type, Loss>;
+    using input_type = typename runner_type::step_input;
+
+    // Runs the plan's steps on `in` (one per step, batches of `batch` samples): the graph (or the sequential order),
+    // the deferred clipped updates, the checks; one step_result per step in results_ (no allocation after the first
+    // run of as many steps). On an exception the graph and channels
+    // are reset and the step counts of the stages' updates made in this run rolled back before it leaves.
+    void run_plan(const step_plan& pl, std::span<const input_type> in, std::size_t batch) {
+        const bool clipping = opt_.max_gradient_norm > 0;
+        runner_.begin_steps(pl, in, batch, steps_, clipping);
+        const auto t0 = clock::now();
+        try {
+            if (opt_.executor == executor_kind::concurrent) {
+                graph_->wake_all();
+                graph_->wait();
+            } else {
+                run_sequential(pl);
+            }
+            if (clipping) {  // global clipping: every stage's p2 is done, then all update
+                const double norm = global_gradient_norm();
+                const T scale = norm > opt_.max_gradient_norm ? static_cast<T>(opt_.max_gradient_norm / norm) : T(1);
+                for (std::size_t s = 0; s < ranges_.size(); ++s) runner_.update_stage(s, scale);
+            }
+        } catch (...) {
+            graph_->reset();
+            make_channels();
+            for (std::size_t s = 0; s < ranges_.size(); ++s) {  // the failed steps do not count anywhere
+                auto& o = stages_[s]->optimizer();
+                o.set_step_count(o.step_count() - runner_.runtime(s).updates);
+            }
+            throw;
+        }
+        const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
+        for (std::size_t s = 0; s < ranges_.size(); ++s)
+            if (!runner_.runtime(s).updated)
+                throw std::logic_error("pipeprop::sync::pipeline_executor: stage " + std::to_string(s) +
+                                       " did not finish its op list (stopped at op " +
+                                       std::to_string(runner_.runtime(s).next) + ")");
+        const std::size_t k = in.size(), m = pl.sc.micro_batches_per_step();
+        steps_ += k;
+        results_.assign(k, step_result{});
+        const auto& last = runner_.runtimes().back();
+        for (std::size_t n = 0; n < k; ++n) {
+            step_result& r = results_[n];
+            r.batch = batch;
+            r.micro_batches = m;
+            r.seconds = seconds / static_cast<double>(k);
+            for (std::size_t j = 0; j < m; ++j) {  // fixed order: bit-reproducible
+                r.loss += last.totals[n * m + j].loss_sum;
+                r.correct += last.totals[n * m + j].correct;
+            }
+            r.targets = in[n].counted;
+            r.loss = r.targets > 0 ? r.loss / static_cast<double>(r.targets) : 0.0;
+            double sq = 0;  // the stages' shares in stage order (global_gradient_norm)
+            for (const auto& rt : runner_.runtimes()) sq += rt.squared_gradient[n];
+            r.gradient_norm = std::sqrt(sq);
+        }
+    }
+
+    // The plan of k consecutive full steps (m micro-batches each), built on first use; it must fit the buffers.
+    const step_plan& consecutive_plan(std::size_t k) {
+        auto& slot = consecutive_plans_[k];
+        if (!slot) {
+            auto p = std::make_unique<step_plan>(
+                make_step_plan(kind_, ranges_.size(), opt_.micro_batches, two_stage_bp_, k));
+            check_plan_fits(*p, activation_slots(), caps_, opt_.micro_batches);
+            slot = std::move(p);
+        }
+        return *slot;
+    }
+
+    // The state before a step (or consecutive steps), in buffers allocated once (the first call) and filled in place.
+    void save_undo_state() {
+        undo_.resize(2 + optimizer_buffer_count);
+        undo_[0].resize(stack_type::parameter_count);
+        undo_[1].resize(stack_type::state_count);
+        copy_parameters(undo_[0]);
+        gather_network_state<stack_type>(stages_, std::span<T>(undo_[1]), who);
+        for (std::size_t k = 0; k < optimizer_buffer_count; ++k) {
+            undo_[2 + k].resize(stack_type::parameter_count);
+            gather_network_block<stack_type>(
+                stages_, std::span<T>(undo_[2 + k]),
+                [k](const stage_type& s) { return s.optimizer().state_buffer(k); }, who);
+        }
+    }
+    // Restores it and takes back `steps` steps' counts.
+    void restore_undo_state(std::size_t steps) {
+        set_parameters(undo_[0]);
+        for (std::size_t k = 0; k < optimizer_buffer_count; ++k) set_optimizer_state(k, undo_[2 + k]);
+        set_state(undo_[1]);
+        for (auto& st : stages_) st->optimizer().set_step_count(st->optimizer().step_count() - steps);
+        steps_ -= steps;
+    }
+    [[noreturn]] static void throw_non_finite(double loss, std::uint64_t step_number, std::uint64_t samples_seen,
+                                              const optim::hyperparameters<double>& h) {
+        throw non_finite_loss_error("pipeprop::sync: the loss became " +
+                                        std::string(std::isnan(loss) ? "NaN" : "infinite") + " at update " +
+                                        std::to_string(step_number) + " (after " + std::to_string(samples_seen) +
+                                        " samples, learning rate " + std::to_string(h.learning_rate) +
+                                        "); the update was undone. Lower the learning rate or check the data.",
+                                    step_number, samples_seen);
+    }
 
     // The plan for m' micro-batches, built on first use; it must fit the buffers allocated for m (step_plan.hpp).
     const step_plan& plan_for(std::size_t m) {
@@ -466,17 +588,19 @@ private:
                                     " of " + std::to_string(optimizer_buffer_count));
     }
 
-    // L2 norm over all stages' gradient blocks, in double, stages and elements in order (deterministic).
+    // L2 norm over all stages' gradient blocks, in double: each stage's share (elements in order), added in stage
+    // order (deterministic; the same sum the steps' results report).
     [[nodiscard]] double global_gradient_norm() const {
         double sum = 0;
-        for (const auto& st : stages_)
-            for (const T g : st->gradient()) sum += static_cast<double>(g) * static_cast<double>(g);
+        for (const auto& st : stages_) sum += runner_type::squared_norm(st->gradient());
         return std::sqrt(sum);
     }
 
     void run_sequential(const step_plan& pl) {
         auto send = [this](std::size_t to, const boundary_message& msg) { runner_.deliver(to, msg); };
         for (const auto g : pl.order) {
+            if (runner_.update_due(g.stage) && runner_.ready(g.stage))  // its update of the previous step
+                runner_.run_next(g.stage, send);
             if (runner_.runtime(g.stage).next != g.index || !runner_.ready(g.stage))
                 throw std::logic_error("pipeprop::sync::pipeline_executor: global order broken at stage " +
                                        std::to_string(g.stage) + " op " + std::to_string(g.index));
@@ -500,16 +624,15 @@ private:
     options_type opt_;
     std::size_t max_b_ = 1;
     std::vector<std::unique_ptr<step_plan>> plans_;
+    std::map<std::size_t, std::unique_ptr<step_plan>> consecutive_plans_;  // by number of steps
     std::vector<channel_capacity> caps_;
     std::vector<std::unique_ptr<stage_type>> stages_;
     std::vector<std::unique_ptr<boundary_channel<T>>> forward_, backward_;
-    using runner_type = op_runner<T, stage_type, Loss>;
     runner_type runner_{stages_, forward_, backward_};
     std::unique_ptr<lane_graph<runner_type>> graph_;  // after the runner: destroyed before it
     std::optional<stage_inference<stack_type>> eval_;
-    std::size_t counted_ = 0;  // N: counted targets of the running step's batch
     std::uint64_t steps_ = 0;
-    double clipped_norm_ = 0;
+    std::vector<step_result> results_;  // of the last run_plan, one per step
     std::vector<std::vector<T>> undo_;  // step_or_undo: parameters, running state, optimizer buffers before the step
 };
 

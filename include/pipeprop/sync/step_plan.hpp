@@ -20,17 +20,22 @@ struct step_plan {
     std::vector<stage_slots> slots;       ///< per stage: activation slots and the slot of each op
     std::vector<channel_capacity> caps;   ///< per boundary: forward and backward messages in flight at most
     std::vector<global_step> order;       ///< a valid interleaving of all stages' ops
+    std::vector<std::vector<std::size_t>> update_at;  ///< per stage and step: ops before its update (update_positions)
 };
 
-/// The plan of schedule `kind` on p stages for m micro-batches, 2BP on or off. Throws as make_schedule, or
-/// std::logic_error when the generated schedule fails validate().
-[[nodiscard]] inline step_plan make_step_plan(schedule_kind kind, std::size_t p, std::size_t m, bool two_stage_bp) {
+/// The plan of schedule `kind` on p stages for m micro-batches per step, 2BP on or off, for `steps` consecutive
+/// optimizer steps without a barrier between them (consecutive_steps; 1: one step). Throws as make_schedule and
+/// consecutive_steps, or std::logic_error when the generated schedule fails validate().
+[[nodiscard]] inline step_plan make_step_plan(schedule_kind kind, std::size_t p, std::size_t m, bool two_stage_bp,
+                                              std::size_t steps = 1) {
     step_plan pl;
     pl.sc = make_schedule(kind, p, m, two_stage_bp);
+    if (steps != 1) pl.sc = consecutive_steps(pl.sc, steps);
     validate(pl.sc);
     pl.slots = slot_plan(pl.sc);
     pl.caps = channel_capacities(pl.sc);
     pl.order = global_order(pl.sc);
+    pl.update_at = update_positions(pl.sc);
     return pl;
 }
 
