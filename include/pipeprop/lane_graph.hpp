@@ -2,13 +2,14 @@
 // (PB: pb/concurrent_executor.hpp, the op streams of pb/op_stream.hpp; synchronous schedules:
 // sync/schedule_executor.hpp, the op lists of sync/schedule.hpp).
 //
-// The stages are grouped into lanes, runs of consecutive stages; each lane is one serial oneTBB multifunction_node, so
-// a lane's stages never run at the same time and their weights and activations stay on the core that runs the lane.
-// A node is woken by a boundary message (boundary_channel.hpp) from a neighbouring lane (a forward message is for the
-// lane's first stage, a backward one for its last) or by an empty message from the caller (start, drain). It then
-// hands the message to the runner and runs, stage after stage, every op whose input is there, until none is:
-// a message a stage sends to a stage of the same lane is handed over directly, one to another lane travels along a
-// graph edge (port 0: the next lane, port 1: the previous lane).
+// The stages are grouped into lanes: runs of consecutive stages (PB's lane plans, one stage per lane for the
+// synchronous schedules), or any sets of stages (the devices of virtual-stage schedules, sync/schedule.hpp:
+// interleaved 1F1B, ZB-V); each lane is one serial oneTBB function_node, so a lane's stages never run at the same
+// time and their weights and activations stay on the core that runs the lane. A node is woken by a boundary message
+// (boundary_channel.hpp) addressed to one of its stages, from another lane, or by an empty message from the caller
+// (start, drain). It then hands the message to the runner and runs, stage after stage, every op whose input is
+// there, until none is: a message a stage sends to a stage of the same lane is handed over directly, one to another
+// lane is put to that lane's node.
 //
 // The runner (the executor's op interpreter) provides
 //   void deliver(std::size_t stage, const boundary_message&)   records an arrived message for `stage`;
@@ -24,11 +25,11 @@
 
 #include <oneapi/tbb/flow_graph.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "pipeprop/boundary_channel.hpp"
@@ -64,24 +65,30 @@ inline void check_lanes(const std::vector<std::size_t>& first_stage, std::size_t
 template <class Runner>
 class lane_graph {
 public:
-    /// Throws std::invalid_argument for a plan that is not one for stage_count stages.
+    /// Lanes of consecutive stages starting at first_stage. Throws std::invalid_argument for a plan that is not one
+    /// for stage_count stages.
     lane_graph(Runner& runner, std::size_t stage_count, const std::vector<std::size_t>& first_stage)
-        : runner_(runner) {
-        check_lanes(first_stage, stage_count, "pipeprop::lane_graph");
-        lane_of_.assign(stage_count, 0);
-        for (std::size_t l = 0; l < first_stage.size(); ++l) {
-            const std::size_t end = l + 1 < first_stage.size() ? first_stage[l + 1] : stage_count;
-            lanes_.push_back({first_stage[l], end});
-            for (std::size_t s = first_stage[l]; s < end; ++s) lane_of_[s] = l;
-        }
-        for (std::size_t l = 0; l < lanes_.size(); ++l)
-            nodes_.push_back(std::make_unique<node_type>(
-                graph_, tbb::flow::serial,
-                [this, l](const boundary_message& msg, ports_type& ports) { body(l, msg, ports); }));
-        for (std::size_t l = 0; l + 1 < lanes_.size(); ++l) {
-            tbb::flow::make_edge(tbb::flow::output_port<0>(*nodes_[l]), *nodes_[l + 1]);
-            tbb::flow::make_edge(tbb::flow::output_port<1>(*nodes_[l + 1]), *nodes_[l]);
-        }
+        : lane_graph(runner, lanes_from_starts(first_stage, stage_count)) {}
+
+    /// Lanes of any stages: lane_of[s] is the lane of stage s (every lane in [0, max + 1) holds a stage; a lane runs
+    /// its stages in increasing order). Throws std::invalid_argument for an empty map or a lane without stages.
+    struct lane_map {
+        std::vector<std::size_t> lane_of;
+    };
+    lane_graph(Runner& runner, lane_map map) : runner_(runner), lane_of_(std::move(map.lane_of)) {
+        if (lane_of_.empty()) throw std::invalid_argument("pipeprop::lane_graph: no stages");
+        std::size_t lanes = 0;
+        for (const std::size_t l : lane_of_) lanes = std::max(lanes, l + 1);
+        stages_of_.resize(lanes);
+        for (std::size_t s = 0; s < lane_of_.size(); ++s) stages_of_[lane_of_[s]].push_back(s);
+        for (std::size_t l = 0; l < lanes; ++l)
+            if (stages_of_[l].empty())
+                throw std::invalid_argument("pipeprop::lane_graph: lane " + std::to_string(l) + " has no stage");
+        for (std::size_t l = 0; l < lanes; ++l)
+            nodes_.push_back(std::make_unique<node_type>(graph_, tbb::flow::serial, [this, l](const routed& msg) {
+                body(l, msg);
+                return tbb::flow::continue_msg{};
+            }));
     }
 
     lane_graph(const lane_graph&) = delete;
@@ -94,12 +101,12 @@ public:
         }
     }
 
-    /// Puts a message for `stage`'s lane into the graph (a forward one is delivered to the lane's first stage, a
-    /// backward one to its last); an empty message only wakes the lane. Does not wait.
-    void put(std::size_t stage, const boundary_message& msg) { nodes_.at(lane_of_.at(stage))->try_put(msg); }
+    /// Puts a message for `stage` into the graph (its lane's node delivers it); an empty message only wakes the
+    /// lane. Does not wait.
+    void put(std::size_t stage, const boundary_message& msg) { nodes_.at(lane_of_.at(stage))->try_put({stage, msg}); }
     /// Wakes every lane (an empty message each): each runs whatever its stages can run.
     void wake_all() {
-        for (auto& n : nodes_) n->try_put(boundary_message{});
+        for (auto& n : nodes_) n->try_put(routed{});
     }
     /// Waits (the caller's thread joins the work) until the graph is idle: every stage waits for a message that no
     /// stage will send. Rethrows the first exception a runner call threw (the graph is then cancelled).
@@ -107,44 +114,48 @@ public:
     /// After an exception: clears the graph's cancelled state and the queued messages.
     void reset() { graph_.reset(); }
 
-    [[nodiscard]] std::size_t lane_count() const noexcept { return lanes_.size(); }
+    [[nodiscard]] std::size_t lane_count() const noexcept { return stages_of_.size(); }
     /// The lane that runs `stage`. Throws std::out_of_range for stage >= S.
     [[nodiscard]] std::size_t lane_of(std::size_t stage) const { return lane_of_.at(stage); }
 
 private:
-    using node_type = tbb::flow::multifunction_node<boundary_message, std::tuple<boundary_message, boundary_message>,
-                                                    tbb::flow::queueing>;
-    using ports_type = typename node_type::output_ports_type;
-    struct lane {
-        std::size_t first = 0;
-        std::size_t end = 0;
+    struct routed {  // a message and the stage it is for
+        std::size_t to = 0;
+        boundary_message msg{};
     };
+    using node_type = tbb::flow::function_node<routed, tbb::flow::continue_msg, tbb::flow::queueing>;
 
-    void body(std::size_t l, const boundary_message& msg, ports_type& ports) {
-        const lane ln = lanes_[l];
-        if (!msg.empty()) runner_.deliver(msg.dir == direction::forward ? ln.first : ln.end - 1, msg);
+    static lane_map lanes_from_starts(const std::vector<std::size_t>& first_stage, std::size_t stage_count) {
+        check_lanes(first_stage, stage_count, "pipeprop::lane_graph");
+        lane_map map{std::vector<std::size_t>(stage_count, 0)};
+        for (std::size_t l = 0; l < first_stage.size(); ++l) {
+            const std::size_t end = l + 1 < first_stage.size() ? first_stage[l + 1] : stage_count;
+            for (std::size_t s = first_stage[l]; s < end; ++s) map.lane_of[s] = l;
+        }
+        return map;
+    }
+
+    void body(std::size_t l, const routed& in) {
+        if (!in.msg.empty()) runner_.deliver(in.to, in.msg);
+        auto send = [&](std::size_t to, const boundary_message& out) {
+            if (lane_of_[to] == l)
+                runner_.deliver(to, out);
+            else
+                nodes_[lane_of_[to]]->try_put({to, out});
+        };
         for (bool progress = true; progress;) {
             progress = false;
-            for (std::size_t s = ln.first; s < ln.end; ++s) {
-                auto send = [&](std::size_t to, const boundary_message& out) {
-                    if (to >= ln.first && to < ln.end)
-                        runner_.deliver(to, out);
-                    else if (to > s)
-                        std::get<0>(ports).try_put(out);
-                    else
-                        std::get<1>(ports).try_put(out);
-                };
+            for (const std::size_t s : stages_of_[l])
                 while (runner_.ready(s)) {
                     runner_.run_next(s, send);
                     progress = true;
                 }
-            }
         }
     }
 
     Runner& runner_;
-    std::vector<lane> lanes_;
     std::vector<std::size_t> lane_of_;
+    std::vector<std::vector<std::size_t>> stages_of_;
     // Declared last: destroyed first (nodes before the graph they belong to).
     tbb::flow::graph graph_;
     std::vector<std::unique_ptr<node_type>> nodes_;

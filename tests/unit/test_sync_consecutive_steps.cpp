@@ -1,6 +1,7 @@
 // Consecutive synchronous steps without a barrier (issue 14 item 2; sync/schedule.hpp consecutive_steps,
 // schedule_executor::consecutive_steps): every stage starts step n + 1 right after its own update of step n.
-// - for every schedule, with and without 2BP, p = 2..4 stages cut inside the blocks, k = 2 and 3 steps, both
+// - for every schedule (the virtual-stage ones where the cut and m allow them), with and without 2BP, 2..4 stages cut
+//   inside the blocks, k = 2 and 3 steps, both
 //   executors: the consecutive run equals k calls of step() on the same batches BITWISE (weights, both AdamW
 //   moments or the velocity, step counts, per-step loss, correct count, targets and gradient norm), on a tiny
 //   LLaMA-like model with the token loss and AdamW and on a CNN with momentum SGD;
@@ -87,16 +88,25 @@ void check_same_state(const Exec& a, const Exec& b) {
 constexpr ps::schedule_kind kinds[] = {ps::schedule_kind::gpipe, ps::schedule_kind::one_f_one_b,
                                        ps::schedule_kind::zb_h1, ps::schedule_kind::zb_h2};
 
+// Whether a schedule runs on S stages with m micro-batches (the virtual-stage ones need a compatible S and m).
+bool runs_on(ps::schedule_kind k, std::size_t stages, std::size_t m) {
+    if (k == ps::schedule_kind::zb_v) return stages % 2 == 0;
+    if (k == ps::schedule_kind::interleaved_1f1b)
+        return stages % 2 == 0 && (m % (stages / 2) == 0 || m < stages / 2);
+    return true;
+}
+
 // For every schedule, 2BP on and off, both executors and k = 2, 3: a consecutive run of k steps (after one ordinary
 // step, so the optimizer state is not fresh) equals k step() calls on the same batches, bit for bit.
 template <class Exec>
 void check_consecutive_equals_steps(const std::vector<pp::layer_range>& cut, typename Exec::options_type o,
                                     const std::vector<batch>& data, const pp::optim::hyperparameters<double>& h) {
     o.max_consecutive_steps = 3;
-    for (const auto kind : kinds)
+    for (const auto kind : ps::all_schedule_kinds)
         for (const bool two : {false, true})
             for (const auto ek : {pp::executor_kind::sequential, pp::executor_kind::concurrent})
                 for (const std::size_t k : {2u, 3u}) {
+                    if (!runs_on(kind, cut.size(), o.micro_batches)) continue;
                     INFO(ps::name(kind) << (two ? "+2bp" : "") << ", " << pp::to_string(ek) << ", k = " << k
                                         << ", p = " << cut.size());
                     o.executor = ek;
@@ -221,6 +231,7 @@ TEST_CASE("consecutive steps equal one step at a time, bitwise: CNN, momentum SG
     for (const std::size_t m : {2u, 4u}) {
         o.micro_batches = m;
         check_consecutive_equals_steps<cnn_exec>(pp::partition_at(layers, {2}), o, data, h);
+        check_consecutive_equals_steps<cnn_exec>(pp::partition_at(layers, {1, 2, 4}), o, data, h);  // 2 devices
     }
 }
 

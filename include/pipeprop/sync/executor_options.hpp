@@ -34,6 +34,9 @@ struct basic_executor_options {
     /// Most optimizer steps one schedule_executor::consecutive_steps call runs back to back without a barrier (the
     /// boundary channels are sized for that many; 1: step() only).
     std::size_t max_consecutive_steps = 1;
+    /// Stages per device (v) of schedule_kind::interleaved_1f1b (the stage count must be a multiple); ZB-V always
+    /// has 2, the other schedules one per device.
+    std::size_t chunks = 2;
 };
 
 /// Options of an executor with momentum SGD (the default optimizer).

@@ -95,6 +95,9 @@ public:
         for (std::size_t j = 0; j < batch % m; ++j) ++sizes_[j];
         for (std::size_t j = 1; j < m; ++j) offsets_[j] = offsets_[j - 1] + sizes_[j - 1];
         inputs_.assign(inputs.begin(), inputs.end());
+        device_of_ = &pl.sc.device_of;
+        device_order_ = &pl.sc.device_order;
+        device_next_.assign(pl.sc.device_order.size(), 0);
         runtime_.resize(stages_.size());
         for (std::size_t s = 0; s < stages_.size(); ++s) {
             auto& rt = runtime_[s];
@@ -138,6 +141,11 @@ public:
         const auto& rt = runtime_[s];
         if (update_due(s)) return !deferred_updates_;  // the optimizer step
         if (rt.next == rt.ops->size()) return false;
+        if (!device_order_->empty()) {  // virtual stages: the device runs its stages' ops in its order
+            const std::size_t d = (*device_of_)[s];
+            const auto& order = (*device_order_)[d];
+            if (device_next_[d] == order.size() || order[device_next_[d]] != s) return false;
+        }
         const op o = (*rt.ops)[rt.next];
         if (o.kind == op_kind::forward) return s == 0 || rt.has_forward[o.micro_batch];
         if (is_backward_p1(o)) return s + 1 == stages_.size() || rt.has_backward[o.micro_batch];
@@ -224,6 +232,7 @@ public:
         }
         // The span ends before its message leaves, so a receiver's span never starts before the sender's ends.
         rt.spans.push_back({s, span_kind_of(o.kind), j, t, now(), step});
+        if (!device_order_->empty()) ++device_next_[(*device_of_)[s]];
         if (send_forward) send(s + 1, forward_[s]->send(direction::forward, j, step, b, act.output(), sent_labels));
         if (send_backward) send(s - 1, backward_[s - 1]->send(direction::backward, j, step, b, act.input_gradient()));
         ++rt.next;
@@ -283,6 +292,11 @@ private:
     std::vector<stage_runtime> runtime_;
     // the running steps
     std::vector<step_input> inputs_;  // [steps]
+    // virtual stages (the plan's schedule): device of each stage, each device's order and its next entry; a device's
+    // entries are touched only by its lane (all of its stages run on one serial node)
+    const std::vector<std::size_t>* device_of_ = nullptr;
+    const std::vector<std::vector<std::size_t>>* device_order_ = nullptr;
+    std::vector<std::size_t> device_next_;
     std::size_t m_ = 1;               // micro-batches per step
     std::uint64_t step_ = 0;          // number of the plan's first step
     bool deferred_updates_ = false;

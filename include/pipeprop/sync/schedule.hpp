@@ -28,6 +28,22 @@
 // With 2BP off, zb_h1 and zb_h2 keep their B positions and run p2 inside them (BW): zb_h1 then IS one_f_one_b;
 // zero-bubble schedules need the split backward to gain anything.
 //
+// Virtual stages (several stages per device; the device runs one op at a time, in its own order): S stages on
+// p = S / v devices, each device holding v non-adjacent stages ("chunks"). device_of[s] names the device of stage
+// s and device_order[d] the stages of device d's ops in the order it runs them (the k-th entry: the next op of that
+// stage's list); the executor runs each device's stages on one serial node (lane_graph.hpp) in that order.
+//   interleaved_1f1b (Megatron-LM, Narayanan et al. 2021 §2.2): v chunks per device, stage c p + d on device d
+//       (chunk c; m a multiple of p, or m < p); micro-batches in groups of p, each group through chunk 0, 1, ..,
+//       v-1 forward and v-1, .., 0 backward; device d runs min(m v, 2 (p - 1 - d) + (v - 1) p) warm-up forwards,
+//       then alternates F and B, then the cool-down B's. Bubble (p - 1)(T_F + T_B) of one chunk per device: 1/v of 1F1B's for the same
+//       model. 2BP on: the same order, every W after the device's last B (as 1F1B + 2BP).
+//   zb_v (ZB-paper §6, "ZB-V"): v = 2, V-shaped placement: device d holds stage d (chunk 0) and stage 2p - 1 - d
+//       (chunk 1), so the first and the last stage share device 0; warm-up 2 (p - d) - 1 chunk-0 F's, d pairs
+//       (chunk-1 F, chunk-0 F), p - d triples chunk-1 (F, B, W), then the steady state chunk-0 (F, B, W), chunk-1
+//       (F, B, W), then the cool-down (d pairs of chunk-0 and chunk-1 B's, p - d chunk-0 (B, W), the remaining W's);
+//       zero bubble in the steady state when T_F = T_B = T_W, with 1F1B's activation memory. 2BP off: BW in
+//       place of each B, its W dropped.
+//
 // Every generated schedule is checked by validate() (each micro-batch's F, B and W exactly once per stage, in
 // that order; deadlock-free under the dependency model).
 //
@@ -44,6 +60,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "pipeprop/op.hpp"
@@ -56,7 +73,19 @@ enum class schedule_kind : std::uint8_t {
     one_f_one_b,  ///< 1F1B (PipeDream-Flush)
     zb_h1,        ///< zero-bubble ZB-H1 (1F1B memory)
     zb_h2,        ///< zero-bubble ZB-H2 (about 2p - 1 micro-batches in flight)
+    interleaved_1f1b,  ///< interleaved 1F1B (Megatron-LM): v stages per device
+    zb_v,              ///< zero-bubble ZB-V: 2 stages per device, V-shaped placement
 };
+
+/// All schedule kinds, in the order of name().
+inline constexpr schedule_kind all_schedule_kinds[] = {schedule_kind::gpipe,    schedule_kind::one_f_one_b,
+                                                       schedule_kind::zb_h1,    schedule_kind::zb_h2,
+                                                       schedule_kind::interleaved_1f1b, schedule_kind::zb_v};
+
+/// True for the kinds with several stages per device (virtual stages).
+[[nodiscard]] constexpr bool has_virtual_stages(schedule_kind k) noexcept {
+    return k == schedule_kind::interleaved_1f1b || k == schedule_kind::zb_v;
+}
 
 /// The operations (pipeprop/op.hpp): the schedules' lists hold F, B, W and BW; each stage's optimizer step (U)
 /// follows its list's last op.
@@ -64,23 +93,25 @@ using pipeprop::op;
 using pipeprop::op_kind;
 using pipeprop::short_name;
 
-/// Command-line name of a schedule kind: "gpipe", "1f1b", "zb_h1", "zb_h2".
+/// Command-line name of a schedule kind: "gpipe", "1f1b", "zb_h1", "zb_h2", "interleaved_1f1b", "zb_v".
 [[nodiscard]] constexpr std::string_view name(schedule_kind k) noexcept {
     switch (k) {
         case schedule_kind::gpipe: return "gpipe";
         case schedule_kind::one_f_one_b: return "1f1b";
         case schedule_kind::zb_h1: return "zb_h1";
         case schedule_kind::zb_h2: return "zb_h2";
+        case schedule_kind::interleaved_1f1b: return "interleaved_1f1b";
+        case schedule_kind::zb_v: return "zb_v";
     }
     return "?";
 }
 
 /// Parses a command-line schedule name (see name()). Throws std::invalid_argument listing the valid names.
 [[nodiscard]] inline schedule_kind parse_schedule_kind(std::string_view s) {
-    for (auto k : {schedule_kind::gpipe, schedule_kind::one_f_one_b, schedule_kind::zb_h1, schedule_kind::zb_h2})
+    for (auto k : all_schedule_kinds)
         if (s == name(k)) return k;
     throw std::invalid_argument("pipeprop::sync: unknown schedule '" + std::string(s) +
-                                "' (expected gpipe, 1f1b, zb_h1 or zb_h2)");
+                                "' (expected gpipe, 1f1b, zb_h1, zb_h2, interleaved_1f1b or zb_v)");
 }
 
 /// A schedule: ops[s] is the ordered op list of stage s. p = ops.size() stages, `micro_batches` micro-batches over
@@ -93,10 +124,23 @@ struct schedule {
     std::size_t micro_batches = 0;
     std::vector<std::vector<op>> ops;
     std::size_t steps = 1;  ///< optimizer steps in the lists (consecutive_steps); each stage updates after its step
+    /// Virtual stages: device_of[s] = the device of stage s, device_order[d] = the stages of device d's ops in its run
+    /// order (see the file comment). Both empty: every stage is its own device (and runs its list as it becomes
+    /// ready).
+    std::vector<std::size_t> device_of;
+    std::vector<std::vector<std::size_t>> device_order;
 
     /// Micro-batches of one optimizer step (micro_batches / steps).
     [[nodiscard]] std::size_t micro_batches_per_step() const noexcept {
         return steps > 0 ? micro_batches / steps : 0;
+    }
+    /// Number of devices: device_order.size(), or the number of stages without virtual stages.
+    [[nodiscard]] std::size_t devices() const noexcept {
+        return device_order.empty() ? stages : device_order.size();
+    }
+    /// The device of stage s.
+    [[nodiscard]] std::size_t device_of_stage(std::size_t s) const noexcept {
+        return device_of.empty() ? s : device_of[s];
     }
 
     /// "gpipe+2bp", "1f1b", ...
@@ -181,6 +225,129 @@ inline void check_sizes(std::size_t p, std::size_t m, const char* who) {
     return sc;
 }
 
+namespace detail {
+
+/// Appends (stage, op) to device order `order` and to the stage's list.
+inline void push_device_op(schedule& sc, std::size_t d, std::size_t stage, op o) {
+    sc.ops[stage].push_back(o);
+    sc.device_order[d].push_back(stage);
+}
+
+/// An empty schedule of S stages on S / v devices.
+inline schedule virtual_schedule(schedule_kind k, bool two_stage_bp, std::size_t stages, std::size_t m,
+                                 std::size_t devices) {
+    schedule sc{k, two_stage_bp, stages, m, std::vector<std::vector<op>>(stages)};
+    sc.device_of.assign(stages, 0);
+    sc.device_order.assign(devices, {});
+    return sc;
+}
+
+}  // namespace detail
+
+/// Interleaved 1F1B (Megatron-LM, Narayanan et al. 2021 §2.2) on S stages, v chunks per device (p = S / v devices;
+/// stage c p + d on device d), m micro-batches; 2BP on: every W after the device's last B. Throws
+/// std::invalid_argument unless v >= 1 divides S and m is a multiple of p or below it, or when S == 0 or m == 0.
+[[nodiscard]] inline schedule interleaved_1f1b(std::size_t stages, std::size_t v, std::size_t m, bool two_stage_bp) {
+    detail::check_sizes(stages, m, "interleaved_1f1b");
+    if (v == 0 || stages % v != 0)
+        throw std::invalid_argument("pipeprop::sync::interleaved_1f1b: " + std::to_string(stages) +
+                                    " stages do not split into " + std::to_string(v) + " chunks per device");
+    const std::size_t p = stages / v;
+    if (m > p && m % p != 0)
+        throw std::invalid_argument("pipeprop::sync::interleaved_1f1b: m = " + std::to_string(m) +
+                                    " micro-batches on " + std::to_string(p) + " devices: m must be a multiple of the " +
+                                    "device count (or below it), as in Megatron-LM");
+    schedule sc = detail::virtual_schedule(schedule_kind::interleaved_1f1b, two_stage_bp, stages, m, p);
+    for (std::size_t s = 0; s < stages; ++s) sc.device_of[s] = s % p;
+    // The k-th forward (backward) of a device: micro-batches in groups of p (the last group: m mod p), each group
+    // through the chunks in order (backward: in reverse).
+    const auto nth = [&](std::size_t k, bool backward) {
+        const std::size_t group = k / (p * v), first = group * p, size = std::min(p, m - first);
+        const std::size_t in_group = k - group * p * v, chunk = in_group / size;
+        return std::pair{backward ? v - 1 - chunk : chunk, first + in_group % size};
+    };
+    const std::size_t total = m * v;
+    for (std::size_t d = 0; d < p; ++d) {
+        const std::size_t warmup = std::min(total, 2 * (p - 1 - d) + (v - 1) * p);
+        std::size_t f = 0, b = 0;
+        const auto forward = [&] {
+            const auto [c, j] = nth(f++, false);
+            detail::push_device_op(sc, d, c * p + d, {op_kind::forward, j});
+        };
+        const auto backward = [&] {
+            const auto [c, j] = nth(b++, true);
+            detail::push_device_op(sc, d, c * p + d, {two_stage_bp ? op_kind::backward_input : op_kind::backward_fused, j});
+        };
+        for (std::size_t i = 0; i < warmup; ++i) forward();
+        while (f < total) {
+            forward();
+            backward();
+        }
+        while (b < total) backward();
+        if (two_stage_bp)
+            for (std::size_t k = 0; k < total; ++k) {
+                const auto [c, j] = nth(k, true);
+                detail::push_device_op(sc, d, c * p + d, {op_kind::backward_weight, j});
+            }
+    }
+    return sc;
+}
+
+/// ZB-V (ZB-paper §6) on S = 2p stages (p devices; device d holds stages d and 2p - 1 - d), m micro-batches; 2BP off:
+/// fused BW in place of each B (its W dropped). Throws std::invalid_argument for an odd S, or S == 0 or m == 0.
+[[nodiscard]] inline schedule zb_v(std::size_t stages, std::size_t m, bool two_stage_bp) {
+    detail::check_sizes(stages, m, "zb_v");
+    if (stages % 2 != 0)
+        throw std::invalid_argument("pipeprop::sync::zb_v: needs an even number of stages (2 per device), got " +
+                                    std::to_string(stages));
+    const std::size_t p = stages / 2;
+    schedule sc = detail::virtual_schedule(schedule_kind::zb_v, two_stage_bp, stages, m, p);
+    for (std::size_t d = 0; d < p; ++d) sc.device_of[d] = sc.device_of[stages - 1 - d] = d;
+    // The generator runs for max(m, 2p - 1) micro-batches (the pattern's minimum) and drops those >= m.
+    const std::size_t n = std::max(m, 2 * p - 1);
+    for (std::size_t d = 0; d < p; ++d) {
+        const std::size_t chunk_stage[2] = {d, stages - 1 - d};
+        std::size_t next[2][3] = {};  // [chunk][F, B, W]: next micro-batch
+        const auto add = [&](std::size_t c, op_kind k) {
+            const std::size_t which = k == op_kind::forward ? 0 : k == op_kind::backward_input ? 1 : 2;
+            const std::size_t j = next[c][which]++;
+            if (j >= m) return;
+            if (!two_stage_bp && k == op_kind::backward_weight) return;
+            if (!two_stage_bp && k == op_kind::backward_input) k = op_kind::backward_fused;
+            detail::push_device_op(sc, d, chunk_stage[c], {k, j});
+        };
+        for (std::size_t i = 0; i < 2 * (p - d) - 1; ++i) add(0, op_kind::forward);
+        for (std::size_t i = 0; i < d; ++i) {
+            add(1, op_kind::forward);
+            add(0, op_kind::forward);
+        }
+        for (std::size_t i = 0; i < p - d; ++i) {
+            add(1, op_kind::forward);
+            add(1, op_kind::backward_input);
+            add(1, op_kind::backward_weight);
+        }
+        while (next[1][0] < next[0][0] || next[0][0] < n) {
+            if (next[0][0] < n) add(0, op_kind::forward);
+            add(0, op_kind::backward_input);
+            add(0, op_kind::backward_weight);
+            add(1, op_kind::forward);
+            add(1, op_kind::backward_input);
+            add(1, op_kind::backward_weight);
+        }
+        for (std::size_t i = 0; i < d; ++i) {
+            add(0, op_kind::backward_input);
+            add(1, op_kind::backward_input);
+        }
+        for (std::size_t i = 0; i < p - d; ++i) {
+            add(0, op_kind::backward_input);
+            add(0, op_kind::backward_weight);
+        }
+        while (next[1][2] < next[1][1]) add(1, op_kind::backward_weight);
+        while (next[0][2] < next[0][1]) add(0, op_kind::backward_weight);
+    }
+    return sc;
+}
+
 /// The op lists of k consecutive optimizer steps of the one-step schedule sc, without a barrier between them (see
 /// the file comment): stage s runs sc.ops[s] for step 0 (micro-batches 0 .. m-1), its optimizer step, then sc.ops[s]
 /// for step 1 (micro-batches m .. 2m-1), and so on. Throws std::invalid_argument for k == 0 or an sc that already
@@ -189,22 +356,30 @@ inline void check_sizes(std::size_t p, std::size_t m, const char* who) {
     if (k == 0 || sc.steps != 1)
         throw std::invalid_argument("pipeprop::sync::consecutive_steps: needs k >= 1 and a one-step schedule (got k = " +
                                     std::to_string(k) + ", steps = " + std::to_string(sc.steps) + ")");
-    schedule out{sc.kind, sc.two_stage_bp, sc.stages, sc.micro_batches * k, std::vector<std::vector<op>>(sc.stages), k};
+    schedule out{sc.kind, sc.two_stage_bp, sc.stages, sc.micro_batches * k, std::vector<std::vector<op>>(sc.stages), k,
+                 sc.device_of, std::vector<std::vector<std::size_t>>(sc.device_order.size())};
     for (std::size_t s = 0; s < sc.stages; ++s) {
         out.ops[s].reserve(sc.ops[s].size() * k);
         for (std::size_t n = 0; n < k; ++n)
             for (const op o : sc.ops[s]) out.ops[s].push_back({o.kind, n * sc.micro_batches + o.micro_batch});
     }
+    for (std::size_t d = 0; d < sc.device_order.size(); ++d)  // each device runs its steps one after the other
+        for (std::size_t n = 0; n < k; ++n)
+            out.device_order[d].insert(out.device_order[d].end(), sc.device_order[d].begin(), sc.device_order[d].end());
     return out;
 }
 
-/// The schedule of a kind (dispatch to the generators above).
-[[nodiscard]] inline schedule make_schedule(schedule_kind k, std::size_t p, std::size_t m, bool two_stage_bp) {
+/// The schedule of a kind on p stages (dispatch to the generators above); chunks: the stages per device of
+/// interleaved_1f1b (zb_v has 2, the others 1; ignored by them).
+[[nodiscard]] inline schedule make_schedule(schedule_kind k, std::size_t p, std::size_t m, bool two_stage_bp,
+                                            std::size_t chunks = 2) {
     switch (k) {
         case schedule_kind::gpipe: return gpipe(p, m, two_stage_bp);
         case schedule_kind::one_f_one_b: return one_f_one_b(p, m, two_stage_bp);
         case schedule_kind::zb_h1: return zb_h1(p, m, two_stage_bp);
         case schedule_kind::zb_h2: return zb_h2(p, m, two_stage_bp);
+        case schedule_kind::interleaved_1f1b: return interleaved_1f1b(p, chunks, m, two_stage_bp);
+        case schedule_kind::zb_v: return zb_v(p, m, two_stage_bp);
     }
     throw std::invalid_argument("pipeprop::sync::make_schedule: unknown schedule kind");
 }

@@ -74,9 +74,44 @@ private:
     std::vector<std::vector<char>> p1_done_;
 };
 
+/// Progress of every device through its device order (schedule::device_order; without virtual stages device s is
+/// stage s and runs its list as it becomes ready): a device runs one op at a time, its entries in order.
+class device_progress {
+public:
+    explicit device_progress(const schedule& sc) : sc_(&sc), stages_(sc), cursor_(sc.devices(), 0) {}
+
+    /// The stage whose op device d runs next (npos when the device is done).
+    [[nodiscard]] std::size_t next_stage(std::size_t d) const noexcept {
+        if (sc_->device_order.empty()) return stages_.stage_done(d) ? npos : d;
+        return cursor_[d] < sc_->device_order[d].size() ? sc_->device_order[d][cursor_[d]] : npos;
+    }
+    /// True when device d's next op exists and its cross-stage dependency is met.
+    [[nodiscard]] bool ready(std::size_t d) const noexcept {
+        const std::size_t s = next_stage(d);
+        return s != npos && stages_.ready(s);
+    }
+    /// Marks device d's next op done; returns its stage. Requires ready(d).
+    std::size_t advance(std::size_t d) noexcept {
+        const std::size_t s = next_stage(d);
+        stages_.advance(s);
+        ++cursor_[d];
+        return s;
+    }
+    [[nodiscard]] const schedule_progress& stages() const noexcept { return stages_; }
+    static constexpr std::size_t npos = std::numeric_limits<std::size_t>::max();
+
+private:
+    const schedule* sc_;
+    schedule_progress stages_;
+    std::vector<std::size_t> cursor_;
+};
+
 /// Checks that sc is a valid schedule: ops.size() == stages >= 1, micro_batches >= 1; on every stage every
 /// micro-batch has exactly one F and, with 2BP, exactly one B and one W (no BW), without 2BP exactly one BW
-/// (no B, no W), in the order F, B, W; and the lists cannot deadlock under the dependency model.
+/// (no B, no W), in the order F, B, W; a stage runs its steps one after the other; with virtual stages, device_of
+/// names a device for every stage and device_order[d] lists exactly the ops of device d's stages (each stage's count
+/// of entries = its list's length); and the lists cannot deadlock under the dependency model (each device running
+/// one op at a time in its order).
 /// Throws std::invalid_argument naming the stage, the op and what is wrong.
 inline void validate(const schedule& sc) {
     const std::string who = "pipeprop::sync::validate(" + sc.label() + "): ";
@@ -120,24 +155,42 @@ inline void validate(const schedule& sc) {
             }
         }
     }
-    schedule_progress pr(sc);
+    if (sc.device_of.empty() != sc.device_order.empty() || (!sc.device_of.empty() && sc.device_of.size() != sc.stages))
+        throw std::invalid_argument(who + "device_of needs one device per stage and device_order one list per device");
+    if (!sc.device_order.empty()) {
+        std::vector<std::size_t> count(sc.stages, 0);
+        for (std::size_t d = 0; d < sc.device_order.size(); ++d)
+            for (const std::size_t st : sc.device_order[d]) {
+                if (st >= sc.stages || sc.device_of[st] != d)
+                    throw std::invalid_argument(who + "device " + std::to_string(d) + "'s order names stage " +
+                                                std::to_string(st) + ", which is not on that device");
+                ++count[st];
+            }
+        for (std::size_t st = 0; st < sc.stages; ++st)
+            if (count[st] != sc.ops[st].size())
+                throw std::invalid_argument(who + "device order runs " + std::to_string(count[st]) + " ops of stage " +
+                                            std::to_string(st) + ", whose list has " +
+                                            std::to_string(sc.ops[st].size()));
+    }
+    device_progress pr(sc);
     for (bool moved = true; moved;) {
         moved = false;
-        for (std::size_t s = 0; s < sc.stages; ++s)
-            while (pr.ready(s)) {
-                pr.advance(s);
+        for (std::size_t d = 0; d < sc.devices(); ++d)
+            while (pr.ready(d)) {
+                pr.advance(d);
                 moved = true;
             }
     }
-    for (std::size_t s = 0; s < sc.stages; ++s)
-        if (!pr.stage_done(s))
-            throw std::invalid_argument(who + "deadlock: stage " + std::to_string(s) + " waits forever at op " +
-                                        std::to_string(pr.next(s)) + " (" + to_string(sc.ops[s][pr.next(s)]) + ")");
+    for (std::size_t d = 0; d < sc.devices(); ++d)
+        if (const std::size_t st = pr.next_stage(d); st != device_progress::npos)
+            throw std::invalid_argument(who + "deadlock: device " + std::to_string(d) + " (stage " + std::to_string(st) +
+                                        ") waits forever at op " + std::to_string(pr.stages().next(st)) + " (" +
+                                        to_string(sc.ops[st][pr.stages().next(st)]) + ")");
 }
 
 /// A valid global execution order of all ops (stage, op index), as a single thread runs them: the order of the
 /// schedule's timeline with unit op costs (every F, B, W and BW 1, no optimizer cost, no latency: the simulator's
-/// timeline under those costs), ops ordered by start time, ties by stage. So the sequential executor runs the ops in
+/// timeline under those costs; each device one op at a time in its order), ops ordered by start time, ties by stage. So the sequential executor runs the ops in
 /// the order of the schedule's figure (and, for consecutive steps, runs a stage's next-step forwards before the
 /// later stages' trailing backward-p2 ops where the figure has them first). Requires validate(sc) to pass.
 struct global_step {
@@ -149,27 +202,29 @@ struct global_step {
         std::size_t start, stage, index;
     };
     std::vector<timed> ops;
-    schedule_progress pr(sc);
+    device_progress pr(sc);
     constexpr std::size_t unknown = std::numeric_limits<std::size_t>::max();
     const std::size_t p = sc.stages, m = sc.micro_batches;
-    std::vector<std::size_t> free_at(p, 0), f_end(p * m, unknown), p1_end(p * m, unknown);
+    std::vector<std::size_t> free_at(sc.devices(), 0), f_end(p * m, unknown), p1_end(p * m, unknown);
     for (bool moved = true; moved;) {
         moved = false;
-        for (std::size_t s = 0; s < p; ++s)
-            while (pr.ready(s)) {
-                const op o = sc.ops[s][pr.next(s)];
-                std::size_t start = free_at[s];
+        for (std::size_t d = 0; d < sc.devices(); ++d)
+            while (pr.ready(d)) {
+                const std::size_t s = pr.next_stage(d), index = pr.stages().next(s);
+                const op o = sc.ops[s][index];
+                std::size_t start = free_at[d];
                 if (o.kind == op_kind::forward && s > 0) start = std::max(start, f_end[(s - 1) * m + o.micro_batch]);
                 if (is_backward_p1(o) && s + 1 < p) start = std::max(start, p1_end[(s + 1) * m + o.micro_batch]);
-                ops.push_back({start, s, pr.next(s)});
-                free_at[s] = start + 1;
+                ops.push_back({start, s, index});
+                free_at[d] = start + 1;
                 if (o.kind == op_kind::forward) f_end[s * m + o.micro_batch] = start + 1;
                 if (is_backward_p1(o)) p1_end[s * m + o.micro_batch] = start + 1;
-                pr.advance(s);
+                pr.advance(d);
                 moved = true;
             }
     }
-    if (!pr.all_done()) throw std::logic_error("pipeprop::sync::global_order: schedule " + sc.label() + " deadlocks");
+    if (!pr.stages().all_done())
+        throw std::logic_error("pipeprop::sync::global_order: schedule " + sc.label() + " deadlocks");
     std::stable_sort(ops.begin(), ops.end(), [](const timed& a, const timed& b) {
         return a.start != b.start ? a.start < b.start : a.stage < b.stage;
     });

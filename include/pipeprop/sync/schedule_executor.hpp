@@ -175,7 +175,8 @@ private:
         if (opt_.max_consecutive_steps == 0)
             throw std::invalid_argument("pipeprop::sync::pipeline_executor: max_consecutive_steps must be >= 1");
         if (opt_.max_consecutive_steps > 1) {  // buffers for consecutive steps (their channels may hold more)
-            const step_plan most = make_step_plan(kind_, p, opt_.micro_batches, two_stage_bp_, opt_.max_consecutive_steps);
+            const step_plan most =
+                make_step_plan(kind_, p, opt_.micro_batches, two_stage_bp_, opt_.max_consecutive_steps, opt_.chunks);
             for (std::size_t b = 0; b < caps_.size(); ++b) {
                 caps_[b].forward = std::max(caps_[b].forward, most.caps[b].forward);
                 caps_[b].backward = std::max(caps_[b].backward, most.caps[b].backward);
@@ -192,7 +193,10 @@ private:
                                                            opt_.optimizer, targets_per_sample,
                                                            std::span<const T>(w), storage));
         make_channels();
-        graph_ = std::make_unique<lane_graph<runner_type>>(runner_, p, one_lane_per_stage_starts(p));
+        // one lane per device: per stage, or the devices of a virtual-stage schedule (their stages on one node)
+        std::vector<std::size_t> lane_of(p);
+        for (std::size_t s = 0; s < p; ++s) lane_of[s] = full.sc.device_of_stage(s);
+        graph_ = std::make_unique<lane_graph<runner_type>>(runner_, typename lane_graph<runner_type>::lane_map{lane_of});
     }
 
 public:
@@ -496,7 +500,7 @@ private:
         auto& slot = consecutive_plans_[k];
         if (!slot) {
             auto p = std::make_unique<step_plan>(
-                make_step_plan(kind_, ranges_.size(), opt_.micro_batches, two_stage_bp_, k));
+                make_step_plan(kind_, ranges_.size(), opt_.micro_batches, two_stage_bp_, k, opt_.chunks));
             check_plan_fits(*p, activation_slots(), caps_, opt_.micro_batches);
             slot = std::move(p);
         }
@@ -539,7 +543,7 @@ private:
     const step_plan& plan_for(std::size_t m) {
         auto& slot = plans_[m];
         if (!slot) {
-            auto p = std::make_unique<step_plan>(make_step_plan(kind_, ranges_.size(), m, two_stage_bp_));
+            auto p = std::make_unique<step_plan>(make_step_plan(kind_, ranges_.size(), m, two_stage_bp_, 1, opt_.chunks));
             if (stages_.empty())
                 caps_ = p->caps;
             else

@@ -2,7 +2,9 @@
 // sync/schedule_analysis.hpp, from per-stage costs T_F, T_B (backward-p1), T_W (backward-p2).
 //
 // Model: stage s runs its ops in list order, each as soon as the previous op of the stage has ended and its
-// cross-stage dependency has ended (plus an optional fixed message latency). Nothing else is modelled: no
+// cross-stage dependency has ended (plus an optional fixed message latency); with virtual stages
+// (schedule::device_order) each device runs one op at a time, its stages' ops in the device's order, and ends its
+// step with its stages' optimizer ops. Devices = stages otherwise, and busy / idle below are per device. Nothing else is modelled: no
 // communication bandwidth, no contention between stages for cores or memory, no thread wake-up latency (the
 // benchmark, bench/two_stage_bp.md, measures how far reality is from this). Each stage ends its step with the
 // optimizer op (cost T_opt). With steps > 1 the step lists are concatenated per stage; `barrier` makes every stage
@@ -70,9 +72,9 @@ struct simulation_result {
     std::vector<op_span> spans;               ///< every op and optimizer op, per stage in list order
     double makespan = 0;                      ///< end of the last op of the last step
     double step_time = 0;                     ///< last step's end minus the previous step's end (makespan if 1 step)
-    std::vector<double> busy;                 ///< per stage: work of one step (sum of its op costs)
-    std::vector<double> idle;                 ///< per stage: step_time - busy (the stage's bubble per step)
-    double bubble_ratio = 0;                  ///< sum of idle / (p * step_time)
+    std::vector<double> busy;                 ///< per device: work of one step (sum of its stages' op costs)
+    std::vector<double> idle;                 ///< per device: step_time - busy (the device's bubble per step)
+    double bubble_ratio = 0;                  ///< sum of idle / (devices * step_time)
     std::vector<std::size_t> peak_in_flight;  ///< per stage (see schedule_analysis.hpp)
 };
 
@@ -93,83 +95,93 @@ struct simulation_result {
             throw std::invalid_argument("pipeprop::sync::simulate: negative cost for stage " + std::to_string(s));
     }
     constexpr double unknown = -1;
-    const std::size_t steps = opt.steps;
+    const std::size_t steps = opt.steps, devices = sc.devices();
+    // device d's entries: the stages of its ops in run order (without virtual stages: stage d's list)
+    std::vector<std::vector<std::size_t>> order = sc.device_order;
+    if (order.empty())
+        for (std::size_t d = 0; d < p; ++d) order.emplace_back(sc.ops[d].size(), d);
+    std::vector<std::vector<std::size_t>> stages_of(devices);
+    for (std::size_t st = 0; st < p; ++st) stages_of[sc.device_of_stage(st)].push_back(st);
     // end time of F / p1 of (step, stage, micro-batch); step_end[n] = end of all optimizer ops of step n
     std::vector<double> f_end(steps * p * m, unknown), p1_end(steps * p * m, unknown);
-    auto at = [&](std::size_t n, std::size_t s, std::size_t j) { return (n * p + s) * m + j; };
-    std::vector<double> opt_end(steps * p, unknown), step_end(steps, unknown);
-    std::vector<std::size_t> done_opt(steps, 0);
+    auto at = [&](std::size_t n, std::size_t st, std::size_t j) { return (n * p + st) * m + j; };
+    std::vector<double> step_end(steps, unknown);
+    std::vector<std::size_t> done_devices(steps, 0);
 
     simulation_result r;
-    r.busy.assign(p, 0);
-    std::vector<std::size_t> step_of(p, 0), index(p, 0);  // per stage: current step and op index (m ops = opt)
-    std::vector<double> free_at(p, 0);
+    r.busy.assign(devices, 0);
+    std::vector<std::size_t> step_of(devices, 0), index(devices, 0), next_op(p, 0);
+    std::vector<double> free_at(devices, 0), device_step_end(steps * devices, unknown);
     std::vector<std::vector<op_span>> per_stage(p);
     for (bool moved = true; moved;) {
         moved = false;
-        for (std::size_t s = 0; s < p; ++s) {
+        for (std::size_t d = 0; d < devices; ++d) {
             for (;;) {
-                const std::size_t n = step_of[s];
+                const std::size_t n = step_of[d];
                 if (n == steps) break;
-                const auto& list = sc.ops[s];
-                const auto& c = cost(s);
-                double earliest = free_at[s];
-                if (index[s] == 0 && n > 0 && opt.barrier) {
+                double earliest = free_at[d];
+                if (index[d] == 0 && n > 0 && opt.barrier) {
                     if (step_end[n - 1] == unknown) break;
                     earliest = std::max(earliest, step_end[n - 1]);
                 }
-                if (index[s] == list.size()) {  // optimizer op
-                    const double end = earliest + c.optimizer;
-                    per_stage[s].push_back({s, span_kind::optimizer, 0, earliest, end, n});
-                    free_at[s] = end;
-                    opt_end[n * p + s] = end;
-                    if (++done_opt[n] == p) {
+                if (index[d] == order[d].size()) {  // the optimizer ops of the device's stages
+                    for (const std::size_t st : stages_of[d]) {
+                        const double end = earliest + cost(st).optimizer;
+                        per_stage[st].push_back({st, span_kind::optimizer, 0, earliest, end, n});
+                        earliest = end;
+                        next_op[st] = 0;
+                    }
+                    free_at[d] = earliest;
+                    device_step_end[n * devices + d] = earliest;
+                    if (++done_devices[n] == devices) {
                         double e = 0;
-                        for (std::size_t t = 0; t < p; ++t) e = std::max(e, opt_end[n * p + t]);
+                        for (std::size_t t = 0; t < devices; ++t) e = std::max(e, device_step_end[n * devices + t]);
                         step_end[n] = e;
                     }
-                    ++step_of[s];
-                    index[s] = 0;
+                    ++step_of[d];
+                    index[d] = 0;
                     moved = true;
                     continue;
                 }
-                const op o = list[index[s]];
-                if (o.kind == op_kind::forward && s > 0) {
-                    const double d = f_end[at(n, s - 1, o.micro_batch)];
-                    if (d == unknown) break;
-                    earliest = std::max(earliest, d + opt.message_latency);
-                } else if (is_backward_p1(o) && s + 1 < p) {
-                    const double d = p1_end[at(n, s + 1, o.micro_batch)];
-                    if (d == unknown) break;
-                    earliest = std::max(earliest, d + opt.message_latency);
+                const std::size_t st = order[d][index[d]];
+                const op o = sc.ops[st][next_op[st]];
+                if (o.kind == op_kind::forward && st > 0) {
+                    const double dep = f_end[at(n, st - 1, o.micro_batch)];
+                    if (dep == unknown) break;
+                    earliest = std::max(earliest, dep + opt.message_latency);
+                } else if (is_backward_p1(o) && st + 1 < p) {
+                    const double dep = p1_end[at(n, st + 1, o.micro_batch)];
+                    if (dep == unknown) break;
+                    earliest = std::max(earliest, dep + opt.message_latency);
                 }
-                const double end = earliest + c.of(o.kind);
-                per_stage[s].push_back({s, span_kind_of(o.kind), o.micro_batch, earliest, end, n});
-                if (o.kind == op_kind::forward) f_end[at(n, s, o.micro_batch)] = end;
-                if (is_backward_p1(o)) p1_end[at(n, s, o.micro_batch)] = end;
-                free_at[s] = end;
-                ++index[s];
+                const double end = earliest + cost(st).of(o.kind);
+                per_stage[st].push_back({st, span_kind_of(o.kind), o.micro_batch, earliest, end, n});
+                if (o.kind == op_kind::forward) f_end[at(n, st, o.micro_batch)] = end;
+                if (is_backward_p1(o)) p1_end[at(n, st, o.micro_batch)] = end;
+                free_at[d] = end;
+                ++next_op[st];
+                ++index[d];
                 moved = true;
             }
         }
     }
-    for (std::size_t s = 0; s < p; ++s)
-        if (step_of[s] != steps)
-            throw std::logic_error("pipeprop::sync::simulate: stage " + std::to_string(s) + " stalled in step " +
-                                   std::to_string(step_of[s]) + " (schedule " + sc.label() + ")");
-    for (std::size_t s = 0; s < p; ++s) {
-        for (const op o : sc.ops[s]) r.busy[s] += cost(s).of(o.kind);
-        r.busy[s] += cost(s).optimizer;
-        r.spans.insert(r.spans.end(), per_stage[s].begin(), per_stage[s].end());
+    for (std::size_t d = 0; d < devices; ++d)
+        if (step_of[d] != steps)
+            throw std::logic_error("pipeprop::sync::simulate: device " + std::to_string(d) + " stalled in step " +
+                                   std::to_string(step_of[d]) + " (schedule " + sc.label() + ")");
+    for (std::size_t st = 0; st < p; ++st) {
+        for (const op o : sc.ops[st]) r.busy[sc.device_of_stage(st)] += cost(st).of(o.kind);
+        r.busy[sc.device_of_stage(st)] += cost(st).optimizer;
+        r.spans.insert(r.spans.end(), per_stage[st].begin(), per_stage[st].end());
     }
     r.makespan = step_end[steps - 1];
     r.step_time = steps == 1 ? r.makespan : step_end[steps - 1] - step_end[steps - 2];
     double total_idle = 0;
-    for (std::size_t s = 0; s < p; ++s) {
-        r.idle.push_back(r.step_time - r.busy[s]);
+    for (std::size_t d = 0; d < devices; ++d) {
+        r.idle.push_back(r.step_time - r.busy[d]);
         total_idle += r.idle.back();
     }
-    r.bubble_ratio = r.step_time > 0 ? total_idle / (static_cast<double>(p) * r.step_time) : 0;
+    r.bubble_ratio = r.step_time > 0 ? total_idle / (static_cast<double>(devices) * r.step_time) : 0;
     r.peak_in_flight = peak_in_flight(sc);
     return r;
 }

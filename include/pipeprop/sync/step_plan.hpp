@@ -24,12 +24,13 @@ struct step_plan {
 };
 
 /// The plan of schedule `kind` on p stages for m micro-batches per step, 2BP on or off, for `steps` consecutive
-/// optimizer steps without a barrier between them (consecutive_steps; 1: one step). Throws as make_schedule and
+/// optimizer steps without a barrier between them (consecutive_steps; 1: one step); chunks: stages per device of
+/// interleaved_1f1b (make_schedule). Throws as make_schedule and
 /// consecutive_steps, or std::logic_error when the generated schedule fails validate().
 [[nodiscard]] inline step_plan make_step_plan(schedule_kind kind, std::size_t p, std::size_t m, bool two_stage_bp,
-                                              std::size_t steps = 1) {
+                                              std::size_t steps = 1, std::size_t chunks = 2) {
     step_plan pl;
-    pl.sc = make_schedule(kind, p, m, two_stage_bp);
+    pl.sc = make_schedule(kind, p, m, two_stage_bp, chunks);
     if (steps != 1) pl.sc = consecutive_steps(pl.sc, steps);
     validate(pl.sc);
     pl.slots = slot_plan(pl.sc);
