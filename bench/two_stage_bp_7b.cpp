@@ -270,6 +270,8 @@ int run(const options& o) {
     // 2. predictions
     const double message_bytes = static_cast<double>(L * model_dim * sizeof(float));
     const double latency = o.link_gbs > 0 ? message_bytes / (o.link_gbs * 1e9) : 0.0;
+    char link[64] = "0 (not modelled)";
+    if (o.link_gbs > 0) std::snprintf(link, sizeof link, "= bytes / %g GB/s", o.link_gbs);
     std::printf(
         "\n## Assumptions\n\n"
         "- Stages: the 32 blocks split evenly, 32 / p blocks per stage; every op of a stage costs 32 / p times the "
@@ -281,9 +283,7 @@ int run(const options& o) {
         "columns 'peak in-flight' say how many).\n"
         "- Optimizer: AdamW once per step on every stage (%.1f ms per block), no gradient clipping (no global "
         "barrier inside a step); one step: the next step waits for every stage's update.\n",
-        message_bytes / (1024.0 * 1024.0),
-        o.link_gbs > 0 ? ("= bytes / " + std::to_string(o.link_gbs) + " GB/s").c_str() : "0 (not modelled)",
-        latency * 1e3, 100.0 * latency / (block.op.forward * static_cast<double>(blocks / 4)), block.adamw * 1e3);
+        message_bytes / (1024.0 * 1024.0), link, latency * 1e3, 100.0 * latency / (block.op.forward * static_cast<double>(blocks / 4)), block.adamw * 1e3);
     (void)print_predictions(stdout, "Blocks only (32 / p blocks per stage)", false, embedding, block, head, loss,
                             latency);
     const headline h = print_predictions(stdout,
