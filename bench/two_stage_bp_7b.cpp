@@ -283,7 +283,8 @@ int run(const options& o) {
         "columns 'peak in-flight' say how many).\n"
         "- Optimizer: AdamW once per step on every stage (%.1f ms per block), no gradient clipping (no global "
         "barrier inside a step); one step: the next step waits for every stage's update.\n",
-        message_bytes / (1024.0 * 1024.0), link, latency * 1e3, 100.0 * latency / (block.op.forward * static_cast<double>(blocks / 4)), block.adamw * 1e3);
+        message_bytes / (1024.0 * 1024.0), link, latency * 1e3,
+        100.0 * latency / (block.op.forward * static_cast<double>(blocks / 4)), block.adamw * 1e3);
     (void)print_predictions(stdout, "Blocks only (32 / p blocks per stage)", false, embedding, block, head, loss,
                             latency);
     const headline h = print_predictions(stdout,
