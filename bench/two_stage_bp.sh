@@ -25,7 +25,8 @@ cmake --build "$build" --target "$program" -j"$(nproc)" >/dev/null
 wait_minutes=${TWO_STAGE_BP_WAIT:-0}
 deadline=$((SECONDS + 60 * wait_minutes))
 while ((SECONDS < deadline)) && awk '{ exit !($1 >= 1.5) }' /proc/loadavg; do sleep 10; done
-echo "machine: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'), load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+cpu=$(lscpu | sed -n 's/^Model name: *//p')
+echo "machine: $(nproc) cores, $cpu, load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 OPENBLAS_NUM_THREADS=1 "$build/bench/$program" "$@"
 echo
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
