@@ -5,8 +5,8 @@
 //  1. Measures every layer's T_F, T_B, T_W at the middle micro-batch size and cuts the network into p = --stages
 //     balanced stages (pipeprop::balanced_partition).
 //  2. For each m in --micro-batches: measures each stage's T_F, T_B, T_W, T_BW, T_opt as the single-threaded
-//     executor runs them (sync::measure_stage_costs) and simulates every schedule with and without 2BP: the
-//     predicted step time, samples/s and with/without ratio.
+//     executor runs them (stage_costs_as_run, with the network's own loss and optimizer) and simulates every
+//     schedule with and without 2BP: the predicted step time, samples/s and with/without ratio.
 //  3. Runs the concurrent executor (oneTBB flow graph, one node per stage) for every schedule with and without 2BP,
 //     interleaved: in each of --rounds rounds every schedule runs --steps steps without 2BP and --steps with, back
 //     to back (pair order alternating, schedule order rotated per round); reports medians over rounds of samples/s
@@ -14,8 +14,12 @@
 //     these concurrent runs (the same load and contention), next to the prediction from costs measured alone.
 //  4. Prints markdown tables: measured vs predicted, and the predictions for p = 4 and p = 8 with the same per-stage
 //     costs (a network p/2 times deeper with identical stages).
-// Options: --network mlp|cnn, --batch B, --micro-batches 2,4,8, --stages p, --rounds, --steps, --latency-model,
+// Options: --network mlp|cnn|llama-tiny, --batch B, --micro-batches 2,4,8, --stages p, --rounds, --steps,
 // --trace-dir DIR (Chrome traces of one measured step and its prediction per variant at each m).
+// Each network trains with the loss and optimizer of the main program's --mode sync: the image networks softmax
+// cross-entropy and momentum SGD; llama-tiny (examples/train/networks.hpp, per-token logits) token_cross_entropy
+// (mean over the B x 64 tokens) and AdamW, on random byte tokens (timing only: no op's cost depends on the token
+// values, so no corpus is read). Learning rate 0 everywhere: the weights stay, every op and update still runs.
 #include <cblas.h>
 
 #include <CLI/CLI.hpp>
@@ -28,6 +32,8 @@
 #include <pipeprop/sync/executor.hpp>
 #include <pipeprop/sync/simulator.hpp>
 #include <pipeprop/sync/trace.hpp>
+#include <pipeprop/loss/token_cross_entropy.hpp>
+#include <pipeprop/optim/adamw.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -70,7 +76,53 @@ using variants =
                 mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::zb_h1>, std::true_type>,
                 mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::zb_h2>, std::false_type>,
                 mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::zb_h2>, std::true_type>>;
-constexpr std::size_t variant_count = mp::mp_size<variants>::value;
+
+/// The loss and optimizer policies Net trains with in the main program's --mode sync (examples/train/mode_sync.hpp):
+/// softmax cross-entropy and momentum SGD for a classifier; token_cross_entropy<float, L, V> and AdamW (its default
+/// betas and eps) for a sequence model (output [L, V]).
+template <class Net, bool Sequence = train::is_sequence_model<Net>>
+struct training_policies {
+    using loss = pp::detail::default_loss_t<Net, float>;
+    using optimizer = pp::optim::sgd<float>;
+};
+template <class Net>
+struct training_policies<Net, true> {
+    using output = typename pp::layer_stack<Net, float>::output_shape;
+    using loss = pp::token_cross_entropy<float, output::dims[0], output::dims[1]>;
+    using optimizer = pp::optim::adamw<float>;
+};
+
+/// Hyperparameters of every benchmark step: learning rate 0 (the weights stay; the update's work is still done),
+/// the optimizer's default momentum (momentum SGD 0.9; AdamW requires 0), no weight decay.
+template <class Optimizer>
+constexpr pp::optim::hyperparameters<double> frozen_step{
+    .learning_rate = 0.0, .momentum = Optimizer::config_type::default_momentum, .weight_decay = 0.0};
+
+/// Per-stage T_F, T_B, T_W, T_BW and T_opt of the cut `ranges` as the single-threaded executor with Net's own loss
+/// and optimizer runs them on the batch (x, y) in m micro-batches: GPipe with 2BP on and off, `steps` steps each,
+/// the first a warm-up; medians of the spans (sync::costs_from_spans). sync::measure_stage_costs does the same with
+/// the default loss and momentum SGD only, on zero inputs.
+template <class Net, class Loss, class Optimizer>
+std::vector<ps::stage_costs> stage_costs_as_run(const std::vector<pp::layer_range>& ranges, std::size_t m,
+                                                const std::vector<float>& x, const std::vector<std::int32_t>& y,
+                                                std::size_t steps = 3) {
+    using options = ps::basic_executor_options<typename Optimizer::config_type>;
+    const options eo{.micro_batches = m,
+                     .max_batch = y.size() / Loss::targets_per_sample,
+                     .seed = 1,
+                     .executor = ps::executor_kind::sequential};
+    std::vector<ps::op_span> spans;
+    for (const bool two : {true, false}) {
+        ps::schedule_executor<Net, float, Loss, Optimizer> ex(ps::schedule_kind::gpipe, two, ranges, eo);
+        for (std::size_t k = 0; k < steps; ++k) {
+            ex.step(x, y, frozen_step<Optimizer>);
+            if (k == 0) continue;
+            const auto sp = ex.spans();
+            spans.insert(spans.end(), sp.begin(), sp.end());
+        }
+    }
+    return ps::costs_from_spans(spans, ranges.size());
+}
 
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -103,16 +155,26 @@ struct row {
 template <class Net>
 int run(const bench_options& o) {
     using stack_t = pp::layer_stack<Net, float>;
+    using loss_t = typename training_policies<Net>::loss;
+    using optimizer_t = typename training_policies<Net>::optimizer;
+    constexpr bool token_input = pp::first_layer_reads_token_ids<stack_t>();
     const std::size_t B = o.batch, p = o.stages;
     std::printf("# 2BP benchmark: network %s (%zu layers, %zu parameters), batch B = %zu, p = %zu stages\n",
                 o.network.c_str(), stack_t::layer_count, stack_t::parameter_count, B, p);
+    std::printf("loss %s, optimizer %s (learning rate 0); inputs: %s\n",
+                train::is_sequence_model<Net> ? "token cross-entropy (mean over the batch's tokens)"
+                                              : "softmax cross-entropy",
+                optimizer_t::name,
+                token_input ? "random byte tokens and next-token targets (timing only; costs do not depend on them)"
+                            : "uniform [-1, 1] values, random labels");
 
     // 1. balanced cut from per-layer costs at the middle micro-batch size
     const std::size_t m_mid = o.micro_batches[o.micro_batches.size() / 2];
     const auto layer_costs = ps::measure_layer_costs<Net>((B + m_mid - 1) / m_mid, 7);
     std::vector<double> totals;
     for (const auto& c : layer_costs) totals.push_back(c.total());
-    const auto points = pipeprop::balanced_partition(totals, p);
+    // only where the network allows a cut (a projection shortcut shares its add's stage)
+    const auto points = pipeprop::balanced_partition(totals, p, stack_t::cut_allowed_before);
     const auto ranges = pp::partition_at(stack_t::layer_count, points);
     std::printf("\nPer-layer costs at b = %zu (ms, F / p1 / p2):", (B + m_mid - 1) / m_mid);
     for (std::size_t i = 0; i < layer_costs.size(); ++i)
@@ -124,20 +186,31 @@ int run(const bench_options& o) {
         for (std::size_t k = r.begin; k < r.end; ++k) c += totals[k];
         std::printf(" [%zu,%zu) %.3f ms", r.begin, r.end, c * 1e3);
     }
+    for (std::size_t s = 1; s < ranges.size(); ++s)
+        std::printf("%s %.*s", s == 1 ? "\nStage boundaries before:" : ",",
+                    static_cast<int>(stack_t::node_names[ranges[s].begin].size()),
+                    stack_t::node_names[ranges[s].begin].data());
     std::printf("\n");
 
     std::vector<row> rows;
     std::vector<std::pair<std::size_t, std::vector<ps::stage_costs>>> costs_per_m;
     std::mt19937_64 rng(7);
+    constexpr std::size_t targets = loss_t::targets_per_sample;
+    constexpr std::size_t classes = stack_t::output_shape::size / targets;  // per target (the vocabulary V)
     std::vector<float> x(B * stack_t::input_shape::size);
-    for (auto& v : x) v = pp::uniform<float>(rng, -1.f, 1.f);
-    std::vector<std::int32_t> y(B);
-    for (auto& v : y) v = static_cast<std::int32_t>(rng() % stack_t::output_shape::size);
+    for (auto& v : x) {
+        if constexpr (token_input)
+            v = static_cast<float>(rng() % stack_t::template layer_type<0>::vocab_size);
+        else
+            v = pp::uniform<float>(rng, -1.f, 1.f);
+    }
+    std::vector<std::int32_t> y(B * targets);
+    for (auto& v : y) v = static_cast<std::int32_t>(rng() % classes);
 
     for (const std::size_t m : o.micro_batches) {
         const std::size_t b = (B + m - 1) / m;
         // 2. costs as the executor runs the ops, and the predictions
-        const auto costs = ps::measure_stage_costs<Net>(ranges, b, m, 3);
+        const auto costs = stage_costs_as_run<Net, loss_t, optimizer_t>(ranges, m, x, y);
         costs_per_m.push_back({m, costs});
         std::printf("\nm = %zu (b = %zu): stage costs (ms) F / p1 / p2 / p1+p2 / opt:", m, b);
         for (std::size_t s = 0; s < p; ++s)
@@ -146,7 +219,7 @@ int run(const bench_options& o) {
         std::printf("\n");
 
         // 3. measured, interleaved
-        const ps::executor_options eo{
+        const ps::basic_executor_options<typename optimizer_t::config_type> eo{
             .micro_batches = m, .max_batch = B, .seed = 1, .executor = ps::executor_kind::concurrent};
         std::vector<std::shared_ptr<void>> owners;
         std::vector<runner> runners;
@@ -154,16 +227,13 @@ int run(const bench_options& o) {
             using V = decltype(v);
             constexpr ps::schedule_kind k = mp::mp_first<V>::value;
             constexpr bool two = mp::mp_second<V>::value;
-            auto ex = std::make_shared<ps::pipeline_executor<Net, float, k, two>>(ranges, eo);
+            auto ex = std::make_shared<ps::pipeline_executor<Net, float, k, two, loss_t, optimizer_t>>(ranges, eo);
             owners.push_back(ex);
             runner r;
             r.kind = k;
             r.two_stage_bp = two;
             r.label = ps::make_schedule(k, p, m, two).label();
-            // learning rate 0 (the weights stay), momentum SGD's default momentum
-            r.step = [ex, &x, &y] {
-                ex->step(x, y, {.learning_rate = 0.0, .momentum = pipeprop::optim::sgd_config::default_momentum});
-            };
+            r.step = [ex, &x, &y] { ex->step(x, y, frozen_step<optimizer_t>); };
             r.schedule = [ex]() -> const ps::schedule& { return ex->current_schedule(); };
             r.spans = [ex] { return ex->spans(); };
             runners.push_back(std::move(r));
@@ -295,8 +365,10 @@ int main(int argc, char** argv) {
     CLI::App app{
         "two_stage_bp: samples/s of synchronous pipeline schedules with and without 2-stage "
         "backpropagation, measured side by side, next to the schedule simulator's prediction"};
-    app.add_option("--network", o.network, "mlp (4 x dense 1024, relu) or cnn (the main program's small CNN)")
-        ->check(CLI::IsMember({"mlp", "cnn"}))
+    app.add_option("--network", o.network,
+                   "mlp (4 x dense 1024, relu), cnn (the main program's small CNN) or llama-tiny (its 2-block "
+                   "LLaMA-like byte-level decoder, L = 64: token cross-entropy, AdamW)")
+        ->check(CLI::IsMember({"mlp", "cnn", "llama-tiny"}))
         ->capture_default_str();
     app.add_option("--batch", o.batch, "Optimizer batch B")->check(CLI::Range(1, 1 << 20))->capture_default_str();
     app.add_option("--micro-batches", o.micro_batches, "Micro-batch counts m")->delimiter(',')->capture_default_str();
@@ -322,6 +394,7 @@ int main(int argc, char** argv) {
     }
     openblas_set_num_threads(1);
     try {
+        if (o.network == "llama-tiny") return run<train::llama_tiny>(o);
         return o.network == "mlp" ? run<wide_mlp>(o) : run<train::small_cnn>(o);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "two_stage_bp: error: %s\n", e.what());
