@@ -12,10 +12,17 @@
 //     to back (pair order alternating, schedule order rotated per round); reports medians over rounds of samples/s
 //     and of the per-round (paired) with/without ratio. It also predicts from the op durations recorded inside
 //     these concurrent runs (the same load and contention), next to the prediction from costs measured alone.
+//     The virtual-stage schedules (interleaved 1F1B with 2 chunks per device, ZB-V) run the same way on a second
+//     balanced cut into 2p stages, on p lanes (each lane a device holding 2 stages), against their own
+//     predictions from that cut's costs.
+//  3b. Consecutive steps (schedule_executor::consecutive_steps): every schedule with 2BP runs --consecutive steps
+//     back to back without a barrier, paired in each round with the same number of step() calls; the measured
+//     speed-up next to the simulator's (barrier off against on, from the in-run costs).
 //  4. Prints markdown tables: measured vs predicted, and the predictions for p = 4 and p = 8 with the same per-stage
 //     costs (a network p/2 times deeper with identical stages).
 // Options: --network mlp|cnn|llama-tiny, --batch B, --micro-batches 2,4,8, --stages p, --rounds, --steps,
-// --trace-dir DIR (Chrome traces of one measured step and its prediction per variant at each m).
+// --consecutive k, --trace-dir DIR (Chrome traces of one measured step and its prediction per variant at each m;
+// with --consecutive, of k consecutive ZB-H2 + 2BP steps and the simulator's steady state).
 // Each network trains with the loss and optimizer of the main program's --mode sync: the image networks softmax
 // cross-entropy and momentum SGD; llama-tiny (examples/train/networks.hpp, per-token logits) token_cross_entropy
 // (mean over the B x 64 tokens) and AdamW, on random byte tokens (timing only: no op's cost depends on the token
@@ -64,18 +71,9 @@ struct bench_options {
     std::size_t stages = 2;
     std::size_t rounds = 15;
     std::size_t steps = 1;
+    std::size_t consecutive = 4;
     std::string trace_dir;
 };
-
-using variants =
-    mp::mp_list<mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::gpipe>, std::false_type>,
-                mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::gpipe>, std::true_type>,
-                mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::one_f_one_b>, std::false_type>,
-                mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::one_f_one_b>, std::true_type>,
-                mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::zb_h1>, std::false_type>,
-                mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::zb_h1>, std::true_type>,
-                mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::zb_h2>, std::false_type>,
-                mp::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::zb_h2>, std::true_type>>;
 
 /// The loss and optimizer policies Net trains with in the main program's --mode sync (examples/train/mode_sync.hpp):
 /// softmax cross-entropy and momentum SGD for a classifier; token_cross_entropy<float, L, V> and AdamW (its default
@@ -152,6 +150,14 @@ struct row {
     double measured_ratio;               // median of paired off/on
 };
 
+// 2BP on, one step at a time against k consecutive steps (seconds per step).
+struct consecutive_row {
+    std::size_t m;
+    ps::schedule_kind kind;
+    double measured_single, measured_consecutive, measured_ratio;  // ratio: median of paired single / consecutive
+    double predicted_single, predicted_consecutive;                // simulator, in-run costs: barrier on / off
+};
+
 template <class Net>
 int run(const bench_options& o) {
     using stack_t = pp::layer_stack<Net, float>;
@@ -192,7 +198,15 @@ int run(const bench_options& o) {
                     stack_t::node_names[ranges[s].begin].data());
     std::printf("\n");
 
+    // the virtual-stage schedules' cut: 2p balanced stages, 2 per device
+    const auto points_v = pipeprop::balanced_partition(totals, 2 * p, stack_t::cut_allowed_before);
+    const auto ranges_v = pp::partition_at(stack_t::layer_count, points_v);
+    std::printf("Virtual-stage cut (2 stages per device):");
+    for (const auto r : ranges_v) std::printf(" [%zu,%zu)", r.begin, r.end);
+    std::printf("\n");
+
     std::vector<row> rows;
+    std::vector<consecutive_row> consecutive_rows;
     std::vector<std::pair<std::size_t, std::vector<ps::stage_costs>>> costs_per_m;
     std::mt19937_64 rng(7);
     constexpr std::size_t targets = loss_t::targets_per_sample;
@@ -206,99 +220,145 @@ int run(const bench_options& o) {
     }
     std::vector<std::int32_t> y(B * targets);
     for (auto& v : y) v = static_cast<std::int32_t>(rng() % classes);
+    using executor_t = ps::schedule_executor<Net, float, loss_t, optimizer_t>;
+    const std::size_t k_steps = o.consecutive;
+    const std::vector<typename executor_t::batch_view> batches(k_steps, {x, y, frozen_step<optimizer_t>});
 
-    for (const std::size_t m : o.micro_batches) {
-        const std::size_t b = (B + m - 1) / m;
-        // 2. costs as the executor runs the ops, and the predictions
-        const auto costs = stage_costs_as_run<Net, loss_t, optimizer_t>(ranges, m, x, y);
-        costs_per_m.push_back({m, costs});
-        std::printf("\nm = %zu (b = %zu): stage costs (ms) F / p1 / p2 / p1+p2 / opt:", m, b);
-        for (std::size_t s = 0; s < p; ++s)
-            std::printf(" | s%zu %.3f/%.3f/%.3f/%.3f/%.3f", s, costs[s].forward * 1e3, costs[s].backward_input * 1e3,
-                        costs[s].backward_weight * 1e3, costs[s].fused() * 1e3, costs[s].optimizer * 1e3);
+    const auto print_costs = [](const char* what, const std::vector<ps::stage_costs>& c) {
+        std::printf("%s", what);
+        for (std::size_t s = 0; s < c.size(); ++s)
+            std::printf(" | s%zu %.3f/%.3f/%.3f/%.3f/%.3f", s, c[s].forward * 1e3, c[s].backward_input * 1e3,
+                        c[s].backward_weight * 1e3, c[s].fused() * 1e3, c[s].optimizer * 1e3);
         std::printf("\n");
+    };
+    for (const std::size_t m : o.micro_batches)
+        for (const bool virtual_group : {false, true}) {
+            const auto& cut = virtual_group ? ranges_v : ranges;
+            std::vector<ps::schedule_kind> kinds;
+            for (const auto k : ps::all_schedule_kinds)
+                if (ps::has_virtual_stages(k) == virtual_group &&
+                    (k != ps::schedule_kind::interleaved_1f1b || m % p == 0 || m < p))
+                    kinds.push_back(k);
+            if (kinds.empty()) continue;
+            const std::size_t b = (B + m - 1) / m;
+            // 2. costs as the executor runs the ops, and the predictions
+            const auto costs = stage_costs_as_run<Net, loss_t, optimizer_t>(cut, m, x, y);
+            if (!virtual_group) costs_per_m.push_back({m, costs});
+            std::printf("\nm = %zu (b = %zu)%s: stage costs (ms) F / p1 / p2 / p1+p2 / opt:", m, b,
+                        virtual_group ? ", virtual-stage cut" : "");
+            print_costs("", costs);
 
-        // 3. measured, interleaved
-        const ps::basic_executor_options<typename optimizer_t::config_type> eo{
-            .micro_batches = m, .max_batch = B, .seed = 1, .executor = ps::executor_kind::concurrent};
-        std::vector<std::shared_ptr<void>> owners;
-        std::vector<runner> runners;
-        mp::mp_for_each<variants>([&](auto v) {
-            using V = decltype(v);
-            constexpr ps::schedule_kind k = mp::mp_first<V>::value;
-            constexpr bool two = mp::mp_second<V>::value;
-            auto ex = std::make_shared<ps::pipeline_executor<Net, float, k, two, loss_t, optimizer_t>>(ranges, eo);
-            owners.push_back(ex);
-            runner r;
-            r.kind = k;
-            r.two_stage_bp = two;
-            r.label = ps::make_schedule(k, p, m, two).label();
-            r.step = [ex, &x, &y] { ex->step(x, y, frozen_step<optimizer_t>); };
-            r.schedule = [ex]() -> const ps::schedule& { return ex->current_schedule(); };
-            r.spans = [ex] { return ex->spans(); };
-            runners.push_back(std::move(r));
-        });
-        for (auto& r : runners) r.step();  // warm-up
-        // Each round runs every schedule's 2BP-off and 2BP-on executors back to back (so a pair shares the machine's
-        // momentary load; the order within the pair alternates), schedules in a rotated order.
-        const std::size_t schedules = runners.size() / 2;
-        for (std::size_t round = 0; round < o.rounds; ++round)
-            for (std::size_t i = 0; i < schedules; ++i)
-                for (std::size_t j = 0; j < 2; ++j) {
-                    auto& r = runners[2 * ((i + round) % schedules) + (j + round) % 2];
-                    const auto t0 = std::chrono::steady_clock::now();
-                    for (std::size_t k = 0; k < o.steps; ++k) r.step();
-                    r.step_seconds.push_back(
-                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
-                        static_cast<double>(o.steps));
-                    const auto sp = r.spans();
-                    r.spans_seen.insert(r.spans_seen.end(), sp.begin(), sp.end());
-                    r.latencies.push_back(ps::message_latency_from_spans(r.schedule(), sp));
+            // 3. measured, interleaved: per schedule 2BP off, 2BP on, and 2BP on with consecutive steps
+            typename executor_t::options_type eo;
+            eo.micro_batches = m;
+            eo.max_batch = B;
+            eo.seed = 1;
+            eo.executor = ps::executor_kind::concurrent;
+            eo.max_consecutive_steps = std::max<std::size_t>(1, k_steps);
+            std::vector<std::shared_ptr<void>> owners;
+            std::vector<runner> runners;  // per schedule: off, on, on consecutive
+            for (const auto k : kinds)
+                for (std::size_t variant = 0; variant < 3; ++variant) {
+                    const bool two = variant > 0;
+                    auto ex = std::make_shared<executor_t>(k, two, cut, eo);
+                    owners.push_back(ex);
+                    runner r;
+                    r.kind = k;
+                    r.two_stage_bp = two;
+                    r.label = ex->current_schedule().label() + (variant == 2 ? " consecutive" : "");
+                    if (variant < 2)
+                        r.step = [ex, &x, &y] { ex->step(x, y, frozen_step<optimizer_t>); };
+                    else  // k_steps steps per call; its times are divided by k_steps below
+                        r.step = [ex, &batches] { ex->consecutive_steps(batches); };
+                    r.schedule = [ex]() -> const ps::schedule& { return ex->current_schedule(); };
+                    r.spans = [ex] { return ex->spans(); };
+                    runners.push_back(std::move(r));
                 }
-        // Op costs as they were in the concurrent runs (both stages busy at once, same machine load): medians over
-        // all variants' spans of every round.
-        std::vector<ps::op_span> all_spans;
-        for (const auto& r : runners) all_spans.insert(all_spans.end(), r.spans_seen.begin(), r.spans_seen.end());
-        const auto in_run = ps::costs_from_spans(all_spans, p);
-        std::vector<double> lat;
-        for (const auto& r : runners) lat.insert(lat.end(), r.latencies.begin(), r.latencies.end());
-        const ps::simulation_options in_run_model{.message_latency = median(lat)};
-        std::printf("       costs inside the concurrent runs (ms), message latency %.1f us:",
-                    in_run_model.message_latency * 1e6);
-        for (std::size_t s = 0; s < p; ++s)
-            std::printf(" | s%zu %.3f/%.3f/%.3f/%.3f/%.3f", s, in_run[s].forward * 1e3, in_run[s].backward_input * 1e3,
-                        in_run[s].backward_weight * 1e3, in_run[s].fused() * 1e3, in_run[s].optimizer * 1e3);
-        std::printf("\n");
-        for (std::size_t i = 0; i + 1 < runners.size(); i += 2) {
-            const auto& off = runners[i];
-            const auto& on = runners[i + 1];
-            std::vector<double> paired;
+            for (auto& r : runners) r.step();  // warm-up
+            // Each round runs every schedule's variants back to back (so they share the machine's momentary load;
+            // the order within the triple rotates), schedules in a rotated order.
+            const std::size_t schedules = runners.size() / 3;
             for (std::size_t round = 0; round < o.rounds; ++round)
-                paired.push_back(off.step_seconds[round] / on.step_seconds[round]);
-            row rw;
-            rw.m = m;
-            rw.kind = off.kind;
-            rw.predicted_off = ps::simulate(off.schedule(), costs).makespan;
-            rw.predicted_on = ps::simulate(on.schedule(), costs).makespan;
-            rw.in_run_off = ps::simulate(off.schedule(), in_run, in_run_model).makespan;
-            rw.in_run_on = ps::simulate(on.schedule(), in_run, in_run_model).makespan;
-            rw.measured_off = median(off.step_seconds);
-            rw.measured_on = median(on.step_seconds);
-            rw.measured_ratio = median(paired);
-            rows.push_back(rw);
-        }
-        if (!o.trace_dir.empty())
-            for (auto& r : runners) {
-                r.step();
-                const auto spans = r.spans();
-                const auto sim = ps::simulate(r.schedule(), costs);
-                const std::string base = o.trace_dir + "/" + r.label + "_m" + std::to_string(m);
-                ps::write_chrome_trace_file(
-                    base + ".json", {{r.label + " measured", spans, 1}, {r.label + " predicted", sim.spans, 1}});
-                ps::write_svg_gantt_file(base + ".svg",
-                                         {r.label + " predicted, m = " + std::to_string(m), sim.spans, 1});
+                for (std::size_t i = 0; i < schedules; ++i)
+                    for (std::size_t j = 0; j < 3; ++j) {
+                        const std::size_t variant = (j + round) % 3;
+                        auto& r = runners[3 * ((i + round) % schedules) + variant];
+                        const auto t0 = std::chrono::steady_clock::now();
+                        for (std::size_t k = 0; k < o.steps; ++k) r.step();
+                        const double per_step = variant == 2 ? static_cast<double>(o.steps * k_steps)
+                                                             : static_cast<double>(o.steps);
+                        r.step_seconds.push_back(
+                            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / per_step);
+                        if (variant == 2) continue;  // its spans cover k steps: not one step's op costs
+                        const auto sp = r.spans();
+                        r.spans_seen.insert(r.spans_seen.end(), sp.begin(), sp.end());
+                        r.latencies.push_back(ps::message_latency_from_spans(r.schedule(), sp));
+                    }
+            // Op costs as they were in the concurrent runs (stages busy at once, same machine load): medians over
+            // all variants' spans of every round.
+            std::vector<ps::op_span> all_spans;
+            for (const auto& r : runners) all_spans.insert(all_spans.end(), r.spans_seen.begin(), r.spans_seen.end());
+            const auto in_run = ps::costs_from_spans(all_spans, cut.size());
+            std::vector<double> lat;
+            for (const auto& r : runners) lat.insert(lat.end(), r.latencies.begin(), r.latencies.end());
+            const ps::simulation_options in_run_model{.message_latency = median(lat)};
+            std::printf("       costs inside the concurrent runs (ms), message latency %.1f us:",
+                        in_run_model.message_latency * 1e6);
+            print_costs("", in_run);
+            const auto paired = [&](const runner& a, const runner& b2) {
+                std::vector<double> v;
+                for (std::size_t round = 0; round < o.rounds; ++round)
+                    v.push_back(a.step_seconds[round] / b2.step_seconds[round]);
+                return median(v);
+            };
+            for (std::size_t i = 0; i + 2 < runners.size(); i += 3) {
+                const auto& off = runners[i];
+                const auto& on = runners[i + 1];
+                const auto& cons = runners[i + 2];
+                row rw;
+                rw.m = m;
+                rw.kind = off.kind;
+                rw.predicted_off = ps::simulate(off.schedule(), costs).makespan;
+                rw.predicted_on = ps::simulate(on.schedule(), costs).makespan;
+                rw.in_run_off = ps::simulate(off.schedule(), in_run, in_run_model).makespan;
+                rw.in_run_on = ps::simulate(on.schedule(), in_run, in_run_model).makespan;
+                rw.measured_off = median(off.step_seconds);
+                rw.measured_on = median(on.step_seconds);
+                rw.measured_ratio = paired(off, on);
+                rows.push_back(rw);
+                if (k_steps < 2) continue;
+                ps::simulation_options barrier = in_run_model, steady = in_run_model;
+                barrier.steps = steady.steps = k_steps;
+                steady.barrier = false;
+                consecutive_row cr;
+                cr.m = m;
+                cr.kind = on.kind;
+                cr.measured_single = median(on.step_seconds);
+                cr.measured_consecutive = median(cons.step_seconds);
+                cr.measured_ratio = paired(on, cons);
+                cr.predicted_single = ps::simulate(on.schedule(), in_run, barrier).makespan / double(k_steps);
+                cr.predicted_consecutive = ps::simulate(on.schedule(), in_run, steady).makespan / double(k_steps);
+                consecutive_rows.push_back(cr);
             }
-    }
+            if (!o.trace_dir.empty())
+                for (auto& r : runners) {
+                    r.step();
+                    const auto spans = r.spans();
+                    ps::simulation_options so{};
+                    if (r.label.ends_with(" consecutive")) {
+                        so.steps = k_steps;
+                        so.barrier = false;
+                    }
+                    const auto sim = ps::simulate(r.schedule(), costs, so);
+                    std::string name = r.label;
+                    std::replace(name.begin(), name.end(), ' ', '_');
+                    const std::string base = o.trace_dir + "/" + name + "_m" + std::to_string(m);
+                    ps::write_chrome_trace_file(
+                        base + ".json", {{r.label + " measured", spans, 1}, {r.label + " predicted", sim.spans, 1}});
+                    ps::write_svg_gantt_file(base + ".svg",
+                                             {r.label + " predicted, m = " + std::to_string(m), sim.spans, 1});
+                }
+        }
 
     // 4. tables
     std::printf(
@@ -311,11 +371,29 @@ int run(const bench_options& o) {
     for (const auto& r : rows) {
         const double pa = r.predicted_off / r.predicted_on, pb = r.in_run_off / r.in_run_on;
         const auto sps = [&](double t) { return static_cast<double>(B) / t; };
+        const std::string name = std::string(ps::name(r.kind)) +
+                                 (ps::has_virtual_stages(r.kind) ? " (" + std::to_string(2 * p) + " stages)" : "");
         std::printf("| %zu | %s | %.0f / %.0f | %.3f | %.0f / %.0f | %.3f | %.0f / %.0f | %.3f | %.3f |\n", r.m,
-                    std::string(ps::name(r.kind)).c_str(), sps(r.measured_off), sps(r.measured_on), r.measured_ratio,
+                    name.c_str(), sps(r.measured_off), sps(r.measured_on), r.measured_ratio,
                     sps(r.predicted_off), sps(r.predicted_on), pa, sps(r.in_run_off), sps(r.in_run_on), pb,
                     r.measured_ratio / pb);
     }
+    if (!consecutive_rows.empty()) {
+        std::printf(
+            "\n%zu consecutive steps without a barrier (schedule_executor::consecutive_steps) against %zu step() calls, "
+            "2BP on; ratio = consecutive / one-at-a-time throughput; predicted: the simulator with the in-run costs, "
+            "%zu steps with the barrier off / on.\n\n"
+            "| m | schedule | measured samples/s one at a time / consecutive | measured ratio | predicted ratio | "
+            "measured / predicted |\n|---|---|---|---|---|---|\n",
+            k_steps, k_steps, k_steps);
+        for (const auto& r : consecutive_rows) {
+            const double pr = r.predicted_single / r.predicted_consecutive;
+            std::printf("| %zu | %s+2bp | %.0f / %.0f | %.3f | %.3f | %.3f |\n", r.m,
+                        std::string(ps::name(r.kind)).c_str(), static_cast<double>(B) / r.measured_single,
+                        static_cast<double>(B) / r.measured_consecutive, r.measured_ratio, pr, r.measured_ratio / pr);
+        }
+    }
+
     // Issue 5's bar: 2BP faster than without for GPipe and 1F1B at m = 2 and 4; every measured ratio within 10% of
     // the prediction (B: the model fed with the op durations of the concurrent runs).
     bool faster = true, within = true, within_a = true;
@@ -380,6 +458,10 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_option("--steps", o.steps, "Steps per variant per round")
         ->check(CLI::Range(1, 1000))
+        ->capture_default_str();
+    app.add_option("--consecutive", o.consecutive,
+                   "Steps run back to back without a barrier (consecutive_steps) against as many step() calls; 1: off")
+        ->check(CLI::Range(1, 64))
         ->capture_default_str();
     app.add_option("--trace-dir", o.trace_dir, "Write Chrome traces and SVG charts of every variant here");
     CLI11_PARSE(app, argc, argv);

@@ -13,8 +13,9 @@
 //     and one AdamW update (optim::adamw_update) over each part's real parameter count (memory-bound: w, m, v, g).
 //  2. Builds per-stage costs for p = 4 and p = 8 stages of the 32 blocks split evenly (32 / p blocks per stage:
 //     every op of a stage costs 32 / p times the block's), once with blocks only and once with the embedding on
-//     stage 0 and norm + head + loss on stage p - 1, and simulates every schedule (GPipe, 1F1B, ZB-H1, ZB-H2) with
-//     and without 2BP for m in {p, 2p, 4p}: one step behind a barrier, and the steady state (3 back-to-back steps,
+//     stage 0 and norm + head + loss on stage p - 1, and simulates every schedule (GPipe, 1F1B, ZB-H1, ZB-H2 on p
+//     stages; interleaved 1F1B with 2 chunks per device and ZB-V on 2p stages of 16 / p blocks, on the same p
+//     devices) with and without 2BP for m in {p, 2p, 4p}: one step behind a barrier, and the steady state (3 back-to-back steps,
 //     no barrier: the last step's time, the ZB paper's accounting).
 //  3. Prints markdown tables: the per-op costs, the predictions (samples/s = sequences/s with/without 2BP, their
 //     ratio, the 2BP run against 1F1B without 2BP), and the papers' headline numbers beside the closest prediction.
@@ -152,8 +153,10 @@ std::vector<ps::stage_costs> pipeline_costs(const part_costs& embedding, const p
     return c;
 }
 
-constexpr ps::schedule_kind kinds[] = {ps::schedule_kind::gpipe, ps::schedule_kind::one_f_one_b,
-                                       ps::schedule_kind::zb_h1, ps::schedule_kind::zb_h2};
+// Every schedule; the virtual-stage ones (interleaved 1F1B with 2 chunks per device, ZB-V) on 2p stages of
+// blocks / (2p) blocks on the same p devices.
+constexpr std::size_t kind_count = std::size(ps::all_schedule_kinds);
+constexpr const auto& kinds = ps::all_schedule_kinds;
 
 /// One table row's simulations: one step with barrier, and the steady state.
 struct predicted {
@@ -171,8 +174,8 @@ predicted predict(ps::schedule_kind k, std::size_t p, std::size_t m, const std::
 
 /// Per p (4, 8), m (p, 2p, 4p) and schedule (kinds order), steady state: 2BP on / off, and 2BP on / 1F1B off.
 struct headline {
-    double ratio[2][3][4];
-    double vs_1f1b[2][3][4];
+    double ratio[2][3][kind_count];
+    double vs_1f1b[2][3][kind_count];
 };
 
 /// Prints to `out` (nothing when null) the prediction table of one cost model (with_ends: embedding on stage 0, head
@@ -191,12 +194,15 @@ headline print_predictions(std::FILE* out, const char* title, bool with_ends, co
     for (std::size_t pi = 0; pi < 2; ++pi) {
         const std::size_t p = pi == 0 ? 4 : 8;
         const auto costs = pipeline_costs(embedding, block, head, loss, p, with_ends);
+        const auto chunk_costs = pipeline_costs(embedding, block, head, loss, 2 * p, with_ends);
         for (std::size_t mi = 0; mi < 3; ++mi) {
             const std::size_t m = p << mi;  // p, 2p, 4p
             const auto sps = [m](const ps::simulation_result& x) { return ps::samples_per_second(x, m); };
             const double base = sps(predict(ps::schedule_kind::one_f_one_b, p, m, costs, latency).steady_off);
-            for (std::size_t ki = 0; ki < 4; ++ki) {
-                const auto r = predict(kinds[ki], p, m, costs, latency);
+            for (std::size_t ki = 0; ki < kind_count; ++ki) {
+                const bool virtual_stages = ps::has_virtual_stages(kinds[ki]);
+                const auto r = predict(kinds[ki], virtual_stages ? 2 * p : p, m, virtual_stages ? chunk_costs : costs,
+                                       latency);
                 const double steady_ratio = sps(r.steady_on) / sps(r.steady_off);
                 const double against = sps(r.steady_on) / base;
                 h.ratio[pi][mi][ki] = steady_ratio;
@@ -306,18 +312,23 @@ int run(const options& o) {
     const auto ratio_cells = [](const headline& x) {
         for (std::size_t pi = 0; pi < 2; ++pi)
             for (const std::size_t mi : {std::size_t(0), std::size_t(2)})
-                std::printf(" gpipe %.3f, 1f1b %.3f, zb_h1 %.3f, zb_h2 %.3f |", x.ratio[pi][mi][0],
-                            x.ratio[pi][mi][1], x.ratio[pi][mi][2], x.ratio[pi][mi][3]);
+                std::printf(" gpipe %.3f, 1f1b %.3f, zb_h1 %.3f, zb_h2 %.3f, interleaved_1f1b %.3f, zb_v %.3f |",
+                            x.ratio[pi][mi][0], x.ratio[pi][mi][1], x.ratio[pi][mi][2], x.ratio[pi][mi][3],
+                            x.ratio[pi][mi][4], x.ratio[pi][mi][5]);
     };
     ratio_cells(h);
     std::printf("\n| (same) | | the same, with T_BW = T_B + T_W |");
     ratio_cells(h_sum);
-    const char* zb_rows[2] = {
+    const char* zb_rows[4] = {
         "\n| Zero Bubble (Qi et al. 2024), ZB-1p (here its handcrafted form ZB-H1 with 2BP) | up to +23% (1F1B's "
         "memory) | against 1F1B without the split |",
         "\n| Zero Bubble, ZB-2p (here ZB-H2 with 2BP) | up to +31% (memory relaxed) | against 1F1B without the "
-        "split |"};
-    for (std::size_t z = 0; z < 2; ++z) {
+        "split |",
+        "\n| (Megatron-LM's interleaved 1F1B, 2 chunks per device, with 2BP) | bubble / 2 | against 1F1B without the "
+        "split |",
+        "\n| Zero Bubble, ZB-V (2 chunks per device, V placement, with 2BP) | 1F1B's memory, no bubble when T_F = "
+        "T_B = T_W | against 1F1B without the split |"};
+    for (std::size_t z = 0; z < 4; ++z) {
         std::printf("%s", zb_rows[z]);
         for (std::size_t pi = 0; pi < 2; ++pi)
             for (const std::size_t mi : {std::size_t(0), std::size_t(2)})
