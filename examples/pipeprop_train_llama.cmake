@@ -36,6 +36,21 @@ if(PIPEPROP_BUILD_TESTS)
     REGEX "optimizer: AdamW.*sync: schedule 1f1b\\+2bp, 3 stages.*epoch 1/1: train loss [0-9.]+, validation loss"
     LAST_LINE_REGEX "^\\{\"mode\":\"sync\",\"network\":\"llama-tiny\",.*\"validation_loss\":${below_uniform},.*\"schedule\":\"1f1b\\+2bp\",\"two_stage_bp\":true,\"micro_batches\":4,\"stages\":3,.*\"optimizer\":\"adamw\",\"beta1\":0\\.9,.*\\}$")
   set_tests_properties(pipeprop_train_llama_sync_smoke PROPERTIES TIMEOUT 180)
+  # ZB-V (2 stages per device, V placement) on 4 stages = 2 devices, m = 4; an odd stage count is refused.
+  pipeprop_train_test(llama_sync_zb_v EXPECT 0
+    ARGS --network llama-tiny --mode sync --schedule zb_v --micro-batches 4 --stages 3,9,14
+         --batch 16 --max-samples 160 --max-test-samples 32 --progress log --data ${pipeprop_text_data}
+    REGEX "sync: schedule zb_v\\+2bp, 4 stages"
+    LAST_LINE_REGEX "^\\{\"mode\":\"sync\",\"network\":\"llama-tiny\",.*\"validation_loss\":${below_uniform},.*\"schedule\":\"zb_v\\+2bp\",.*\"stages\":4,.*\\}$")
+  set_tests_properties(pipeprop_train_llama_sync_zb_v PROPERTIES TIMEOUT 180)
+  pipeprop_train_test(llama_sync_zb_v_odd_stages EXPECT 2
+    ARGS --network llama-tiny --mode sync --schedule zb_v --stages 3,9 --batch 16 --max-samples 32
+         --data ${pipeprop_text_data}
+    REGEX "zb_v puts 2 stages on each device: it needs an even number of stages, got 3")
+  pipeprop_train_test(llama_sync_interleaved_m EXPECT 2
+    ARGS --network llama-tiny --mode sync --schedule interleaved_1f1b --stages 3,9,14 --micro-batches 3
+         --batch 16 --max-samples 32 --data ${pipeprop_text_data}
+    REGEX "interleaved_1f1b on 2 devices needs m a multiple of 2 \\(or below it\\), got 3")
 
   # --mode sync with m = 1 micro-batch is the sequential trainer bit for bit (same ops per layer, AdamW per
   # element): the same train and validation losses, to the last printed digit, for every schedule with 2BP on.

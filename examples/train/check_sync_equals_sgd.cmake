@@ -1,7 +1,7 @@
 # ctest helper for examples/pipeprop_train_llama.cmake: llama-tiny trained by --mode sync with one micro-batch per
-# step (m = 1), cut into 3 stages inside the transformer blocks, gives the same train loss and validation loss as
-# --mode sgd (the sequential trainer), to every printed digit, under each schedule with 2BP on and with 1F1B with
-# 2BP off: pipelining changes where the ops run, not what they compute (AdamW acts per element). Inputs: PROGRAM,
+# step (m = 1), cut into 3 stages inside the transformer blocks (4 for the virtual-stage schedules), gives the same
+# train loss and validation loss as --mode sgd (the sequential trainer), to every printed digit, under each schedule
+# with 2BP on and with 1F1B and ZB-V with 2BP off: pipelining changes where the ops run, not what they compute (AdamW acts per element). Inputs: PROGRAM,
 # DATA (text corpus directory).
 set(common --network llama-tiny --batch 8 --max-samples 96 --max-test-samples 32 --progress none --data ${DATA})
 function(losses_of out_var)
@@ -22,10 +22,13 @@ function(losses_of out_var)
 endfunction()
 losses_of(reference --mode sgd)
 message("--mode sgd: ${reference}")
-foreach(run "gpipe;on" "1f1b;on" "zb_h1;on" "zb_h2;on" "1f1b;off")
+# The virtual-stage schedules (2 stages per device) on 4 stages: 2 devices.
+foreach(run "gpipe;on;3,9" "1f1b;on;3,9" "zb_h1;on;3,9" "zb_h2;on;3,9" "1f1b;off;3,9" "interleaved_1f1b;on;3,9,14"
+            "zb_v;on;3,9,14" "zb_v;off;3,9,14")
   list(GET run 0 schedule)
   list(GET run 1 two)
-  losses_of(got --mode sync --micro-batches 1 --stages 3,9 --schedule ${schedule} --two-stage-bp ${two})
+  list(GET run 2 cut)
+  losses_of(got --mode sync --micro-batches 1 --stages ${cut} --schedule ${schedule} --two-stage-bp ${two})
   message("--mode sync --schedule ${schedule} --two-stage-bp ${two}: ${got}")
   if(NOT got STREQUAL reference)
     message(FATAL_ERROR "--mode sync (${schedule}, 2BP ${two}, m = 1) differs from --mode sgd: ${got} vs ${reference}")

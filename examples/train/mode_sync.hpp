@@ -5,7 +5,9 @@
 // as --mode sgd up to float summation order.
 //
 // Options of the mode:
-//   --schedule gpipe|1f1b|zb_h1|zb_h2   (default 1f1b)       --two-stage-bp on|off        (default on)
+//   --schedule gpipe|1f1b|zb_h1|zb_h2|interleaved_1f1b|zb_v (default 1f1b; the last two with 2 stages per device:
+//            the stage count must be even, and for interleaved_1f1b m a multiple of the S / 2 devices or below it)
+//   --two-stage-bp on|off (default on)
 //   --micro-batches m                   (default 4)          --executor concurrent|sequential (default concurrent)
 //   --stages balanced | balanced:P | comma-separated split points, e.g. 4,9   (default balanced = balanced:2;
 //            balanced cuts by per-layer costs measured at the micro-batch size)
@@ -195,8 +197,10 @@ public:
     }
 
     void add_options(CLI::Option_group& g) override {
-        g.add_option("--schedule", schedule_, "Pipeline schedule: gpipe, 1f1b, zb_h1, zb_h2")
-            ->check(CLI::IsMember({"gpipe", "1f1b", "zb_h1", "zb_h2"}))
+        g.add_option("--schedule", schedule_,
+                     "Pipeline schedule: gpipe, 1f1b, zb_h1, zb_h2, interleaved_1f1b (2 stages per device) or zb_v "
+                     "(2 stages per device, V placement)")
+            ->check(CLI::IsMember({"gpipe", "1f1b", "zb_h1", "zb_h2", "interleaved_1f1b", "zb_v"}))
             ->capture_default_str();
         g.add_option("--two-stage-bp", two_stage_bp_,
                      "2-stage backpropagation: on (backward-p2 deferred as the schedule says) or off (fused)")
@@ -247,7 +251,18 @@ public:
                                                       "llama-tiny); use --optimizer sgd");
         if (is_text_network(o.network) && value_of(optimizer_opt_, optimizer_) != "sgd")
             reject_sgd_options_with_adamw(o);
-        (void)parse_stages(value_of(stages_opt_, stages_), layers);
+        const stage_spec spec = parse_stages(value_of(stages_opt_, stages_), layers);
+        const std::size_t stages = spec.balanced_stages > 0 ? spec.balanced_stages : spec.split_points.size() + 1;
+        const auto kind = ps::parse_schedule_kind(schedule_);
+        if (ps::has_virtual_stages(kind) && stages % 2 != 0)
+            throw CLI::ValidationError("--stages", schedule_ + " puts 2 stages on each device: it needs an even " +
+                                                       "number of stages, got " + std::to_string(stages));
+        if (kind == ps::schedule_kind::interleaved_1f1b && micro_batches_ > stages / 2 &&
+            micro_batches_ % (stages / 2) != 0)
+            throw CLI::ValidationError("--micro-batches", "interleaved_1f1b on " + std::to_string(stages / 2) +
+                                                              " devices needs m a multiple of " +
+                                                              std::to_string(stages / 2) + " (or below it), got " +
+                                                              std::to_string(micro_batches_));
         if (o.batch > 0 && micro_batches_ > o.batch)
             throw CLI::ValidationError("--micro-batches", std::to_string(micro_batches_) +
                                                               " micro-batches cannot split a batch of " +

@@ -311,3 +311,25 @@ TEST_CASE("a tiny LLaMA-like transformer: one step of every schedule equals whol
     check_transformer_every_schedule<float>(3e-6);
     check_transformer_every_schedule<double>(1e-12);
 }
+
+TEST_CASE("short batches on virtual stages: fewer samples than m still give whole-batch SGD", "[sync][virtual][executor]") {
+    openblas_set_num_threads(1);
+    const auto cut = pp::partition_at(cnn::layer_count, {1, 2, 4});  // 4 stages, 2 devices
+    for (const auto kind : {ps::schedule_kind::interleaved_1f1b, ps::schedule_kind::zb_v})
+        for (const std::size_t n : {1u, 3u, 5u}) {  // interleaved: m' = 1, 2 (3 rounded down to 2 devices), 4
+            INFO(ps::name(kind) << ", B = " << n);
+            const auto b = images<float>(n, 40 + n);
+            pp::sequential_trainer<cnn, float> tr({.max_batch = 10, .seed = 42});
+            tr.train_batch(b.x.data(), b.y.data(), n, sgd_step);
+            const std::vector<float> w_ref(tr.parameters().begin(), tr.parameters().end());
+            ps::schedule_executor<cnn, float>::options_type o;
+            o.micro_batches = 6;
+            o.max_batch = 10;
+            o.seed = 42;
+            ps::schedule_executor<cnn, float> ex(kind, true, cut, o);
+            const auto r = ex.step(b.x, b.y, sgd_step);
+            CHECK(r.micro_batches == (kind == ps::schedule_kind::zb_v ? std::min<std::size_t>(n, 6)
+                                                                      : n <= 2 ? n : n - n % 2));
+            CHECK(relative_difference(ex.parameters(), w_ref) <= 3e-6);
+        }
+}

@@ -20,7 +20,8 @@
 // of k step() calls (tests/unit/test_sync_consecutive_steps.cpp).
 //
 // A batch with fewer samples than m (e.g. the last batch of an epoch) is handled: it runs with m' = B
-// micro-batches of one sample, with the same schedule kind generated for m' (whose slots and channel capacities
+// micro-batches of one sample (interleaved 1F1B: B rounded down to a multiple of its devices when B exceeds them,
+// as its generator needs), with the same schedule kind generated for m' (whose slots and channel capacities
 // never exceed those of m; checked). B == 0 or B > max_batch is rejected (std::invalid_argument).
 //
 // Boundaries: each boundary has a forward boundary_channel (activations + labels, stage s -> s+1) and a backward
@@ -223,7 +224,11 @@ public:
                      const optim::hyperparameters<double>& h) {
         const std::size_t batch = labels.size() / targets_per_sample;
         const input_type in{x.data(), labels.data(), check_step_input(x, labels, h), h};
-        const std::size_t m = std::min(opt_.micro_batches, batch);
+        std::size_t m = std::min(opt_.micro_batches, batch);
+        if (kind_ == schedule_kind::interleaved_1f1b) {  // a short batch: m' a multiple of the devices (or below)
+            const std::size_t devices = ranges_.size() / opt_.chunks;
+            if (m > devices) m -= m % devices;
+        }
         run_plan(plan_for(m), std::span<const input_type>(&in, 1), batch);
         return results_.front();
     }
