@@ -201,7 +201,13 @@ TEST_CASE("PB on a language model, fine-grained: concurrent == sequential bitwis
     check(pb::policy::weight_stashing{}, adamw{});
     check(pb::policy::linear_weight_prediction<pb::lwp_form::weight_difference>{}, adamw{});
     check(pb::policy::pipemare{}, adamw{});
-    check(pb::policy::sc_lwp<>{}, sgd{});
+    check(pb::policy::sc_lwp<>{}, sgd{});  // and every policy with momentum SGD
+    check(pb::policy::none{}, sgd{});
+    check(pb::policy::spike_compensation<>{}, sgd{});
+    check(pb::policy::linear_weight_prediction<>{}, sgd{});
+    check(pb::policy::linear_weight_prediction<pb::lwp_form::weight_difference>{}, sgd{});
+    check(pb::policy::weight_stashing{}, sgd{});
+    check(pb::policy::pipemare{}, sgd{});
 }
 
 TEST_CASE("PB with a token loss and AdamW: bad targets and a momentum are refused before anything changes",

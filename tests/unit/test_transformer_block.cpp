@@ -61,7 +61,11 @@ TEST_CASE("pre-norm transformer: PB fine-grained, concurrent == sequential bitwi
         CHECK(bitwise_equal(rs.weights, rc.weights));
         CHECK(bitwise_equal(rs.velocities, rc.velocities));
     };
-    check(pb::policy::none{});
+    check(pb::policy::none{});  // every mitigation policy
+    check(pb::policy::spike_compensation<>{});
+    check(pb::policy::linear_weight_prediction<>{});
+    check(pb::policy::linear_weight_prediction<pb::lwp_form::weight_difference>{});
     check(pb::policy::sc_lwp<>{});
     check(pb::policy::weight_stashing{});
+    check(pb::policy::pipemare{});
 }
