@@ -236,8 +236,7 @@ int run(const bench_options& o) {
             const auto& cut = virtual_group ? ranges_v : ranges;
             std::vector<ps::schedule_kind> kinds;
             for (const auto k : ps::all_schedule_kinds)
-                if (ps::has_virtual_stages(k) == virtual_group &&
-                    (k != ps::schedule_kind::interleaved_1f1b || m % p == 0 || m < p))
+                if (ps::has_virtual_stages(k) == virtual_group && ps::schedule_accepts(k, cut.size(), m))
                     kinds.push_back(k);
             if (kinds.empty()) continue;
             const std::size_t b = (B + m - 1) / m;

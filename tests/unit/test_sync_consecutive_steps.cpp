@@ -88,13 +88,6 @@ void check_same_state(const Exec& a, const Exec& b) {
 constexpr ps::schedule_kind kinds[] = {ps::schedule_kind::gpipe, ps::schedule_kind::one_f_one_b,
                                        ps::schedule_kind::zb_h1, ps::schedule_kind::zb_h2};
 
-// Whether a schedule runs on S stages with m micro-batches (the virtual-stage ones need a compatible S and m).
-bool runs_on(ps::schedule_kind k, std::size_t stages, std::size_t m) {
-    if (k == ps::schedule_kind::zb_v) return stages % 2 == 0;
-    if (k == ps::schedule_kind::interleaved_1f1b)
-        return stages % 2 == 0 && (m % (stages / 2) == 0 || m < stages / 2);
-    return true;
-}
 
 // For every schedule, 2BP on and off, both executors and k = 2, 3: a consecutive run of k steps (after one ordinary
 // step, so the optimizer state is not fresh) equals k step() calls on the same batches, bit for bit.
@@ -106,7 +99,7 @@ void check_consecutive_equals_steps(const std::vector<pp::layer_range>& cut, typ
         for (const bool two : {false, true})
             for (const auto ek : {pp::executor_kind::sequential, pp::executor_kind::concurrent})
                 for (const std::size_t k : {2u, 3u}) {
-                    if (!runs_on(kind, cut.size(), o.micro_batches)) continue;
+                    if (!ps::schedule_accepts(kind, cut.size(), o.micro_batches)) continue;
                     INFO(ps::name(kind) << (two ? "+2bp" : "") << ", " << pp::to_string(ek) << ", k = " << k
                                         << ", p = " << cut.size());
                     o.executor = ek;

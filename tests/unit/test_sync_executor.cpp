@@ -14,6 +14,7 @@
 #include <catch2/catch.hpp>
 
 #include "unit/small_resnet.hpp"
+#include "unit/vector_compare.hpp"
 
 #include <boost/mp11/algorithm.hpp>
 #include <boost/mp11/list.hpp>
@@ -171,22 +172,8 @@ step_outputs<T> run_pipeline(const std::vector<std::size_t>& split, std::size_t 
     return out;
 }
 
-// max |a - b| / max(max |b|, 1e-30)
-template <class T>
-double relative_difference(const std::vector<T>& a, const std::vector<T>& b) {
-    REQUIRE(a.size() == b.size());
-    double num = 0, den = 1e-30;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        num = std::max(num, std::abs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
-        den = std::max(den, std::abs(static_cast<double>(b[i])));
-    }
-    return num / den;
-}
-
-template <class T>
-bool bit_identical(const std::vector<T>& a, const std::vector<T>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
+using test_compare::bit_identical;
+using test_compare::relative_difference;
 
 using variants = boost::mp11::mp_list<
     boost::mp11::mp_list<std::integral_constant<ps::schedule_kind, ps::schedule_kind::gpipe>, std::false_type>,

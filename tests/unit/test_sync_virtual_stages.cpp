@@ -13,6 +13,8 @@
 //   whole-batch training: the gradient and loss with AdamW, the weights after two steps with momentum SGD.
 #include <catch2/catch.hpp>
 
+#include "unit/vector_compare.hpp"
+
 #include <pipeprop/pipeprop.hpp>
 #include <pipeprop/layers/conv2d.hpp>
 #include <pipeprop/layers/group_norm.hpp>
@@ -34,21 +36,8 @@ using pp::shape;
 
 namespace {
 
-template <class T>
-double relative_difference(const std::vector<T>& a, const std::vector<T>& b) {
-    REQUIRE(a.size() == b.size());
-    double num = 0, den = 1e-30;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        num = std::max(num, std::abs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
-        den = std::max(den, std::abs(static_cast<double>(b[i])));
-    }
-    return num / den;
-}
-
-template <class T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
+using test_compare::bit_identical;
+using test_compare::relative_difference;
 
 using cnn = pp::network<shape<2, 6, 6>, pp::conv2d<4, 3, 1, 1>, pp::group_norm<2>, pp::relu, pp::flatten,
                         pp::dense<5>, pp::relu, pp::dense<3>>;
@@ -107,11 +96,11 @@ void check_virtual_against_reference(const config& c, double tolerance) {
             ex.step(b1.x, b1.y, sgd_step);
             const auto w1 = ex.parameters();
             CHECK(relative_difference(w1, w1_ref) <= tolerance);
-            CHECK(same_bits(w1, w1_gpipe));
+            CHECK(bit_identical(w1, w1_gpipe));
             ex.step(b2.x, b2.y, sgd_step);
             const auto w2 = ex.parameters();
             CHECK(relative_difference(w2, w2_ref) <= tolerance);
-            CHECK(same_bits(w2, w2_gpipe));
+            CHECK(bit_identical(w2, w2_gpipe));
         }
     }
 }
@@ -151,13 +140,6 @@ std::vector<T> whole_batch_gradient(const batch<T>& b, std::size_t n, std::uint6
     return g;
 }
 
-// Schedules that run on S stages with m micro-batches (the virtual ones need a compatible S and m).
-bool runs_on(ps::schedule_kind k, std::size_t stages, std::size_t m) {
-    if (k == ps::schedule_kind::zb_v) return stages % 2 == 0;
-    if (k == ps::schedule_kind::interleaved_1f1b)
-        return stages % 2 == 0 && (m % (stages / 2) == 0 || m < stages / 2);
-    return true;
-}
 
 template <class T>
 void check_transformer_every_schedule(double tolerance) {
@@ -176,7 +158,7 @@ void check_transformer_every_schedule(double tolerance) {
         for (const auto kind : ps::all_schedule_kinds)
             for (const bool two : {false, true}) {
                 const auto cut = pp::partition_at(layers, split);
-                if (!runs_on(kind, cut.size(), m)) continue;
+                if (!ps::schedule_accepts(kind, cut.size(), m)) continue;
                 INFO(ps::name(kind) << (two ? "+2bp" : "") << " on " << cut.size() << " stages");
                 typename ps::schedule_executor<lm, T, lm_loss<T>, pp::optim::adamw<T>>::options_type oa;
                 oa.micro_batches = m;
@@ -218,6 +200,18 @@ TEST_CASE("virtual-stage generators: valid, placed as documented, refusing what 
                 }
             }
     CHECK_THROWS_AS(ps::interleaved_1f1b(5, 2, 4, true), std::invalid_argument);
+    // schedule_accepts says exactly which (kind, stages, m) the generators take
+    for (const auto kind : ps::all_schedule_kinds)
+        for (std::size_t stages = 1; stages <= 8; ++stages)
+            for (std::size_t m = 1; m <= 9; ++m) {
+                bool generated = true;
+                try {
+                    (void)ps::make_schedule(kind, stages, m, true);
+                } catch (const std::invalid_argument&) {
+                    generated = false;
+                }
+                CHECK(ps::schedule_accepts(kind, stages, m) == generated);
+            }
     for (std::size_t p = 1; p <= 6; ++p)
         for (std::size_t m = 1; m <= 4 * p; ++m)
             for (const bool two : {false, true}) {

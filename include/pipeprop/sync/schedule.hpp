@@ -369,6 +369,21 @@ inline schedule virtual_schedule(schedule_kind k, bool two_stage_bp, std::size_t
     return out;
 }
 
+/// True when make_schedule(k, stages, m, two_stage_bp, chunks) generates a schedule (does not throw): the
+/// virtual-stage kinds need stages divisible by their stages per device (zb_v 2, interleaved_1f1b `chunks`), and
+/// interleaved_1f1b m a multiple of its devices or below it; every kind needs stages >= 1 and m >= 1.
+[[nodiscard]] constexpr bool schedule_accepts(schedule_kind k, std::size_t stages, std::size_t m,
+                                              std::size_t chunks = 2) noexcept {
+    if (stages == 0 || m == 0) return false;
+    if (k == schedule_kind::zb_v) return stages % 2 == 0;
+    if (k == schedule_kind::interleaved_1f1b) {
+        if (chunks == 0 || stages % chunks != 0) return false;
+        const std::size_t devices = stages / chunks;
+        return m <= devices || m % devices == 0;
+    }
+    return true;
+}
+
 /// The schedule of a kind on p stages (dispatch to the generators above); chunks: the stages per device of
 /// interleaved_1f1b (zb_v has 2, the others 1; ignored by them).
 [[nodiscard]] inline schedule make_schedule(schedule_kind k, std::size_t p, std::size_t m, bool two_stage_bp,
