@@ -98,22 +98,26 @@ def main(out):
             "wall_seconds_mean": statistics.fmean(r["wall"]),
             "stages": r.get("stages"),
         })
-    study = (out / "study.txt").read_text() if (out / "study.txt").exists() else ""
-    (out / "table.json").write_text(json.dumps({"study": study.splitlines(), "rows": table}, indent=1) + "\n")
-
-    def f(x, fmt):
-        return "-" if x is None else format(x, fmt)
-
-    lines = [
+    write_tables(out, table, [
         "| variant | runs (diverged) | test accuracy, mean (std) | final train loss, mean (std) | minus SGD B = 32, points | s per run |",
         "|---|---|---|---|---|---|",
-    ]
-    for t in table:
-        lines.append(
-            f"| {t['label']} | {t['runs']} ({t['diverged']}) | {f(t['test_accuracy_mean'], '.4f')} "
-            f"({f(t['test_accuracy_std'], '.4f')}) | {f(t['train_loss_mean'], '.4f')} ({f(t['train_loss_std'], '.4f')}) "
-            f"| {f(t['minus_sgd32_points'], '+.2f')} | {t['wall_seconds_mean']:.0f} |")
-    text = "\n".join(lines) + "\n"
+    ], lambda t: (
+        f"| {t['label']} | {t['runs']} ({t['diverged']}) | {f(t['test_accuracy_mean'], '.4f')} "
+        f"({f(t['test_accuracy_std'], '.4f')}) | {f(t['train_loss_mean'], '.4f')} ({f(t['train_loss_std'], '.4f')}) "
+        f"| {f(t['minus_sgd32_points'], '+.2f')} | {t['wall_seconds_mean']:.0f} |"))
+
+
+def f(x, fmt):
+    """x formatted, or "-" for a missing value."""
+    return "-" if x is None else format(x, fmt)
+
+
+def write_tables(out, table, header, row):
+    """Writes OUT/table.json (study.txt's lines and the rows) and OUT/table.md (the header lines, then row(t) for
+    every row t) and prints the markdown."""
+    study = (out / "study.txt").read_text() if (out / "study.txt").exists() else ""
+    (out / "table.json").write_text(json.dumps({"study": study.splitlines(), "rows": table}, indent=1) + "\n")
+    text = "\n".join(header + [row(t) for t in table]) + "\n"
     (out / "table.md").write_text(text)
     print(text, end="")
 
@@ -139,27 +143,16 @@ def text_table(out, rows):
             "minus_reference": None if val[0] is None or base is None else val[0] - base,
             "wall_seconds_mean": statistics.fmean(r["wall"]),
         })
-    study = (out / "study.txt").read_text() if (out / "study.txt").exists() else ""
-    (out / "table.json").write_text(json.dumps({"study": study.splitlines(), "rows": table}, indent=1) + "\n")
-
-    def f(x, fmt):
-        return "-" if x is None else format(x, fmt)
-
-    lines = [
+    write_tables(out, table, [
         "| variant | runs (diverged) | validation loss per byte, mean [min, max] | perplexity, mean [min, max] "
         "| final train loss, mean | minus reference, loss | s per run |",
         "|---|---|---|---|---|---|---|",
-    ]
-    for t in table:
-        lines.append(
-            f"| {t['label']} | {t['runs']} ({t['diverged']}) | {f(t['validation_loss_mean'], '.4f')} "
-            f"[{f(t['validation_loss_min'], '.4f')}, {f(t['validation_loss_max'], '.4f')}] "
-            f"| {f(t['validation_perplexity_mean'], '.3f')} [{f(t['validation_perplexity_min'], '.3f')}, "
-            f"{f(t['validation_perplexity_max'], '.3f')}] | {f(t['train_loss_mean'], '.4f')} "
-            f"| {f(t['minus_reference'], '+.4f')} | {t['wall_seconds_mean']:.0f} |")
-    text = "\n".join(lines) + "\n"
-    (out / "table.md").write_text(text)
-    print(text, end="")
+    ], lambda t: (
+        f"| {t['label']} | {t['runs']} ({t['diverged']}) | {f(t['validation_loss_mean'], '.4f')} "
+        f"[{f(t['validation_loss_min'], '.4f')}, {f(t['validation_loss_max'], '.4f')}] "
+        f"| {f(t['validation_perplexity_mean'], '.3f')} [{f(t['validation_perplexity_min'], '.3f')}, "
+        f"{f(t['validation_perplexity_max'], '.3f')}] | {f(t['train_loss_mean'], '.4f')} "
+        f"| {f(t['minus_reference'], '+.4f')} | {t['wall_seconds_mean']:.0f} |"))
 
 
 if __name__ == "__main__":
