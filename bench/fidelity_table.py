@@ -19,7 +19,7 @@ import pathlib
 import statistics
 import sys
 
-ORDER = ["sgd32", "sgd128", "adamw", "sgd", "none", "sc", "lwp", "lwp_wd", "sc_lwp", "stash", "pipemare",
+ORDER = ["sgd32", "sgd128", "adamw", "sgd", "sgd1", "adamw1", "none", "sc", "lwp", "lwp_wd", "sc_lwp", "stash", "pipemare",
          "adamw_none", "adamw_stash", "adamw_pipemare"]
 LABEL = {
     "sgd32": "SGD, B = 32",
@@ -33,6 +33,8 @@ LABEL = {
     "pipemare": "PB + PipeMare",
     "adamw": "AdamW, batch B",
     "sgd": "momentum SGD, batch B",
+    "sgd1": "momentum SGD, batch 1 (scaled, no delay)",
+    "adamw1": "AdamW, batch 1 (scaled, no delay)",
     "adamw_none": "PB AdamW, b = 1",
     "adamw_stash": "PB AdamW + weight stashing",
     "adamw_pipemare": "PB AdamW + PipeMare",

@@ -36,6 +36,9 @@
 #   none sc lwp lwp_wd sc_lwp stash pipemare
 #             --mode pb --stages fine --batch 1 --optimizer sgd --mitigation <variant> --reference-batch B
 #             --lr LR --momentum M (scaled from B to b = 1 as above)
+#   sgd1      --mode sgd --batch 1 --optimizer sgd, lr and momentum scaled from B to 1 as for PB: batch 1 without
+#             delays, the control that separates PB's staleness from the cost of b = 1 itself
+#   adamw1    --mode sgd --batch 1 --optimizer adamw with PB AdamW's scaled hyperparameters (the same control)
 #   adamw_none adamw_stash adamw_pipemare
 #             --mode pb --stages fine --batch 1 --optimizer adamw --mitigation <none|stash|pipemare>, AdamW's
 #             hyperparameters scaled from B to b = 1 by the square-root rule (Malladi et al., NeurIPS 2022, "On the
@@ -43,6 +46,8 @@
 #             raised to the power b / B (the momentum rule of pb-semantics.md §4: the same decay per sample)
 # bench/fidelity_table.py then tabulates the validation loss per byte and its perplexity (mean, min, max over seeds)
 # and the difference to the reference of the same optimizer (adamw for AdamW rows, sgd for momentum-SGD rows).
+# study.txt gets one header per invocation (appended): runs of an earlier invocation into OUT stay in OUT/runs/ and
+# in the table, so seeds or variants can be added later.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -75,7 +80,7 @@ while (($#)); do
 done
 text=false
 if [[ $network == llama-tiny ]]; then  # the text network: its variants and defaults (see the header)
-  text=true variants="adamw sgd none sc lwp sc_lwp adamw_none adamw_stash" epochs=1 samples=36000
+  text=true variants="adamw sgd sgd1 adamw1 none sc lwp sc_lwp adamw_none adamw_stash" epochs=1 samples=36000
   : "${batch:=8}" "${test_samples:=4096}"
   [[ -n "$out" ]] || out=bench/results/$network${label:+-$label}
 fi
@@ -104,6 +109,9 @@ if $text; then
   # AdamW from B to b = 1: lr sqrt(1 / B), betas to the power 1 / B (the header's rule).
   read -r lr_b1 beta1_b1 beta2_b1 < <(awk -v lr="$adamw_lr" -v B="$batch" 'BEGIN {
     printf "%.10g %.10g %.10g\n", lr * sqrt(1 / B), 0.9 ^ (1 / B), 0.99 ^ (1 / B) }')
+  # Momentum SGD from B to 1 (pb-semantics.md §4, what --reference-batch B does in --mode pb).
+  read -r lr1 m1 < <(awk -v lr="$lr" -v m="$momentum" -v B="$batch" 'BEGIN {
+    r = 1 / B; mb = m ^ r; printf "%.10g %.10g\n", r * lr * (1 - mb) / (1 - m), mb }')
 fi
 args_of() {  # the pipeprop_train options of variant $1
   if $text; then text_args_of "$1"; return; fi
@@ -120,6 +128,8 @@ text_args_of() {  # the pipeprop_train options of variant $1 of the text network
   case "$1" in
     adamw) echo --mode sgd --batch "$batch" --optimizer adamw --lr "$adamw_lr" ;;
     sgd) echo --mode sgd --batch "$batch" --optimizer sgd --lr "$lr" --momentum "$momentum" ;;
+    sgd1) echo --mode sgd --batch 1 --optimizer sgd --lr "$lr1" --momentum "$m1" ;;
+    adamw1) echo --mode sgd --batch 1 --optimizer adamw --lr "$lr_b1" --beta1 "$beta1_b1" --beta2 "$beta2_b1" ;;
     none | sc | lwp | lwp_wd | sc_lwp | stash | pipemare)
       echo --mode pb --stages fine --executor sequential --batch 1 --optimizer sgd --mitigation "$1" \
         --reference-batch "$batch" --lr "$lr" --momentum "$momentum" ;;
@@ -137,7 +147,8 @@ for v in $variants; do args_of "$v" >/dev/null; done  # fail on a bad variant be
   echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg); jobs $jobs; git $(git rev-parse --short HEAD); $program"
   echo "# common: ${common[*]} ${extra[*]}"
   for v in $variants; do echo "# $v: $(args_of "$v")"; done
-} | tee "$out/study.txt" >&2
+} | tee -a "$out/study.txt" >&2
+study_start=$(date +%s)
 
 run_one() {  # variant seed
   local v=$1 seed=$2 base=$out/runs/$1-seed$2 start rc=0
@@ -161,7 +172,8 @@ for seed in $seeds; do
   done
 done
 wait || true
-echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/study.txt" >&2
+echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg); wall time of the runs $(($(date +%s) - study_start)) s" |
+  tee -a "$out/study.txt" >&2
 
 /usr/bin/python3 bench/fidelity_table.py "$out"
 if $text; then

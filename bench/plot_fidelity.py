@@ -18,9 +18,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-ORDER = ["sgd32", "sgd128", "adamw", "sgd", "none", "sc", "lwp", "lwp_wd", "sc_lwp", "stash", "pipemare",
+ORDER = ["sgd32", "sgd128", "adamw", "sgd", "sgd1", "adamw1", "none", "sc", "lwp", "lwp_wd", "sc_lwp", "stash", "pipemare",
          "adamw_none", "adamw_stash", "adamw_pipemare"]
-LABEL = {"sgd32": "SGD B=32", "sgd128": "SGD B=128", "adamw": "AdamW B", "sgd": "SGD B", "none": "PB", "sc": "PB+SC",
+LABEL = {"sgd32": "SGD B=32", "sgd128": "SGD B=128", "adamw": "AdamW B", "sgd": "SGD B", "sgd1": "SGD b=1", "adamw1": "AdamW b=1", "none": "PB", "sc": "PB+SC",
          "lwp": "PB+LWP", "lwp_wd": "PB+LWP (w. diff.)", "sc_lwp": "PB+SC+LWP", "stash": "PB+stash",
          "pipemare": "PB+PipeMare", "adamw_none": "PB AdamW", "adamw_stash": "PB AdamW+stash",
          "adamw_pipemare": "PB AdamW+PipeMare"}
