@@ -20,17 +20,41 @@
 #
 # Usage: bench/pb_fidelity.sh [--build DIR | --program PATH] [--network resnet20|resnet56] [--norm gn|on] [--seeds "1 2 3"]
 #          [--variants "sgd32 none sc_lwp"] [--epochs E] [--samples N] [--lr LR] [--momentum M] [--jobs J]
-#          [--out DIR] [--label TEXT] [-- more pipeprop_train options for every run]
+#          [--out DIR] [--label TEXT] [--batch B] [--adamw-lr LR] [--test-samples T]
+#          [-- more pipeprop_train options for every run]
 # --program runs that pipeprop_train binary as it is (no build). Defaults: build, resnet20, gn, seeds "1 2 3", all variants, 3 epochs of 10000 samples (each epoch a fresh
 # permutation of Fashion-MNIST's 60000 training images), lr 0.05, momentum 0.9, jobs = cores,
 # out bench/results/<network>-<norm>[-<label>].
 # A run that fails (a diverging run exits 1: non-finite loss) is recorded as diverged in the table, not retried.
+#
+# --network llama-tiny (issue 14 item 4: PB on the transformer; 11 stages with --stages fine, delays 20 ... 0) trains
+# on Debian's fortunes (64-byte sequences, validation every 10th fortune, --test-samples of them) with its own variants
+# and defaults (batch B = --batch, default 8; 1 epoch of 36000 sequences (of 36156), 4096 validation sequences; lr 0.05 / momentum 0.9 for momentum SGD,
+# --adamw-lr 3e-3 with betas 0.9 / 0.99 for AdamW; out bench/results/llama-tiny[-<label>]):
+#   adamw     --mode sgd --batch B --optimizer adamw --lr ADAMW_LR                  (the AdamW reference)
+#   sgd       --mode sgd --batch B --optimizer sgd --lr LR --momentum M             (the momentum-SGD reference)
+#   none sc lwp lwp_wd sc_lwp stash pipemare
+#             --mode pb --stages fine --batch 1 --optimizer sgd --mitigation <variant> --reference-batch B
+#             --lr LR --momentum M (scaled from B to b = 1 as above)
+#   sgd1      --mode sgd --batch 1 --optimizer sgd, lr and momentum scaled from B to 1 as for PB: batch 1 without
+#             delays, the control that separates PB's staleness from the cost of b = 1 itself
+#   adamw1    --mode sgd --batch 1 --optimizer adamw with PB AdamW's scaled hyperparameters (the same control)
+#   adamw_none adamw_stash adamw_pipemare
+#             --mode pb --stages fine --batch 1 --optimizer adamw --mitigation <none|stash|pipemare>, AdamW's
+#             hyperparameters scaled from B to b = 1 by the square-root rule (Malladi et al., NeurIPS 2022, "On the
+#             SDEs and scaling rules for adaptive gradient algorithms"): lr = ADAMW_LR sqrt(b / B), and each beta
+#             raised to the power b / B (the momentum rule of pb-semantics.md §4: the same decay per sample)
+# bench/fidelity_table.py then tabulates the validation loss per byte and its perplexity (mean, min, max over seeds)
+# and the difference to the reference of the same optimizer (adamw for AdamW rows, sgd for momentum-SGD rows).
+# study.txt gets one header per invocation (appended): runs of an earlier invocation into OUT stay in OUT/runs/ and
+# in the table, so seeds or variants can be added later.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build=build network=resnet20 norm=gn seeds="1 2 3" epochs=3 samples=10000 lr=0.05 momentum=0.9
 variants="sgd32 sgd128 none sc lwp lwp_wd sc_lwp stash pipemare"
-jobs=$(nproc) out="" label="" program=""
+jobs=$(nproc) out="" label="" program="" batch="" adamw_lr=3e-3 test_samples="" given_epochs="" given_samples=""
+given_variants=""
 extra=()
 while (($#)); do
   case "$1" in
@@ -39,9 +63,12 @@ while (($#)); do
     --network) network=$2; shift 2 ;;
     --norm) norm=$2; shift 2 ;;
     --seeds) seeds=$2; shift 2 ;;
-    --variants) variants=$2; shift 2 ;;
-    --epochs) epochs=$2; shift 2 ;;
-    --samples) samples=$2; shift 2 ;;
+    --variants) given_variants=$2; shift 2 ;;
+    --epochs) given_epochs=$2; shift 2 ;;
+    --samples) given_samples=$2; shift 2 ;;
+    --batch) batch=$2; shift 2 ;;
+    --adamw-lr) adamw_lr=$2; shift 2 ;;
+    --test-samples) test_samples=$2; shift 2 ;;
     --lr) lr=$2; shift 2 ;;
     --momentum) momentum=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
@@ -51,6 +78,15 @@ while (($#)); do
     *) echo "pb_fidelity: unknown argument '$1' (see the usage in $0)" >&2; exit 2 ;;
   esac
 done
+text=false
+if [[ $network == llama-tiny ]]; then  # the text network: its variants and defaults (see the header)
+  text=true variants="adamw sgd sgd1 adamw1 none sc lwp sc_lwp adamw_none adamw_stash" epochs=1 samples=36000
+  : "${batch:=8}" "${test_samples:=4096}"
+  [[ -n "$out" ]] || out=bench/results/$network${label:+-$label}
+fi
+[[ -z "$given_variants" ]] || variants=$given_variants
+[[ -z "$given_epochs" ]] || epochs=$given_epochs
+[[ -z "$given_samples" ]] || samples=$given_samples
 [[ -n "$out" ]] || out=bench/results/$network-$norm${label:+-$label}
 mkdir -p "$out/runs"
 
@@ -67,7 +103,18 @@ read -r lr128 m128 < <(awk -v lr="$lr" -v m="$momentum" 'BEGIN {
 
 common=(--network "$network" --norm "$norm" --epochs "$epochs" --max-samples "$samples" --lr-schedule cosine
         --progress none --data /usr/share/datasets/fashion-mnist --log-every 1000)
+if $text; then
+  common=(--network "$network" --epochs "$epochs" --max-samples "$samples" --max-test-samples "$test_samples"
+          --lr-schedule cosine --progress none --data /usr/share/games/fortunes --log-every 1000)
+  # AdamW from B to b = 1: lr sqrt(1 / B), betas to the power 1 / B (the header's rule).
+  read -r lr_b1 beta1_b1 beta2_b1 < <(awk -v lr="$adamw_lr" -v B="$batch" 'BEGIN {
+    printf "%.10g %.10g %.10g\n", lr * sqrt(1 / B), 0.9 ^ (1 / B), 0.99 ^ (1 / B) }')
+  # Momentum SGD from B to 1 (pb-semantics.md §4, what --reference-batch B does in --mode pb).
+  read -r lr1 m1 < <(awk -v lr="$lr" -v m="$momentum" -v B="$batch" 'BEGIN {
+    r = 1 / B; mb = m ^ r; printf "%.10g %.10g\n", r * lr * (1 - mb) / (1 - m), mb }')
+fi
 args_of() {  # the pipeprop_train options of variant $1
+  if $text; then text_args_of "$1"; return; fi
   case "$1" in
     sgd32) echo --mode sgd --batch 32 --lr "$lr" --momentum "$momentum" ;;
     sgd128) echo --mode sgd --batch 128 --lr "$lr128" --momentum "$m128" ;;
@@ -77,14 +124,31 @@ args_of() {  # the pipeprop_train options of variant $1
     *) echo "pb_fidelity: unknown variant '$1'" >&2; return 2 ;;
   esac
 }
+text_args_of() {  # the pipeprop_train options of variant $1 of the text network
+  case "$1" in
+    adamw) echo --mode sgd --batch "$batch" --optimizer adamw --lr "$adamw_lr" ;;
+    sgd) echo --mode sgd --batch "$batch" --optimizer sgd --lr "$lr" --momentum "$momentum" ;;
+    sgd1) echo --mode sgd --batch 1 --optimizer sgd --lr "$lr1" --momentum "$m1" ;;
+    adamw1) echo --mode sgd --batch 1 --optimizer adamw --lr "$lr_b1" --beta1 "$beta1_b1" --beta2 "$beta2_b1" ;;
+    none | sc | lwp | lwp_wd | sc_lwp | stash | pipemare)
+      echo --mode pb --stages fine --executor sequential --batch 1 --optimizer sgd --mitigation "$1" \
+        --reference-batch "$batch" --lr "$lr" --momentum "$momentum" ;;
+    adamw_none | adamw_stash | adamw_pipemare)
+      echo --mode pb --stages fine --executor sequential --batch 1 --optimizer adamw --mitigation "${1#adamw_}" \
+        --lr "$lr_b1" --beta1 "$beta1_b1" --beta2 "$beta2_b1" ;;
+    *) echo "pb_fidelity: unknown variant '$1' for $network" >&2; return 2 ;;
+  esac
+}
 for v in $variants; do args_of "$v" >/dev/null; done  # fail on a bad variant before anything runs
 
 {
   echo "# bench/pb_fidelity.sh $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname): $(lscpu | sed -n 's/^Model name: *//p')"
+  echo "# flags: $(grep -m1 -ow -e avx2 -e avx512f -e fma /proc/cpuinfo | sort -u | tr '\n' ' ')($(nproc) cores)"
   echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg); jobs $jobs; git $(git rev-parse --short HEAD); $program"
   echo "# common: ${common[*]} ${extra[*]}"
   for v in $variants; do echo "# $v: $(args_of "$v")"; done
-} | tee "$out/study.txt" >&2
+} | tee -a "$out/study.txt" >&2
+study_start=$(date +%s)
 
 run_one() {  # variant seed
   local v=$1 seed=$2 base=$out/runs/$1-seed$2 start rc=0
@@ -95,7 +159,8 @@ run_one() {  # variant seed
   awk -v s="$start" -v e="$(date +%s.%N)" -v rc="$rc" -v v="$v" -v seed="$seed" \
     'BEGIN { printf "{\"variant\":\"%s\",\"seed\":%s,\"exit\":%d,\"wall_seconds\":%.1f}\n", v, seed, rc, e - s }' \
     >"$base.status"
-  echo "pb_fidelity: $v seed $seed: exit $rc, $(tail -n 1 "$base.out" | sed -n 's/.*"test_accuracy":\([0-9.]*\).*/test accuracy \1/p')" >&2
+  echo "pb_fidelity: $v seed $seed: exit $rc, $(tail -n 1 "$base.out" | sed -n -e 's/.*"test_accuracy":\([0-9.]*\).*/test accuracy \1/p' \
+    -e 's/.*"validation_loss":\([0-9.]*\).*/validation loss \1/p'), $(sed -n 's/.*"wall_seconds":\([0-9.]*\).*/\1 s/p' "$base.status")" >&2
 }
 
 running=0
@@ -107,8 +172,13 @@ for seed in $seeds; do
   done
 done
 wait || true
-echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/study.txt" >&2
+echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg); wall time of the runs $(($(date +%s) - study_start)) s" |
+  tee -a "$out/study.txt" >&2
 
 /usr/bin/python3 bench/fidelity_table.py "$out"
-/usr/bin/python3 bench/plot_fidelity.py "$out" "$out/curves.png" \
-  --title "$network ($norm), Fashion-MNIST, $epochs x $samples samples, cosine; PB: --stages layer, b = 1"
+if $text; then
+  title="$network, fortunes, $epochs x $samples sequences of 64 bytes, cosine; PB: --stages fine, b = 1"
+else
+  title="$network ($norm), Fashion-MNIST, $epochs x $samples samples, cosine; PB: --stages layer, b = 1"
+fi
+/usr/bin/python3 bench/plot_fidelity.py "$out" "$out/curves.png" --title "$title"
