@@ -127,8 +127,8 @@ struct schedule {
     /// Virtual stages: device_of[s] = the device of stage s, device_order[d] = the stages of device d's ops in its run
     /// order (see the file comment). Both empty: every stage is its own device (and runs its list as it becomes
     /// ready).
-    std::vector<std::size_t> device_of;
-    std::vector<std::vector<std::size_t>> device_order;
+    std::vector<std::size_t> device_of{};
+    std::vector<std::vector<std::size_t>> device_order{};
 
     /// Micro-batches of one optimizer step (micro_batches / steps).
     [[nodiscard]] std::size_t micro_batches_per_step() const noexcept {
