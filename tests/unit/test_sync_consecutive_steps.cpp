@@ -7,8 +7,8 @@
 //   LLaMA-like model with the token loss and AdamW and on a CNN with momentum SGD;
 // - the steps do overlap: in the sequential executor's run of two ZB-H2 steps the first stage runs forwards of step 1
 //   before the last stage's step-0 backward-p2 ops end, and the simulator's steady state (barrier off) on the same
-//   schedule has exactly these overlaps: it times the executor's two-step lists (consecutive_steps) exactly as it
-//   times two steps of the one-step schedule back to back;
+//   schedule has exactly these overlaps: for every schedule it times the executor's k-step lists
+//   (consecutive_steps) exactly as it times k steps of the one-step schedule back to back, optimizer steps included;
 // - the concurrent executor really runs them overlapped: a probe layer on the last stage holds that stage's last
 //   step-0 backward-p2 op until a probe on the first stage has seen a forward of step 1 (with a barrier between
 //   the steps this could never happen; the probe gives up after 30 s and the test fails);
@@ -236,22 +236,27 @@ TEST_CASE("consecutive ZB-H2 steps overlap as the simulator's steady state says"
     REQUIRE_NOTHROW(ps::validate(two));
     CHECK(two.steps == 2);
     CHECK(two.micro_batches_per_step() == m);
-    // The simulator's steady state of the one-step schedule is the executor's two-step lists: same op times.
-    const ps::stage_costs c{.forward = 1, .backward_input = 1, .backward_weight = 1, .optimizer = 0};
+    // The simulator's steady state of the one-step schedule is the executor's two-step lists: the same spans (ops and
+    // each stage's two optimizer steps, same times, steps and micro-batches), for every schedule.
+    const ps::stage_costs c{.forward = 1, .backward_input = 1, .backward_weight = 1, .optimizer = 0.5};
+    for (const auto kind : ps::all_schedule_kinds)
+        for (const bool two_bp : {false, true}) {
+            INFO(ps::name(kind) << (two_bp ? "+2bp" : ""));
+            const auto sc = ps::make_schedule(kind, 4, 4, two_bp);
+            const auto a = ps::simulate(sc, {c}, {.steps = 3, .barrier = false}).spans;
+            const auto lists = ps::simulate(ps::consecutive_steps(sc, 3), {c});
+            const auto& b = lists.spans;
+            REQUIRE(a.size() == b.size());
+            for (std::size_t i = 0; i < a.size(); ++i) {
+                CHECK(a[i].stage == b[i].stage);
+                CHECK(a[i].kind == b[i].kind);
+                CHECK(a[i].start == b[i].start);
+                CHECK(a[i].end == b[i].end);
+                CHECK(a[i].step == b[i].step);
+                CHECK(a[i].micro_batch == b[i].micro_batch);
+            }
+        }
     const auto steady = ps::simulate(one, {c}, {.steps = 2, .barrier = false});
-    const auto lists = ps::simulate(two, {c});
-    std::vector<ps::op_span> a, b;
-    for (const auto& sp : steady.spans)
-        if (sp.kind != ps::span_kind::optimizer) a.push_back(sp);
-    for (const auto& sp : lists.spans)
-        if (sp.kind != ps::span_kind::optimizer) b.push_back(sp);
-    REQUIRE(a.size() == b.size());
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        CHECK(a[i].stage == b[i].stage);
-        CHECK(a[i].start == b[i].start);
-        CHECK(a[i].end == b[i].end);
-        CHECK(a[i].step * m + a[i].micro_batch == b[i].micro_batch);
-    }
     // ...where stage 0's first forward of step 1 starts before the last stage's last W of step 0 ends, and the
     // barrier would forbid that.
     auto first_f1 = [](const std::vector<ps::op_span>& sp) {

@@ -306,6 +306,34 @@ TEST_CASE("a tiny LLaMA-like transformer: one step of every schedule equals whol
     check_transformer_every_schedule<double>(1e-12);
 }
 
+TEST_CASE("every batch size up to max_batch fits the buffers, every schedule, 2BP on and off",
+          "[sync][virtual][executor]") {
+    // A smaller m can need more slots on a stage than the full one (interleaved 1F1B's warm-up on 3 devices: stage
+    // 5 holds 2 micro-batches at m = 2, 1 at m = 6): the executor sizes its buffers for every m a step can use.
+    openblas_set_num_threads(1);
+    for (const auto& split : {std::vector<std::size_t>{1, 2, 3, 4, 5}, std::vector<std::size_t>{1, 2, 4}})
+        for (const auto kind : ps::all_schedule_kinds)
+            for (const bool two : {false, true}) {
+                const auto cut = pp::partition_at(cnn::layer_count, split);
+                if (!ps::schedule_accepts(kind, cut.size(), 6)) continue;
+                ps::schedule_executor<cnn, float>::options_type o;
+                o.micro_batches = 6;
+                o.max_batch = 12;
+                o.seed = 42;
+                ps::schedule_executor<cnn, float> ex(kind, two, cut, o), gpipe(ps::schedule_kind::gpipe, two, cut, o);
+                for (std::size_t n = 1; n <= 12; ++n) {
+                    INFO(ps::name(kind) << (two ? "+2bp" : "") << " on " << cut.size() << " stages, B = " << n);
+                    const auto b = images<float>(n, 60 + n);
+                    REQUIRE_NOTHROW(ex.step(b.x, b.y, sgd_step));
+                    gpipe.step(b.x, b.y, sgd_step);
+                    if (kind != ps::schedule_kind::interleaved_1f1b)  // (interleaved may round m down)
+                        CHECK(bit_identical(ex.parameters(), gpipe.parameters()));
+                    else
+                        CHECK(relative_difference(ex.parameters(), gpipe.parameters()) <= 3e-6);
+                }
+            }
+}
+
 TEST_CASE("short batches on virtual stages: fewer samples than m still give whole-batch SGD", "[sync][virtual][executor]") {
     openblas_set_num_threads(1);
     const auto cut = pp::partition_at(cnn::layer_count, {1, 2, 4});  // 4 stages, 2 devices

@@ -35,14 +35,15 @@
 //   interleaved_1f1b (Megatron-LM, Narayanan et al. 2021 §2.2): v chunks per device, stage c p + d on device d
 //       (chunk c; m a multiple of p, or m < p); micro-batches in groups of p, each group through chunk 0, 1, ..,
 //       v-1 forward and v-1, .., 0 backward; device d runs min(m v, 2 (p - 1 - d) + (v - 1) p) warm-up forwards,
-//       then alternates F and B, then the cool-down B's. Bubble (p - 1)(T_F + T_B) of one chunk per device: 1/v of 1F1B's for the same
-//       model. 2BP on: the same order, every W after the device's last B (as 1F1B + 2BP).
+//       then alternates F and B, then the cool-down B's. Bubble (p - 1)(T_F + T_B) of one chunk per device: 1/v of
+//       1F1B's for the same model. 2BP on: the same order, every W after the device's last B (as 1F1B + 2BP).
 //   zb_v (ZB-paper §6, "ZB-V"): v = 2, V-shaped placement: device d holds stage d (chunk 0) and stage 2p - 1 - d
 //       (chunk 1), so the first and the last stage share device 0; warm-up 2 (p - d) - 1 chunk-0 F's, d pairs
 //       (chunk-1 F, chunk-0 F), p - d triples chunk-1 (F, B, W), then the steady state chunk-0 (F, B, W), chunk-1
 //       (F, B, W), then the cool-down (d pairs of chunk-0 and chunk-1 B's, p - d chunk-0 (B, W), the remaining W's);
-//       zero bubble in the steady state when T_F = T_B = T_W, with 1F1B's activation memory. 2BP off: BW in
-//       place of each B, its W dropped.
+//       zero bubble in the steady state when T_F = T_B = T_W, at most 2p chunk micro-batches alive per device
+//       (1F1B's activation memory; the executor allocates each stage's own peak: 2p + 1 chunk slots per device).
+//       2BP off: BW in place of each B, its W dropped.
 //
 // Every generated schedule is checked by validate() (each micro-batch's F, B and W exactly once per stage, in
 // that order; deadlock-free under the dependency model).

@@ -21,8 +21,9 @@
 //
 // A batch with fewer samples than m (e.g. the last batch of an epoch) is handled: it runs with m' = B
 // micro-batches of one sample (interleaved 1F1B: B rounded down to a multiple of its devices when B exceeds them,
-// as its generator needs), with the same schedule kind generated for m' (whose slots and channel capacities
-// never exceed those of m; checked). B == 0 or B > max_batch is rejected (std::invalid_argument).
+// as its generator needs), with the same schedule kind generated for m'. The buffers are allocated at construction
+// for the largest slot and channel needs over every m' a step can use (a smaller m' can need more slots on a stage:
+// interleaved 1F1B's warm-up), so no step allocates; each plan is checked to fit. B == 0 or B > max_batch is rejected (std::invalid_argument).
 //
 // Boundaries: each boundary has a forward boundary_channel (activations + labels, stage s -> s+1) and a backward
 // one (input gradients, s+1 -> s) whose capacities are channel_capacities() of the schedule; a sender copies its
@@ -171,19 +172,26 @@ private:
         max_b_ = (opt_.max_batch + opt_.micro_batches - 1) / opt_.micro_batches;
         plans_.resize(opt_.micro_batches + 1);
         const step_plan& full = plan_for(opt_.micro_batches);
-        std::vector<std::size_t> slots;
-        for (const auto& sl : full.slots) slots.push_back(sl.slots);
         if (opt_.max_consecutive_steps == 0)
             throw std::invalid_argument("pipeprop::sync::pipeline_executor: max_consecutive_steps must be >= 1");
-        if (opt_.max_consecutive_steps > 1) {  // buffers for consecutive steps (their channels may hold more)
-            const step_plan most =
-                make_step_plan(kind_, p, opt_.micro_batches, two_stage_bp_, opt_.max_consecutive_steps, opt_.chunks);
+        // Buffers for every plan a step can run: the micro-batch count of every batch size up to max_batch (a short
+        // batch's plan may need more slots on some stage than the full one: interleaved 1F1B's warm-up) and, with
+        // consecutive steps, their plan (its channels may hold more).
+        std::vector<std::size_t> slots(p, 0);
+        caps_.assign(p - 1, channel_capacity{});
+        const auto widen = [&](const step_plan& pl) {
             for (std::size_t b = 0; b < caps_.size(); ++b) {
-                caps_[b].forward = std::max(caps_[b].forward, most.caps[b].forward);
-                caps_[b].backward = std::max(caps_[b].backward, most.caps[b].backward);
+                caps_[b].forward = std::max(caps_[b].forward, pl.caps[b].forward);
+                caps_[b].backward = std::max(caps_[b].backward, pl.caps[b].backward);
             }
-            for (std::size_t s = 0; s < p; ++s) slots[s] = std::max(slots[s], most.slots[s].slots);
-        }
+            for (std::size_t s = 0; s < p; ++s) slots[s] = std::max(slots[s], pl.slots[s].slots);
+        };
+        widen(full);
+        for (std::size_t batch = 1; batch <= std::min(opt_.max_batch, opt_.micro_batches); ++batch)
+            widen(plan_for(micro_batches_for(batch)));
+        if (opt_.max_consecutive_steps > 1)
+            widen(make_step_plan(kind_, p, opt_.micro_batches, two_stage_bp_, opt_.max_consecutive_steps,
+                                 opt_.chunks));
         std::vector<T> w;  // the initial weights, unless the caller's storage holds them
         if (storage.empty()) {
             w.resize(stack_type::parameter_count);
@@ -224,12 +232,7 @@ public:
                      const optim::hyperparameters<double>& h) {
         const std::size_t batch = labels.size() / targets_per_sample;
         const input_type in{x.data(), labels.data(), check_step_input(x, labels, h), h};
-        std::size_t m = std::min(opt_.micro_batches, batch);
-        if (kind_ == schedule_kind::interleaved_1f1b) {  // a short batch: m' a multiple of the devices (or below)
-            const std::size_t devices = ranges_.size() / opt_.chunks;
-            if (m > devices) m -= m % devices;
-        }
-        run_plan(plan_for(m), std::span<const input_type>(&in, 1), batch);
+        run_plan(plan_for(micro_batches_for(batch)), std::span<const input_type>(&in, 1), batch);
         return results_.front();
     }
 
@@ -268,7 +271,9 @@ public:
                                             std::to_string(in.size()) + " has " +
                                             std::to_string(bv.labels.size() / targets_per_sample) + " samples, batch 0 " +
                                             std::to_string(batch) + ")");
-            in.push_back({bv.x.data(), bv.labels.data(), check_step_input(bv.x, bv.labels, bv.h), bv.h});
+            in.push_back({bv.x.data(), bv.labels.data(),
+                          check_step_input(bv.x, bv.labels, bv.h, who + "batch " + std::to_string(in.size()) + ": "),
+                          bv.h});
         }
         if (batch < opt_.micro_batches)
             throw std::invalid_argument(who + "batches of " + std::to_string(batch) + " samples are fewer than the " +
@@ -544,15 +549,24 @@ private:
                                     step_number, samples_seen);
     }
 
-    // The plan for m' micro-batches, built on first use; it must fit the buffers allocated for m (step_plan.hpp).
+    // The micro-batches a step of `batch` samples runs with: min(m, batch); interleaved 1F1B rounds a count above
+    // its devices down to a multiple of them (what its generator takes).
+    [[nodiscard]] std::size_t micro_batches_for(std::size_t batch) const noexcept {
+        std::size_t m = std::min(opt_.micro_batches, batch);
+        if (kind_ == schedule_kind::interleaved_1f1b && opt_.chunks > 0) {
+            const std::size_t devices = ranges_.size() / opt_.chunks;
+            if (devices > 0 && m > devices) m -= m % devices;
+        }
+        return m;
+    }
+
+    // The plan for m' micro-batches, built on first use; after construction (whose buffers cover every plan a step
+    // can run) it is checked to fit them (step_plan.hpp).
     const step_plan& plan_for(std::size_t m) {
         auto& slot = plans_[m];
         if (!slot) {
             auto p = std::make_unique<step_plan>(make_step_plan(kind_, ranges_.size(), m, two_stage_bp_, 1, opt_.chunks));
-            if (stages_.empty())
-                caps_ = p->caps;
-            else
-                check_plan_fits(*p, activation_slots(), caps_, opt_.micro_batches);
+            if (!stages_.empty()) check_plan_fits(*p, activation_slots(), caps_, opt_.micro_batches);
             slot = std::move(p);
         }
         return *slot;
@@ -574,9 +588,9 @@ private:
     // Checks a step's input; returns the counted targets N of the batch (Loss::count_targets, which checks every
     // target first).
     std::size_t check_step_input(std::span<const T> x, std::span<const std::int32_t> labels,
-                                 const optim::hyperparameters<double>& h) const {
+                                 const optim::hyperparameters<double>& h,
+                                 const std::string& who = "pipeprop::sync::pipeline_executor::step: ") const {
         const std::size_t batch = labels.size() / targets_per_sample;
-        const std::string who = "pipeprop::sync::pipeline_executor::step: ";
         if (batch == 0) throw std::invalid_argument(who + "empty batch");
         if (labels.size() != batch * targets_per_sample)
             throw std::invalid_argument(who + std::to_string(labels.size()) + " targets, not a multiple of " +

@@ -4,7 +4,10 @@
 // Model: stage s runs its ops in list order, each as soon as the previous op of the stage has ended and its
 // cross-stage dependency has ended (plus an optional fixed message latency); with virtual stages
 // (schedule::device_order) each device runs one op at a time, its stages' ops in the device's order, and ends its
-// step with its stages' optimizer ops. Devices = stages otherwise, and busy / idle below are per device. Nothing else is modelled: no
+// step with its stages' optimizer ops. Devices = stages otherwise, and busy / idle below are per device. A schedule of
+// k consecutive steps (consecutive_steps) is one simulated step of its lists, each device's stages updating after
+// the device's last op of each of the k steps: it times exactly what steps = k without the barrier times (spans
+// carry the step and the micro-batch within it; step_time covers the k steps). Nothing else is modelled: no
 // communication bandwidth, no contention between stages for cores or memory, no thread wake-up latency (the
 // benchmark, bench/two_stage_bp.md, measures how far reality is from this). Each stage ends its step with the
 // optimizer op (cost T_opt). With steps > 1 the step lists are concatenated per stage; `barrier` makes every stage
@@ -110,7 +113,10 @@ struct simulation_result {
 
     simulation_result r;
     r.busy.assign(devices, 0);
-    std::vector<std::size_t> step_of(devices, 0), index(devices, 0), next_op(p, 0);
+    // a schedule of several consecutive steps (consecutive_steps): each device's stages update after the device's
+    // last op of each of them (inner[d]: the device's step within the lists)
+    const std::size_t per_step = sc.micro_batches_per_step();
+    std::vector<std::size_t> step_of(devices, 0), index(devices, 0), next_op(p, 0), inner(devices, 0);
     std::vector<double> free_at(devices, 0), device_step_end(steps * devices, unknown);
     std::vector<std::vector<op_span>> per_stage(p);
     for (bool moved = true; moved;) {
@@ -124,13 +130,29 @@ struct simulation_result {
                     if (step_end[n - 1] == unknown) break;
                     earliest = std::max(earliest, step_end[n - 1]);
                 }
-                if (index[d] == order[d].size()) {  // the optimizer ops of the device's stages
+                const bool lists_done = index[d] == order[d].size();
+                if (!lists_done && sc.steps > 1) {  // the next op belongs to the next step in the lists
+                    const std::size_t st = order[d][index[d]];
+                    if (sc.ops[st][next_op[st]].micro_batch / per_step > inner[d]) {
+                        for (const std::size_t t : stages_of[d]) {
+                            const double end = earliest + cost(t).optimizer;
+                            per_stage[t].push_back({t, span_kind::optimizer, 0, earliest, end, n * sc.steps + inner[d]});
+                            earliest = end;
+                        }
+                        free_at[d] = earliest;
+                        ++inner[d];
+                        moved = true;
+                        continue;
+                    }
+                }
+                if (lists_done) {  // the optimizer ops of the device's stages
                     for (const std::size_t st : stages_of[d]) {
                         const double end = earliest + cost(st).optimizer;
-                        per_stage[st].push_back({st, span_kind::optimizer, 0, earliest, end, n});
+                        per_stage[st].push_back({st, span_kind::optimizer, 0, earliest, end, n * sc.steps + inner[d]});
                         earliest = end;
                         next_op[st] = 0;
                     }
+                    inner[d] = 0;
                     free_at[d] = earliest;
                     device_step_end[n * devices + d] = earliest;
                     if (++done_devices[n] == devices) {
@@ -155,7 +177,8 @@ struct simulation_result {
                     earliest = std::max(earliest, dep + opt.message_latency);
                 }
                 const double end = earliest + cost(st).of(o.kind);
-                per_stage[st].push_back({st, span_kind_of(o.kind), o.micro_batch, earliest, end, n});
+                per_stage[st].push_back({st, span_kind_of(o.kind), o.micro_batch % per_step, earliest, end,
+                                         n * sc.steps + o.micro_batch / per_step});
                 if (o.kind == op_kind::forward) f_end[at(n, st, o.micro_batch)] = end;
                 if (is_backward_p1(o)) p1_end[at(n, st, o.micro_batch)] = end;
                 free_at[d] = end;
@@ -171,7 +194,7 @@ struct simulation_result {
                                    std::to_string(step_of[d]) + " (schedule " + sc.label() + ")");
     for (std::size_t st = 0; st < p; ++st) {
         for (const op o : sc.ops[st]) r.busy[sc.device_of_stage(st)] += cost(st).of(o.kind);
-        r.busy[sc.device_of_stage(st)] += cost(st).optimizer;
+        r.busy[sc.device_of_stage(st)] += cost(st).optimizer * static_cast<double>(sc.steps);
         r.spans.insert(r.spans.end(), per_stage[st].begin(), per_stage[st].end());
     }
     r.makespan = step_end[steps - 1];

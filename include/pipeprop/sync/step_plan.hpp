@@ -40,9 +40,10 @@ struct step_plan {
     return pl;
 }
 
-/// Checks that plan `pl` (for fewer micro-batches, e.g. a short last batch) fits buffers allocated for the plan of
-/// m_full micro-batches: `slots[s]` activation slots per stage and channel capacities `caps`. The generators are
-/// monotone in m, so a violation is a logic error (std::logic_error naming stage or boundary), never silent.
+/// Checks that plan `pl` (e.g. for a short last batch) fits the buffers of an executor built for m_full
+/// micro-batches: `slots[s]` activation slots per stage and channel capacities `caps`. The executor sizes them for
+/// every plan a step can run (not every generator is monotone in m: interleaved 1F1B's warm-up), so a violation is a
+/// logic error (std::logic_error naming stage or boundary), never silent.
 inline void check_plan_fits(const step_plan& pl, const std::vector<std::size_t>& slots,
                             const std::vector<channel_capacity>& caps, std::size_t m_full) {
     const std::string what = "pipeprop::sync: schedule " + pl.sc.label() + " for m = " +
