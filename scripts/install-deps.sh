@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything pipeprop needs on Debian 12 (idempotent: already-installed packages are left alone).
 # clang-14 + libclang-rt-14-dev: libFuzzer and the sanitizer runtimes of the fuzz targets (tests/fuzz).
+# libopenmpi-dev + openmpi-bin: stages in several processes (include/pipeprop/mpi, tests/mpi; -DPIPEPROP_WITH_MPI=ON).
 # Usage: scripts/install-deps.sh [--with-torch] [--with-plots]   (--with-torch: also python3-torch for bench/
 # comparisons; --with-plots: python3-matplotlib for bench/plot_fidelity.py)
 set -euo pipefail
@@ -9,6 +10,7 @@ packages=(
   libxtensor-dev libxsimd-dev xtl-dev libtbb-dev libboost-dev catch2
   libopenblas-dev zlib1g-dev libcli11-dev libfmt-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev
+  libopenmpi-dev openmpi-bin
   dataset-fashion-mnist fortunes
 )
 for option in "$@"; do

@@ -20,6 +20,7 @@ tsan_tbb=${PIPEPROP_TSAN_TBB_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pipeprop/tsan-
 # (tests/hardening.cmake: under TSan and on the baseline architecture).
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG" \
       -DPIPEPROP_BUILD_TESTS=ON -DPIPEPROP_BUILD_EXAMPLES=ON -DPIPEPROP_TSAN_TBB_DIR="$tsan_tbb" \
-      -DPIPEPROP_UNIT_TEST_FLAGS=-O1 -DPIPEPROP_TRAIN_FLAGS=-O1 -DPIPEPROP_ASAN_EXECUTOR_TESTS=OFF
+      -DPIPEPROP_UNIT_TEST_FLAGS=-O1 -DPIPEPROP_TRAIN_FLAGS=-O1 -DPIPEPROP_ASAN_EXECUTOR_TESTS=OFF \
+      -DPIPEPROP_WITH_MPI=ON
 cmake --build "$build" -j"$jobs"
 ctest --test-dir "$build" --output-on-failure -j"$jobs"

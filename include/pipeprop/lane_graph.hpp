@@ -70,17 +70,25 @@ public:
     lane_graph(Runner& runner, std::size_t stage_count, const std::vector<std::size_t>& first_stage)
         : lane_graph(runner, lanes_from_starts(first_stage, stage_count)) {}
 
+    /// lane_of[s] for a stage that another process runs (remote_transport.hpp): a message to it is handed to the
+    /// runner's send_remote(stage, message), which forwards it to that process.
+    static constexpr std::size_t remote_lane = static_cast<std::size_t>(-1);
+
     /// Lanes of any stages: lane_of[s] is the lane of stage s (every lane in [0, max + 1) holds a stage; a lane runs
-    /// its stages in increasing order). Throws std::invalid_argument for an empty map or a lane without stages.
+    /// its stages in increasing order), or remote_lane. Throws std::invalid_argument for an empty map, a map without
+    /// a local stage or a lane without stages.
     struct lane_map {
         std::vector<std::size_t> lane_of;
     };
     lane_graph(Runner& runner, lane_map map) : runner_(runner), lane_of_(std::move(map.lane_of)) {
         if (lane_of_.empty()) throw std::invalid_argument("pipeprop::lane_graph: no stages");
         std::size_t lanes = 0;
-        for (const std::size_t l : lane_of_) lanes = std::max(lanes, l + 1);
+        for (const std::size_t l : lane_of_)
+            if (l != remote_lane) lanes = std::max(lanes, l + 1);
+        if (lanes == 0) throw std::invalid_argument("pipeprop::lane_graph: no stage runs in this process");
         stages_of_.resize(lanes);
-        for (std::size_t s = 0; s < lane_of_.size(); ++s) stages_of_[lane_of_[s]].push_back(s);
+        for (std::size_t s = 0; s < lane_of_.size(); ++s)
+            if (lane_of_[s] != remote_lane) stages_of_[lane_of_[s]].push_back(s);
         for (std::size_t l = 0; l < lanes; ++l)
             if (stages_of_[l].empty())
                 throw std::invalid_argument("pipeprop::lane_graph: lane " + std::to_string(l) + " has no stage");
@@ -104,6 +112,8 @@ public:
     /// Puts a message for `stage` into the graph (its lane's node delivers it); an empty message only wakes the
     /// lane. Does not wait.
     void put(std::size_t stage, const boundary_message& msg) { nodes_.at(lane_of_.at(stage))->try_put({stage, msg}); }
+    /// Whether `stage` runs in another process.
+    [[nodiscard]] bool is_remote(std::size_t stage) const { return lane_of_.at(stage) == remote_lane; }
     /// Wakes every lane (an empty message each): each runs whatever its stages can run.
     void wake_all() {
         for (auto& n : nodes_) n->try_put(routed{});
@@ -115,7 +125,7 @@ public:
     void reset() { graph_.reset(); }
 
     [[nodiscard]] std::size_t lane_count() const noexcept { return stages_of_.size(); }
-    /// The lane that runs `stage`. Throws std::out_of_range for stage >= S.
+    /// The lane that runs `stage` (remote_lane: another process). Throws std::out_of_range for stage >= S.
     [[nodiscard]] std::size_t lane_of(std::size_t stage) const { return lane_of_.at(stage); }
 
 private:
@@ -140,7 +150,12 @@ private:
         auto send = [&](std::size_t to, const boundary_message& out) {
             if (lane_of_[to] == l)
                 runner_.deliver(to, out);
-            else
+            else if (lane_of_[to] == remote_lane) {
+                if constexpr (requires { runner_.send_remote(to, out); })
+                    runner_.send_remote(to, out);
+                else
+                    throw std::logic_error("pipeprop::lane_graph: this runner cannot send to another process");
+            } else
                 nodes_[lane_of_[to]]->try_put({to, out});
         };
         for (bool progress = true; progress;) {

@@ -44,11 +44,21 @@
 // undefined: the executor refuses every later push / drain with std::logic_error, and pb::engine refuses every later
 // call (pb/engine.hpp). Call openblas_set_num_threads(1) in programs that use it (stages must not oversubscribe the
 // cores).
+// Stages in several processes (issue 15; remote_transport.hpp, pipeprop/mpi/mpi_transport.hpp): given a transport,
+// the executor runs only the stages the transport calls local (a contiguous group, one lane) and allocates their
+// activation slots only; a message to another process's stage goes through the transport, and the driving thread
+// receives messages from other processes whenever its graph is idle, until every local stage has run its ops of
+// the run. Every process calls push() with the same micro-batch infos (the process of stage 0 with the data, the
+// others with any x of the right size: it is not read); a forward message that arrives before its push() on this
+// process waits for it. Completed micro-batches are reported by each process at its first stage's backward, with
+// the loss the backward messages carried from the last stage, so every process accounts the same micro-batches.
+// No message within the transport's timeout while a local stage waits: remote_timeout_error naming the stage.
 #pragma once
 
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstring>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -66,6 +76,7 @@
 #include "pipeprop/pb/lane_plan.hpp"
 #include "pipeprop/pb/op_stream.hpp"
 #include "pipeprop/pb/stage_state.hpp"
+#include "pipeprop/remote_transport.hpp"
 #include "pipeprop/stage_error.hpp"
 
 namespace pipeprop::pb {
@@ -89,10 +100,14 @@ public:
     /// lanes of `lanes` (throws std::invalid_argument for a plan that is not one for S stages); push_buffer (>= 1)
     /// micro-batches are buffered before the graph runs; flush_subnormals: every op runs with subnormals flushed to
     /// zero (flush_subnormals.hpp).
+    /// remote: the transport to the stages other processes run (nullptr: every stage runs here); with one, the
+    /// local stages (a contiguous group; std::invalid_argument otherwise) run on one lane and `lanes` is not read.
     concurrent_executor(const stack_type& stack, std::vector<stage_type>& stages, std::size_t max_b,
-                        std::size_t push_buffer, const lane_plan& lanes, bool flush_subnormals = false)
+                        std::size_t push_buffer, const lane_plan& lanes, bool flush_subnormals = false,
+                        remote_transport* remote = nullptr)
         : stack_(stack),
           stages_(stages),
+          remote_(remote),
           push_buffer_(push_buffer),
           flush_(flush_subnormals),
           ring_(push_buffer + stages.front().delay() + 2),
@@ -100,10 +115,34 @@ public:
           results_(ring_) {
         check_lane_plan(lanes.first_stage, stages.size());
         const std::size_t count = stages.size();
+        local_.assign(count, true);
+        if (remote_ != nullptr) {
+            for (std::size_t s = 0; s < count; ++s) local_[s] = remote_->is_local(s);
+            first_local_ = count;
+            for (std::size_t s = count; s-- > 0;)
+                if (local_[s]) first_local_ = s;
+            if (first_local_ == count)
+                throw std::invalid_argument(std::string(who) + ": no stage runs in this process (rank " +
+                                            std::to_string(remote_->rank()) + ")");
+            for (std::size_t s = first_local_; s < count && local_[s]; ++s) last_local_ = s;
+            for (std::size_t s = last_local_ + 1; s < count; ++s)
+                if (local_[s])
+                    throw std::invalid_argument(std::string(who) + ": the stages of rank " +
+                                                std::to_string(remote_->rank()) +
+                                                " are not one contiguous group (stage " + std::to_string(s) + ")");
+        } else {
+            last_local_ = count - 1;
+        }
         per_.reserve(count);
         for (std::size_t s = 0; s < count; ++s) {
             const stage_type& st = stages[s];
             auto p = std::make_unique<per_stage>();
+            if (!local_[s]) {  // another process runs it: no buffers here
+                p->forward_in.resize(1);
+                p->backward_in.resize(1);
+                per_.push_back(std::move(p));
+                continue;
+            }
             p->slots.resize(st.delay() + 1);
             for (slot& sl : p->slots) {
                 sl.act = stack.make_activations(st.range(), max_b);
@@ -133,7 +172,14 @@ public:
         }
         pending_.reserve(push_buffer);
         completed_.reserve(push_buffer + stages.front().delay() + 1);
-        graph_ = std::make_unique<lane_graph<concurrent_executor>>(*this, count, lanes.first_stage);
+        if (remote_ == nullptr) {
+            graph_ = std::make_unique<lane_graph<concurrent_executor>>(*this, count, lanes.first_stage);
+        } else {
+            std::vector<std::size_t> lane_of(count, lane_graph<concurrent_executor>::remote_lane);
+            for (std::size_t s = first_local_; s <= last_local_; ++s) lane_of[s] = 0;
+            graph_ = std::make_unique<lane_graph<concurrent_executor>>(
+                *this, typename lane_graph<concurrent_executor>::lane_map{lane_of});
+        }
         resynchronize();
     }
 
@@ -147,14 +193,18 @@ public:
             for (auto& p : per_) p->stream.open(mb.id);
             open_ = true;
         }
-        const std::size_t buffer = input_->acquire();
-        std::copy_n(x, mb.batch * stack_type::activation_size[stages_.front().range().begin], input_->values(buffer));
-        std::copy_n(labels, mb.batch * targets_per_sample, input_->labels(buffer));
+        if (local_[0]) {
+            const std::size_t buffer = input_->acquire();
+            std::copy_n(x, mb.batch * stack_type::activation_size[stages_.front().range().begin],
+                        input_->values(buffer));
+            std::copy_n(labels, mb.batch * targets_per_sample, input_->labels(buffer));
+            pending_.push_back({mb.id, 0, mb.batch, direction::forward, buffer});
+        }
         infos_[mb.id % ring_] = mb;
-        pending_.push_back({mb.id, 0, mb.batch, direction::forward, buffer});
+        ++pushes_since_run_;
         next_id_ = mb.id + 1;
         ++pushed_;
-        if (pending_.size() < push_buffer_) return {};
+        if (pushes_since_run_ < push_buffer_) return {};
         return run(false);
     }
 
@@ -171,7 +221,8 @@ public:
 
     void resynchronize() override {
         for (std::size_t s = 0; s < stages_.size(); ++s)
-            if (!per_[s]->forward_weights.empty()) stages_[s].forward_weights(per_[s]->forward_weights.data());
+            if (local_[s] && !per_[s]->forward_weights.empty())
+                stages_[s].forward_weights(per_[s]->forward_weights.data());
     }
 
     [[nodiscard]] executor_kind kind() const noexcept override { return executor_kind::concurrent; }
@@ -188,7 +239,7 @@ public:
             out[s].weight_bytes += (p.forward_weights.size() + p.stash.size()) * sizeof(T);
             out[s].weight_copies += pc == 0 ? 0 : (p.forward_weights.size() + p.stash.size()) / pc;
             out[s].busy_seconds = std::chrono::duration<double>(p.busy).count();
-            out[s].lane = graph_->lane_of(s);
+            out[s].lane = graph_->lane_of(s);  // lane_graph's remote_lane: another process runs it
         }
     }
 
@@ -219,6 +270,26 @@ public:
         if (o->kind == op_kind::forward) return arrived(p.forward_in, o->micro_batch);
         if (o->kind == op_kind::backward_fused) return s + 1 == stages_.size() || arrived(p.backward_in, o->micro_batch);
         return true;  // U
+    }
+
+    /// A message for stage `to`, which another process runs: its payload (and targets, and on a backward message
+    /// the micro-batch's loss) goes to the transport; the channel's buffer is released.
+    void send_remote(std::size_t to, const boundary_message& msg) {
+        boundary_channel<T>& ch = msg.dir == direction::forward ? *forward_[to - 1] : *backward_[to];
+        const std::size_t elems = stack_type::activation_size[msg.dir == direction::forward
+                                                                  ? stages_[to].range().begin
+                                                                  : stages_[to].range().end];
+        boundary_note note{};
+        std::span<const std::int32_t> labels;
+        if (msg.dir == direction::forward) {
+            labels = {ch.labels(msg.buffer), msg.batch * targets_per_sample};
+        } else {
+            const loss_result& r = results_[msg.micro_batch % ring_];
+            note = {static_cast<double>(r.loss), r.correct, r.targets};
+        }
+        remote_->send(to, msg, std::as_bytes(std::span<const T>(ch.values(msg.buffer), msg.batch * elems)), labels,
+                      note);
+        ch.release(msg.buffer);
     }
 
     /// Runs stage s's next op (ready(s) holds); send(to, message) passes each outgoing message on.
@@ -295,21 +366,105 @@ private:
                 for (auto& p : per_) p->stream.close(next_id_);
             for (const boundary_message& m : pending_) graph_->put(0, m);
             pending_.clear();
+            pushes_since_run_ = 0;
+            if (remote_ != nullptr) deliver_backlog();
             if (closing) graph_->wake_all();
             graph_->wait();
+            if (remote_ != nullptr) run_with_remote();
         } catch (...) {
             failed_ = true;
             throw;
         }
         if (closing) {
             for (std::size_t s = 0; s < per_.size(); ++s)
-                if (!per_[s]->stream.done())
+                if (local_[s] && !per_[s]->stream.done())
                     throw std::logic_error(std::string(who) + ": stage " + std::to_string(s) +
                                            " did not complete its ops at the drain");
             open_ = false;
         }
         completed_total_ += completed_.size();
         return completed_;
+    }
+
+    // Whether every local stage has run its ops of this run: its stream is done, or waits for the forward of a
+    // micro-batch not pushed yet.
+    [[nodiscard]] bool local_stages_idle() const {
+        for (std::size_t s = first_local_; s <= last_local_; ++s) {
+            const std::optional<op> o = per_[s]->stream.current();
+            if (o && !(o->kind == op_kind::forward && o->micro_batch >= next_id_)) return false;
+        }
+        return true;
+    }
+    // The op a local stage waits for, for the timeout's message.
+    [[nodiscard]] std::string waiting_for() const {
+        for (std::size_t s = first_local_; s <= last_local_; ++s) {
+            const std::optional<op> o = per_[s]->stream.current();
+            if (o && !(o->kind == op_kind::forward && o->micro_batch >= next_id_))
+                return "stage " + std::to_string(s) + " waits for the " +
+                       (o->kind == op_kind::forward ? "forward" : "backward") + " message of micro-batch " +
+                       std::to_string(o->micro_batch);
+        }
+        return "no stage waits";
+    }
+    // The graph is idle: receive from the other processes (delivering into the graph) until the local stages are.
+    void run_with_remote() {
+        auto last = std::chrono::steady_clock::now();
+        while (!local_stages_idle()) {
+            const std::size_t n = remote_->receive(std::chrono::milliseconds(100),
+                                                   [this](const remote_message& m) { accept_remote(m); });
+            if (n > 0) {
+                deliver_backlog();
+                graph_->wait();
+                last = std::chrono::steady_clock::now();
+            } else if (std::chrono::steady_clock::now() - last > remote_->timeout()) {
+                throw remote_timeout_error(
+                    std::string(who) + ": rank " + std::to_string(remote_->rank()) + ": no message from another " +
+                    "process for " + std::to_string(remote_->timeout().count()) + " ms; " + waiting_for() +
+                    " (a peer failed or hangs)");
+            }
+        }
+    }
+    // A message from another process: copied into this process's channel and put into the graph, or kept until
+    // its micro-batch is pushed here (a forward message of a later run).
+    void accept_remote(const remote_message& m) {
+        if (m.to >= stages_.size() || !local_[m.to] || (m.header.dir == direction::forward && m.to == 0) ||
+            (m.header.dir == direction::backward && m.to + 1 >= stages_.size()))
+            throw std::logic_error(std::string(who) + ": rank " + std::to_string(remote_->rank()) +
+                                   " received a message for stage " + std::to_string(m.to) + ", which it does not run");
+        const bool fwd = m.header.dir == direction::forward;
+        const std::size_t elems =
+            stack_type::activation_size[fwd ? stages_[m.to].range().begin : stages_[m.to].range().end];
+        if (m.header.batch == 0 || m.values.size() != m.header.batch * elems * sizeof(T) ||
+            m.labels.size() != (fwd ? m.header.batch * targets_per_sample : 0))
+            throw std::logic_error(std::string(who) + ": rank " + std::to_string(remote_->rank()) + ", stage " +
+                                   std::to_string(m.to) + ", micro-batch " + std::to_string(m.header.micro_batch) +
+                                   ": a message of " + std::to_string(m.values.size()) + " payload bytes for " +
+                                   std::to_string(m.header.batch) + " samples of " + std::to_string(elems) +
+                                   " values each");
+        if (fwd && m.header.micro_batch >= next_id_) {
+            backlog_.push_back({m.to, m.header, std::vector<std::byte>(m.values.begin(), m.values.end()),
+                                std::vector<std::int32_t>(m.labels.begin(), m.labels.end()), m.note});
+            return;
+        }
+        boundary_channel<T>& ch = fwd ? *forward_[m.to - 1] : *backward_[m.to];
+        boundary_message h = m.header;
+        h.buffer = ch.acquire();
+        std::memcpy(static_cast<void*>(ch.values(h.buffer)), m.values.data(), m.values.size());
+        if (fwd) std::copy(m.labels.begin(), m.labels.end(), ch.labels(h.buffer));
+        else results_[h.micro_batch % ring_] = {static_cast<T>(m.note.loss), m.note.correct, m.note.targets};
+        graph_->put(m.to, h);
+    }
+    // The kept forward messages whose micro-batch has been pushed.
+    void deliver_backlog() {
+        std::size_t kept = 0;
+        for (std::size_t i = 0; i < backlog_.size(); ++i) {
+            held& h = backlog_[i];
+            if (h.header.micro_batch < next_id_)
+                accept_remote({h.to, h.header, h.values, h.labels, h.note});
+            else if (kept++ != i)
+                backlog_[kept - 1] = std::move(h);
+        }
+        backlog_.resize(kept);
     }
 
     // The message's payload into dst (and its targets into labels_dst), checking the sample count (pitfalls.md
@@ -370,9 +525,8 @@ private:
             rethrow_as_stage_error(who, s, id, "backward");
         }
         st.record_delay(st.updates() - sl.forward_version);
-        if (s > 0) {
-            send(s - 1, backward_[s - 1]->send(direction::backward, id, 0, b, sl.act.input_gradient()));
-        } else {
+        if (s > 0) send(s - 1, backward_[s - 1]->send(direction::backward, id, 0, b, sl.act.input_gradient()));
+        if (s == first_local_) {  // stage 0, or this process's first stage (remote_transport)
             const loss_result& r = results_[id % ring_];
             completed_.push_back({id, b, r.loss, r.correct, r.targets});
         }
@@ -387,8 +541,23 @@ private:
 
     static constexpr const char* who = "pipeprop::pb::concurrent_executor";
 
+    /// A forward message from another process that arrived before its micro-batch was pushed here.
+    struct held {
+        std::size_t to = 0;
+        boundary_message header{};
+        std::vector<std::byte> values;
+        std::vector<std::int32_t> labels;
+        boundary_note note{};
+    };
+
     const stack_type& stack_;
     std::vector<stage_type>& stages_;
+    remote_transport* remote_ = nullptr;
+    std::vector<bool> local_;     // [S]: the stage runs in this process
+    std::size_t first_local_ = 0;  // this process's stages: [first_local_, last_local_]
+    std::size_t last_local_ = 0;
+    std::vector<held> backlog_;
+    std::size_t pushes_since_run_ = 0;
     std::size_t push_buffer_;
     bool flush_ = false;
     // Rings by micro-batch id mod ring_ (push_buffer + D_0 + 2 > the ids that can be in flight): what push() knows

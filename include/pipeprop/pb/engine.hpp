@@ -259,6 +259,9 @@ public:
     /// std::invalid_argument for sizes or targets out of range. Allocates its buffers on first use.
     [[nodiscard]] evaluation evaluate(std::span<const T> x, std::span<const std::int32_t> labels, std::size_t n) {
         require_usable("evaluate");
+        if (options_.remote != nullptr)
+            throw std::logic_error("pipeprop::pb::engine::evaluate: other processes run some of the stages "
+                                   "(options::remote), whose weights this process does not have");
         if (in_flight() != 0)
             throw std::logic_error("pipeprop::pb::engine::evaluate: " + std::to_string(in_flight()) +
                                    " micro-batches are in flight; call drain() first so evaluation sees all updates");

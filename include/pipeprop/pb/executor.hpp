@@ -22,6 +22,7 @@
 #include "pipeprop/pb/micro_batch.hpp"
 #include "pipeprop/pb/policies.hpp"
 #include "pipeprop/pb/stats.hpp"
+#include "pipeprop/remote_transport.hpp"
 
 namespace pipeprop::pb {
 
@@ -60,6 +61,11 @@ struct options {
     /// Engines whose Optimizer is optim::adamw<T> (pb/optimizer.hpp): beta1, beta2 and eps. The decoupled weight
     /// decay comes per micro-batch with optim::hyperparameters, like the learning rate.
     optim::adamw_config adamw{};
+    /// Stages in several processes (issue 15): the transport to the stages other processes run
+    /// (remote_transport.hpp, e.g. pipeprop/mpi/mpi_transport.hpp; it must outlive the engine). This process then
+    /// runs only its local stages, on one lane (concurrent executor only: std::invalid_argument with the sequential
+    /// one). Every process makes the same engine and pushes the same micro-batches. nullptr (default): one process.
+    remote_transport* remote = nullptr;
 };
 
 /// The executor interface (internal to pb::engine, which validates every argument before calling it).

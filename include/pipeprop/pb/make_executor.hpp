@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <memory>
+#include <stdexcept>
 #include <vector>
 
 #include <oneapi/tbb/task_arena.h>
@@ -34,6 +35,7 @@ namespace pipeprop::pb {
 template <network_type Net, mitigation_policy Policy, class T>
 lane_plan lane_plan_for(const options<Policy>& opt, const std::vector<layer_range>& ranges) {
     const std::size_t S = ranges.size();
+    if (opt.remote != nullptr) return {};  // one lane of this process's stages (concurrent_executor)
     if (!opt.lane_starts.empty()) {
         check_lane_plan(opt.lane_starts, S);
         return {opt.lane_starts};
@@ -52,12 +54,15 @@ template <network_type Net, mitigation_policy Policy, class T, class Loss, class
 std::unique_ptr<executor<T>> make_executor(const layer_stack<Net, T>& stack,
                                            std::vector<stage_state<Net, Policy, T, Optimizer>>& stages,
                                            const options<Policy>& opt, const std::vector<layer_range>& ranges) {
+    if (opt.executor == executor_kind::sequential && opt.remote != nullptr)
+        throw std::invalid_argument("pipeprop::pb::engine: stages in other processes (options::remote) need the "
+                                    "concurrent executor; the sequential one runs every stage in this process");
     if (opt.executor == executor_kind::sequential)
         return std::make_unique<sequential_executor<Net, Policy, T, Loss, Optimizer>>(stack, stages, opt.max_batch,
                                                                                       opt.flush_subnormals);
     return std::make_unique<concurrent_executor<Net, Policy, T, Loss, Optimizer>>(
         stack, stages, opt.max_batch, opt.push_buffer, lane_plan_for<Net, Policy, T>(opt, ranges),
-        opt.flush_subnormals);
+        opt.flush_subnormals, opt.remote);
 }
 
 }  // namespace pipeprop::pb

@@ -1,0 +1,226 @@
+// pipeprop/mpi/mpi_transport.hpp: boundary messages between processes over MPI (issue 15): the remote_transport
+// (remote_transport.hpp) of a pipeline whose contiguous groups of stages run on the ranks of an MPI communicator.
+//
+// Needs MPI (OpenMPI: libopenmpi-dev; CMake: find_package(MPI), target MPI::MPI_CXX; the rest of pipeprop does not):
+// MPI must be initialized with MPI_THREAD_MULTIPLE (mpi::session), because the lanes send from oneTBB's threads
+// while the driving thread receives. A message is one non-blocking point-to-point send (MPI_Isend) of a header
+// (target stage, micro-batch, sequence, samples b, direction, value bytes, targets, the backward note) followed by
+// its payload, tagged by direction and micro-batch; the receiver probes (MPI_Iprobe / MPI_Mprobe), checks the size
+// against the header and hands the message to the executor, which checks it against the stage types. Per message
+// the bytes are 96 + b x (boundary elements x sizeof(T)) + b x targets x 4 (forward only).
+// Errors: the communicator's error handler is MPI_ERRORS_RETURN, and every failed call throws std::runtime_error
+// naming the call and this rank; a peer that dies or hangs is detected by the executor's bounded wait (timeout())
+// or by mpirun, which ends the job when a rank exits abnormally.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <list>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "pipeprop/remote_transport.hpp"
+
+namespace pipeprop::mpi {
+
+/// Throws std::runtime_error naming `call` and the MPI error string unless rc is MPI_SUCCESS.
+inline void check(int rc, const char* call) {
+    if (rc == MPI_SUCCESS) return;
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, text, &len);
+    int rank = -1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    throw std::runtime_error("pipeprop::mpi: rank " + std::to_string(rank) + ": " + call + " failed: " +
+                             std::string(text, static_cast<std::size_t>(len)));
+}
+
+/// MPI_Init_thread with MPI_THREAD_MULTIPLE and MPI_Finalize (RAII); sets MPI_ERRORS_RETURN on MPI_COMM_WORLD.
+/// Throws std::runtime_error when the library does not provide MPI_THREAD_MULTIPLE.
+class session {
+public:
+    session(int& argc, char**& argv) {
+        int provided = 0;
+        check(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        if (provided < MPI_THREAD_MULTIPLE) {
+            MPI_Finalize();
+            throw std::runtime_error("pipeprop::mpi: the MPI library does not provide MPI_THREAD_MULTIPLE");
+        }
+    }
+    session(const session&) = delete;
+    session& operator=(const session&) = delete;
+    ~session() { MPI_Finalize(); }
+    [[nodiscard]] static int rank(MPI_Comm c = MPI_COMM_WORLD) {
+        int r = 0;
+        MPI_Comm_rank(c, &r);
+        return r;
+    }
+    [[nodiscard]] static int size(MPI_Comm c = MPI_COMM_WORLD) {
+        int n = 0;
+        MPI_Comm_size(c, &n);
+        return n;
+    }
+};
+
+/// The ranks of S stages cut into P contiguous groups, the first S mod P of them one stage larger: rank_of[s].
+/// Throws std::invalid_argument when P == 0 or P > S (a rank without a stage).
+[[nodiscard]] inline std::vector<int> contiguous_ranks(std::size_t stages, std::size_t ranks) {
+    if (ranks == 0 || ranks > stages)
+        throw std::invalid_argument("pipeprop::mpi: " + std::to_string(ranks) + " ranks for " +
+                                    std::to_string(stages) + " stages; every rank needs at least one stage (P <= S)");
+    std::vector<int> rank_of(stages);
+    std::size_t s = 0;
+    for (std::size_t r = 0; r < ranks; ++r) {
+        const std::size_t n = stages / ranks + (r < stages % ranks ? 1 : 0);
+        for (std::size_t i = 0; i < n; ++i) rank_of[s++] = static_cast<int>(r);
+    }
+    return rank_of;
+}
+
+/// The MPI transport over communicator `comm` (not owned; MPI initialized with MPI_THREAD_MULTIPLE): stage s runs on
+/// rank rank_of[s]. timeout: how long an executor waits for a message before it gives up.
+class transport final : public remote_transport {
+public:
+    transport(MPI_Comm comm, std::vector<int> rank_of, std::chrono::milliseconds timeout = std::chrono::seconds(60))
+        : comm_(comm), rank_of_(std::move(rank_of)), timeout_(timeout) {
+        check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+        int size = 0;
+        check(MPI_Comm_size(comm_, &size), "MPI_Comm_size");
+        for (std::size_t s = 0; s < rank_of_.size(); ++s)
+            if (rank_of_[s] < 0 || rank_of_[s] >= size)
+                throw std::invalid_argument("pipeprop::mpi::transport: stage " + std::to_string(s) + " on rank " +
+                                            std::to_string(rank_of_[s]) + " of " + std::to_string(size));
+    }
+    transport(const transport&) = delete;
+    transport& operator=(const transport&) = delete;
+    /// Completes the sends in flight (bounded by timeout(); then they are cancelled).
+    ~transport() override {
+        const auto end = std::chrono::steady_clock::now() + timeout_;
+        std::lock_guard lock(mutex_);
+        while (!sends_.empty() && std::chrono::steady_clock::now() < end) {
+            test_sends();
+            std::this_thread::yield();
+        }
+        for (auto& s : sends_) {
+            MPI_Cancel(&s.request);
+            MPI_Request_free(&s.request);
+        }
+    }
+
+    [[nodiscard]] bool is_local(std::size_t stage) const override { return rank_of_.at(stage) == rank_; }
+    [[nodiscard]] int rank() const override { return rank_; }
+    [[nodiscard]] std::chrono::milliseconds timeout() const override { return timeout_; }
+    /// The rank that runs `stage`.
+    [[nodiscard]] int rank_of(std::size_t stage) const { return rank_of_.at(stage); }
+
+    void send(std::size_t to, const boundary_message& h, std::span<const std::byte> values,
+              std::span<const std::int32_t> labels, const boundary_note& note) override {
+        wire w{to, h.micro_batch, h.sequence, h.batch, static_cast<std::uint64_t>(h.dir), values.size(),
+               labels.size(), note.loss, note.correct, note.targets, 0, 0};
+        std::lock_guard lock(mutex_);
+        test_sends();
+        outgoing& o = sends_.emplace_back();
+        o.bytes.resize(sizeof(wire) + values.size() + labels.size_bytes());
+        std::memcpy(o.bytes.data(), &w, sizeof(wire));
+        if (!values.empty()) std::memcpy(o.bytes.data() + sizeof(wire), values.data(), values.size());
+        if (!labels.empty())
+            std::memcpy(o.bytes.data() + sizeof(wire) + values.size(), labels.data(), labels.size_bytes());
+        check(MPI_Isend(o.bytes.data(), static_cast<int>(o.bytes.size()), MPI_BYTE, rank_of_.at(to), tag(h), comm_,
+                        &o.request),
+              "MPI_Isend");
+    }
+
+    std::size_t receive(std::chrono::milliseconds wait,
+                        const std::function<void(const remote_message&)>& handler) override {
+        const auto end = std::chrono::steady_clock::now() + wait;
+        std::size_t got = 0;
+        for (std::size_t idle = 0;; ++idle) {
+            int flag = 0;
+            MPI_Message message{};
+            MPI_Status status{};
+            {
+                std::lock_guard lock(mutex_);
+                test_sends();
+                check(MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, &message, &status), "MPI_Improbe");
+                if (flag) {
+                    int count = 0;
+                    check(MPI_Get_count(&status, MPI_BYTE, &count), "MPI_Get_count");
+                    in_.resize(static_cast<std::size_t>(count));
+                    check(MPI_Mrecv(in_.data(), count, MPI_BYTE, &message, &status), "MPI_Mrecv");
+                }
+            }
+            if (flag) {
+                handler(unpack(status.MPI_SOURCE));
+                ++got;
+                idle = 0;
+                continue;  // take whatever else has arrived
+            }
+            if (got > 0 || std::chrono::steady_clock::now() >= end) return got;
+            if (idle > 64) std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+    }
+
+private:
+    struct wire {  // the header that precedes a message's payload
+        std::uint64_t to, micro_batch, sequence, batch, dir, value_bytes, label_count;
+        double loss;
+        std::uint64_t correct, targets, reserved0, reserved1;
+    };
+    static_assert(sizeof(wire) == 96);
+    struct outgoing {
+        std::vector<std::byte> bytes;
+        MPI_Request request = MPI_REQUEST_NULL;
+    };
+
+    static int tag(const boundary_message& h) {
+        return static_cast<int>((h.micro_batch % 16384) * 2 + (h.dir == direction::backward ? 1 : 0));
+    }
+
+    // Frees the buffers of completed sends (mutex_ held).
+    void test_sends() {
+        for (auto it = sends_.begin(); it != sends_.end();) {
+            int done = 0;
+            check(MPI_Test(&it->request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+            it = done ? sends_.erase(it) : std::next(it);
+        }
+    }
+
+    remote_message unpack(int source) const {
+        if (in_.size() < sizeof(wire))
+            throw std::runtime_error("pipeprop::mpi: rank " + std::to_string(rank_) + ": a message of " +
+                                     std::to_string(in_.size()) + " bytes from rank " + std::to_string(source) +
+                                     " is shorter than its header");
+        wire w{};
+        std::memcpy(&w, in_.data(), sizeof(wire));
+        if (in_.size() != sizeof(wire) + w.value_bytes + w.label_count * sizeof(std::int32_t) || w.dir > 1 ||
+            w.to >= rank_of_.size())
+            throw std::runtime_error("pipeprop::mpi: rank " + std::to_string(rank_) + ": a malformed message of " +
+                                     std::to_string(in_.size()) + " bytes from rank " + std::to_string(source));
+        remote_message m;
+        m.to = w.to;
+        m.header = {w.micro_batch, w.sequence, w.batch, w.dir == 0 ? direction::forward : direction::backward,
+                    boundary_message::no_buffer};
+        m.values = {in_.data() + sizeof(wire), w.value_bytes};
+        m.labels = {reinterpret_cast<const std::int32_t*>(in_.data() + sizeof(wire) + w.value_bytes), w.label_count};
+        m.note = {w.loss, w.correct, w.targets};
+        return m;
+    }
+
+    MPI_Comm comm_;
+    std::vector<int> rank_of_;
+    std::chrono::milliseconds timeout_;
+    int rank_ = 0;
+    std::mutex mutex_;
+    std::list<outgoing> sends_;
+    std::vector<std::byte> in_;  // the message being handed to the executor (the driving thread only)
+};
+
+}  // namespace pipeprop::mpi

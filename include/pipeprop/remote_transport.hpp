@@ -1,0 +1,73 @@
+// pipeprop/remote_transport.hpp: the interface through which an executor exchanges boundary messages with stages
+// that run in other processes (issue 15; the MPI implementation: pipeprop/mpi/mpi_transport.hpp).
+//
+// A process runs a contiguous group of the pipeline's stages ("local" stages) with the same executor core as a
+// single process (lane_graph.hpp); a message to a stage of another process is handed to the transport, which copies
+// its header and payload (tensor [b, sample_elements] and, on forward messages, the targets [b, targets per
+// sample]) and delivers them to the process that runs the target stage. There the executor copies the payload into
+// its own boundary channel (boundary_channel.hpp) and puts the message into its graph as if a local lane had sent
+// it. No pointer ever crosses a process. Backward messages also carry a boundary_note: the loss the last stage found
+// for that micro-batch, so that the process of stage 0 (which reports completed micro-batches) learns it.
+// This header has no MPI dependency: the core library compiles and runs without MPI.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <span>
+#include <string>
+
+#include "pipeprop/boundary_channel.hpp"
+
+namespace pipeprop {
+
+/// What a backward message carries besides its gradient: the last stage's result for the micro-batch.
+struct boundary_note {
+    double loss = 0;             ///< mean loss over the micro-batch's counted targets (nats)
+    std::uint64_t correct = 0;   ///< counted targets predicted right
+    std::uint64_t targets = 0;   ///< counted targets N
+};
+
+/// A message that arrived from another process: the target stage, the header (its `buffer` is meaningless here),
+/// the payload bytes (header.batch rows of the target channel's sample size) and targets, and the note.
+struct remote_message {
+    std::size_t to = 0;
+    boundary_message header{};
+    std::span<const std::byte> values;
+    std::span<const std::int32_t> labels;
+    boundary_note note{};
+};
+
+/// Thrown by an executor when no message arrived from another process within the transport's timeout while a local
+/// stage waited for one (a peer that hangs or died): what() names this process's rank, the waiting stage and the
+/// micro-batch.
+class remote_timeout_error : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+/// Message transport between processes, each running a contiguous group of stages. Implementations must allow
+/// send() from any thread (the lanes' threads) concurrently with receive() (the executor's driving thread).
+class remote_transport {
+public:
+    virtual ~remote_transport() = default;
+    /// Whether `stage` runs in this process.
+    [[nodiscard]] virtual bool is_local(std::size_t stage) const = 0;
+    /// This process's number (for messages), e.g. the MPI rank.
+    [[nodiscard]] virtual int rank() const = 0;
+    /// Sends a message for stage `to` (not local): header, payload values (bytes), targets and note are copied
+    /// before the call returns. Throws std::runtime_error when the transport fails.
+    virtual void send(std::size_t to, const boundary_message& header, std::span<const std::byte> values,
+                      std::span<const std::int32_t> labels, const boundary_note& note) = 0;
+    /// Waits up to `wait` for messages from other processes and calls handler once per arrived message (the spans
+    /// are valid during the call). Returns how many arrived (0: the wait ran out). Throws std::runtime_error when
+    /// the transport fails or a peer reported a failure.
+    virtual std::size_t receive(std::chrono::milliseconds wait,
+                                const std::function<void(const remote_message&)>& handler) = 0;
+    /// How long an executor waits for a message before it gives up (remote_timeout_error).
+    [[nodiscard]] virtual std::chrono::milliseconds timeout() const = 0;
+};
+
+}  // namespace pipeprop

@@ -1,0 +1,23 @@
+# Stages in several processes over MPI (issue 15): tests/mpi/test_mpi_pb.cpp under mpirun on this machine, P = 2
+# and 3 (bitwise equal to one process), and the fault cases (tests/mpi/fault.cmake). Only with -DPIPEPROP_WITH_MPI=ON
+# (scripts/test.sh; OpenMPI from Debian: libopenmpi-dev, openmpi-bin). --allow-run-as-root: CI runs as root;
+# --oversubscribe: more ranks than cores.
+if(PIPEPROP_WITH_MPI)
+  add_executable(test_mpi_pb mpi/test_mpi_pb.cpp)
+  target_link_libraries(test_mpi_pb PRIVATE pipeprop::mpi pipeprop_build_flags)
+  target_include_directories(test_mpi_pb PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+  target_compile_options(test_mpi_pb PRIVATE ${PIPEPROP_UNIT_TEST_FLAGS})
+  set(pipeprop_mpirun ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe ${MPIEXEC_PREFLAGS})
+  foreach(P 2 3)
+    add_test(NAME test_mpi_pb_P${P} COMMAND ${pipeprop_mpirun} ${MPIEXEC_NUMPROC_FLAG} ${P} $<TARGET_FILE:test_mpi_pb>)
+    set_tests_properties(test_mpi_pb_P${P} PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300
+                         PROCESSORS ${P})
+  endforeach()
+  foreach(fault kill throw stall)
+    add_test(NAME test_mpi_pb_fault_${fault}
+             COMMAND ${CMAKE_COMMAND} "-DMPIRUN=${pipeprop_mpirun};${MPIEXEC_NUMPROC_FLAG};3"
+                     -DPROGRAM=$<TARGET_FILE:test_mpi_pb> -DFAULT=${fault} -P ${CMAKE_CURRENT_SOURCE_DIR}/mpi/fault.cmake)
+    set_tests_properties(test_mpi_pb_fault_${fault} PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 120
+                         PROCESSORS 3)
+  endforeach()
+endif()

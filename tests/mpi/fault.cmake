@@ -1,0 +1,21 @@
+# One fault case of tests/mpi/test_mpi_pb.cpp: rank 1 of 3 fails (FAULT = kill, throw or stall) at micro-batch 50;
+# the job must end with a non-zero exit within 30 s and say which rank failed. Arguments: MPIRUN (the mpirun command
+# with its -np), PROGRAM, FAULT.
+string(TIMESTAMP t0 "%s")
+execute_process(COMMAND ${MPIRUN} ${PROGRAM} --fault ${FAULT} 1 RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                ERROR_VARIABLE err TIMEOUT 90)
+string(TIMESTAMP t1 "%s")
+math(EXPR seconds "${t1} - ${t0}")
+message(STATUS "fault ${FAULT}: exit ${rc} after ${seconds} s\n${out}${err}")
+if(rc EQUAL 0 OR rc MATCHES "timeout")
+  message(FATAL_ERROR "fault ${FAULT}: the job did not end with an error (exit '${rc}')")
+endif()
+if(seconds GREATER 30)
+  message(FATAL_ERROR "fault ${FAULT}: the job took ${seconds} s to end (limit 30 s)")
+endif()
+if(FAULT STREQUAL "stall" AND NOT err MATCHES "no message from another process")
+  message(FATAL_ERROR "fault stall: no rank reported the missing message")
+endif()
+if(NOT "${out}${err}" MATCHES "rank 1")
+  message(FATAL_ERROR "fault ${FAULT}: the output does not name rank 1")
+endif()
