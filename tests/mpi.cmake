@@ -13,6 +13,12 @@ if(PIPEPROP_WITH_MPI)
     set_tests_properties(test_mpi_pb_P${P} PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300
                          PROCESSORS ${P})
   endforeach()
+  # The same over TCP (ob1 + tcp, what crosses hosts; no shared memory): large messages need the receiver's and
+  # the sender's progress, which the executor drives by receiving until its sends completed.
+  add_test(NAME test_mpi_pb_P3_tcp
+           COMMAND ${pipeprop_mpirun} --mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include lo
+                   ${MPIEXEC_NUMPROC_FLAG} 3 $<TARGET_FILE:test_mpi_pb>)
+  set_tests_properties(test_mpi_pb_P3_tcp PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300 PROCESSORS 3)
   foreach(fault kill throw stall)
     add_test(NAME test_mpi_pb_fault_${fault}
              COMMAND ${CMAKE_COMMAND} "-DMPIRUN=${pipeprop_mpirun};${MPIEXEC_NUMPROC_FLAG};3"

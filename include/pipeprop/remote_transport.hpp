@@ -68,6 +68,11 @@ public:
                                 const std::function<void(const remote_message&)>& handler) = 0;
     /// How long an executor waits for a message before it gives up (remote_timeout_error).
     [[nodiscard]] virtual std::chrono::milliseconds timeout() const = 0;
+    /// The process that runs `stage` (for messages).
+    [[nodiscard]] virtual int rank_of(std::size_t stage) const = 0;
+    /// Whether sends handed to the transport may not have reached their process yet (an executor keeps receiving,
+    /// and so driving the transport, until they have, before a run returns).
+    [[nodiscard]] virtual bool sending() = 0;
 };
 
 }  // namespace pipeprop

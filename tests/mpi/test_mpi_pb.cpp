@@ -5,7 +5,8 @@
 // every rank reports them all, with the loss the backward messages carried) and the weights and velocities of the
 // rank's own stages. Networks: the small CNN fine-grained (S = 10) and the small ResNet cut inside its residual
 // blocks (fine-grained S = 11, and split_at<5, 13, 16>); policies none, sc_lwp and weight stashing; b = 1 and b = 3
-// with a partial last micro-batch; a drain in the middle. Exit 0 when every rank agrees, 1 otherwise (each rank
+// with a partial last micro-batch; a drain in the middle; inputs and targets are NaN / -1 on the ranks that do not
+// run stage 0 (never read there). Exit 0 when every rank agrees, 1 otherwise (each rank
 // names what differs).
 // Faults (`test_mpi_pb --fault kill|throw|stall R`): rank R kills itself (SIGKILL), throws, or stops answering at
 // micro-batch 50 of a long run; the other ranks must end (non-zero) within seconds: mpirun ends the job when a
@@ -17,6 +18,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <thread>
 
@@ -55,7 +57,8 @@ void check_run(const char* name, std::size_t b, std::size_t partial_last) {
     o.executor = pb::executor_kind::concurrent;
     o.remote = &t;
     Pipe split(o);
-    const run_record got = drive(split, count, b, partial_last, drain_at, Policy::fixed_momentum);
+    // the ranks without stage 0 push NaN inputs and targets -1: not read there (the targets travel with the messages)
+    const run_record got = drive(split, count, b, partial_last, drain_at, Policy::fixed_momentum, !t.is_local(0));
 
     const std::string what = std::string(name) + ", policy " + std::string(Policy::name) + ", b = " + std::to_string(b) +
                              ", S = " + std::to_string(Pipe::stage_count) + ", P = " + std::to_string(ranks);
@@ -119,6 +122,8 @@ int main(int argc, char** argv) {
                                                                                         1, 0);
         check_run<pb::pipeline<small_resnet, pp::split_at<5, 13, 16>, pb::policy::weight_stashing>>(
             "small ResNet split_at<5, 13, 16>", 3, 1);
+        // a second engine on a new transport after the others: the transports' messages never mix
+        check_run<pb::pipeline<cnn, pp::fine_grained<>, pb::policy::none>>("small CNN fine-grained, again", 2, 1);
         int mine = failures, all = 0;
         MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
         if (session.rank() == 0) std::printf("%s: %d failure(s) over all ranks\n", all == 0 ? "PASS" : "FAIL", all);

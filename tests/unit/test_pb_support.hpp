@@ -7,7 +7,9 @@
 #include <pipeprop/pb/pipeline.hpp>
 #include <pipeprop/pipeprop.hpp>
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <filesystem>
 #include <string>
 #include <unistd.h>
@@ -67,12 +69,17 @@ struct run_record {
 };
 
 /// Pushes `count` micro-batches of b samples (the last one partial when `partial_last` < b, if nonzero), drains
-/// after micro-batch `drain_at` (if nonzero) and at the end.
+/// after micro-batch `drain_at` (if nonzero) and at the end. poison: push NaN inputs and targets -1 instead (for a
+/// process whose stage 0 runs elsewhere, which must not read them: tests/mpi).
 template <class Engine>
 run_record drive(Engine& e, std::size_t count, std::size_t b, std::size_t partial_last, std::size_t drain_at,
-                 bool fixed_momentum = false) {
+                 bool fixed_momentum = false, bool poison = false) {
     using net = typename Engine::network_type;
     data_stream<net> data(count * b, Engine::classes);
+    if (poison) {
+        std::fill(data.x.begin(), data.x.end(), std::numeric_limits<float>::quiet_NaN());
+        std::fill(data.labels.begin(), data.labels.end(), -1);
+    }
     run_record r;
     auto take = [&](auto done) {
         for (const auto& c : done) {

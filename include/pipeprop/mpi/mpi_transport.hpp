@@ -13,12 +13,19 @@
 // or by mpirun, which ends the job when a rank exits abnormally.
 #pragma once
 
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1  // the C API only: no deprecated C++ bindings (and their warnings)
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
 #include <mpi.h>
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <list>
 #include <mutex>
 #include <stdexcept>
@@ -85,12 +92,16 @@ public:
     return rank_of;
 }
 
-/// The MPI transport over communicator `comm` (not owned; MPI initialized with MPI_THREAD_MULTIPLE): stage s runs on
-/// rank rank_of[s]. timeout: how long an executor waits for a message before it gives up.
+/// The MPI transport over a duplicate of communicator `comm` (MPI_Comm_dup: its messages never mix with the caller's
+/// or with another transport's; constructing it is collective over `comm`, MPI initialized with
+/// MPI_THREAD_MULTIPLE): stage s runs on rank rank_of[s]. timeout: how long an executor waits for a message before
+/// it gives up.
 class transport final : public remote_transport {
 public:
     transport(MPI_Comm comm, std::vector<int> rank_of, std::chrono::milliseconds timeout = std::chrono::seconds(60))
-        : comm_(comm), rank_of_(std::move(rank_of)), timeout_(timeout) {
+        : rank_of_(std::move(rank_of)), timeout_(timeout) {
+        check(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup");
+        MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
         check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
         int size = 0;
         check(MPI_Comm_size(comm_, &size), "MPI_Comm_size");
@@ -101,25 +112,35 @@ public:
     }
     transport(const transport&) = delete;
     transport& operator=(const transport&) = delete;
-    /// Completes the sends in flight (bounded by timeout(); then they are cancelled).
+    /// Completes the sends in flight (at most 5 s: a peer that failed never receives them; then they are cancelled
+    /// and completed), frees the communicator.
     ~transport() override {
-        const auto end = std::chrono::steady_clock::now() + timeout_;
+        const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
         std::lock_guard lock(mutex_);
-        while (!sends_.empty() && std::chrono::steady_clock::now() < end) {
-            test_sends();
-            std::this_thread::yield();
+        try {
+            while (!sends_.empty() && std::chrono::steady_clock::now() < end) {
+                test_sends();
+                std::this_thread::yield();
+            }
+        } catch (...) {
         }
         for (auto& s : sends_) {
             MPI_Cancel(&s.request);
-            MPI_Request_free(&s.request);
+            MPI_Wait(&s.request, MPI_STATUS_IGNORE);
         }
+        sends_.clear();
+        MPI_Comm_free(&comm_);
     }
 
     [[nodiscard]] bool is_local(std::size_t stage) const override { return rank_of_.at(stage) == rank_; }
     [[nodiscard]] int rank() const override { return rank_; }
     [[nodiscard]] std::chrono::milliseconds timeout() const override { return timeout_; }
-    /// The rank that runs `stage`.
-    [[nodiscard]] int rank_of(std::size_t stage) const { return rank_of_.at(stage); }
+    [[nodiscard]] int rank_of(std::size_t stage) const override { return rank_of_.at(stage); }
+    [[nodiscard]] bool sending() override {
+        std::lock_guard lock(mutex_);
+        test_sends();
+        return !sends_.empty();
+    }
 
     void send(std::size_t to, const boundary_message& h, std::span<const std::byte> values,
               std::span<const std::int32_t> labels, const boundary_note& note) override {
@@ -127,6 +148,11 @@ public:
                labels.size(), note.loss, note.correct, note.targets, 0, 0};
         std::lock_guard lock(mutex_);
         test_sends();
+        const std::size_t bytes = sizeof(wire) + values.size() + labels.size_bytes();
+        if (bytes > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+            throw std::runtime_error("pipeprop::mpi: rank " + std::to_string(rank_) + ": a message of " +
+                                     std::to_string(bytes) + " bytes for stage " + std::to_string(to) +
+                                     " exceeds MPI's int count");
         outgoing& o = sends_.emplace_back();
         o.bytes.resize(sizeof(wire) + values.size() + labels.size_bytes());
         std::memcpy(o.bytes.data(), &w, sizeof(wire));

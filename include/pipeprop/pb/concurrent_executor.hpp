@@ -108,6 +108,7 @@ public:
         : stack_(stack),
           stages_(stages),
           remote_(remote),
+          max_b_(max_b),
           push_buffer_(push_buffer),
           flush_(flush_subnormals),
           ring_(push_buffer + stages.front().delay() + 2),
@@ -373,6 +374,12 @@ private:
             if (remote_ != nullptr) run_with_remote();
         } catch (...) {
             failed_ = true;
+            if (remote_ != nullptr) {  // messages already put into the graph may still run: let them end first
+                try {
+                    graph_->wait();
+                } catch (...) {
+                }
+            }
             throw;
         }
         if (closing) {
@@ -400,13 +407,19 @@ private:
         for (std::size_t s = first_local_; s <= last_local_; ++s) {
             const std::optional<op> o = per_[s]->stream.current();
             if (o && !(o->kind == op_kind::forward && o->micro_batch >= next_id_))
-                return "stage " + std::to_string(s) + " waits for the " +
-                       (o->kind == op_kind::forward ? "forward" : "backward") + " message of micro-batch " +
-                       std::to_string(o->micro_batch);
+                {
+                    const bool fwd = o->kind == op_kind::forward;
+                    const std::size_t from = fwd ? s - 1 : s + 1;
+                    return "stage " + std::to_string(s) + " waits for the " + (fwd ? "forward" : "backward") +
+                           " message of micro-batch " + std::to_string(o->micro_batch) + " from stage " +
+                           std::to_string(from) + " on rank " + std::to_string(remote_->rank_of(from));
+                }
         }
         return "no stage waits";
     }
-    // The graph is idle: receive from the other processes (delivering into the graph) until the local stages are.
+    // The graph is idle: receive from the other processes (delivering into the graph) until the local stages are,
+    // then until this process's sends have reached their processes (receiving drives the transport; what arrives
+    // now is a forward message of a later run, which waits in the backlog).
     void run_with_remote() {
         auto last = std::chrono::steady_clock::now();
         while (!local_stages_idle()) {
@@ -423,6 +436,15 @@ private:
                     " (a peer failed or hangs)");
             }
         }
+        const auto end = std::chrono::steady_clock::now() + remote_->timeout();
+        while (remote_->sending()) {
+            (void)remote_->receive(std::chrono::milliseconds(1), [this](const remote_message& m) { accept_remote(m); });
+            if (std::chrono::steady_clock::now() > end)
+                throw remote_timeout_error(std::string(who) + ": rank " + std::to_string(remote_->rank()) +
+                                           ": its last messages were not received within " +
+                                           std::to_string(remote_->timeout().count()) + " ms (a peer failed or hangs)");
+        }
+        graph_->wait();  // nothing runs (the local stages are idle); keeps the invariant explicit
     }
     // A message from another process: copied into this process's channel and put into the graph, or kept until
     // its micro-batch is pushed here (a forward message of a later run).
@@ -434,7 +456,7 @@ private:
         const bool fwd = m.header.dir == direction::forward;
         const std::size_t elems =
             stack_type::activation_size[fwd ? stages_[m.to].range().begin : stages_[m.to].range().end];
-        if (m.header.batch == 0 || m.values.size() != m.header.batch * elems * sizeof(T) ||
+        if (m.header.batch == 0 || m.header.batch > max_b_ || m.values.size() != m.header.batch * elems * sizeof(T) ||
             m.labels.size() != (fwd ? m.header.batch * targets_per_sample : 0))
             throw std::logic_error(std::string(who) + ": rank " + std::to_string(remote_->rank()) + ", stage " +
                                    std::to_string(m.to) + ", micro-batch " + std::to_string(m.header.micro_batch) +
@@ -553,6 +575,7 @@ private:
     const stack_type& stack_;
     std::vector<stage_type>& stages_;
     remote_transport* remote_ = nullptr;
+    std::size_t max_b_ = 1;
     std::vector<bool> local_;     // [S]: the stage runs in this process
     std::size_t first_local_ = 0;  // this process's stages: [first_local_, last_local_]
     std::size_t last_local_ = 0;

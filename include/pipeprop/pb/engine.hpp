@@ -186,7 +186,8 @@ public:
     /// call's work is done) when a completed micro-batch's loss is NaN or infinite: PB has then already applied that
     /// micro-batch's update at every stage, so the weights are not usable any more (stop; do not save them);
     /// pipeprop::stage_error when a layer throws inside a stage, std::logic_error once the engine failed (see the
-    /// file comment).
+    /// file comment). With options::remote, on a process that does not run stage 0, x and the targets are not read
+    /// (only their sizes are checked): every process pushes the same b in the same order.
     std::span<const completed_micro_batch<T>> push(std::span<const T> x, std::span<const std::int32_t> labels,
                                                    std::size_t b) {
         require_usable("push");
@@ -205,8 +206,9 @@ public:
             fail("targets has " + std::to_string(labels.size()) + " entries, expected b * " +
                  std::to_string(targets_per_sample) + " = " + std::to_string(b * targets_per_sample));
         try {
-            // N = 0 (every target ignored) is allowed, as in the trainers: loss 0 and a zero gradient.
-            (void)Loss::count_targets(labels.data(), b);
+            // N = 0 (every target ignored) is allowed, as in the trainers: loss 0 and a zero gradient. Checked where
+            // the targets are read: not on a process whose stage 0 runs elsewhere (options::remote).
+            if (options_.remote == nullptr || options_.remote->is_local(0)) (void)Loss::count_targets(labels.data(), b);
         } catch (const std::out_of_range& e) {
             fail(e.what());
         }
