@@ -8,7 +8,9 @@
 // its own boundary channel (boundary_channel.hpp) and puts the message into its graph as if a local lane had sent
 // it. No pointer ever crosses a process. Backward messages also carry a boundary_note: the loss the last stage found
 // for that micro-batch, so that the process of stage 0 (which reports completed micro-batches) learns it.
-// This header has no MPI dependency: the core library compiles and runs without MPI.
+// The semantics do not change: every stage still runs its own op list (PB: the clocked model, PB-paper, Kosson et
+// al., arXiv 2003.11666, §3; shared/docs/pb-semantics.md §1), so a run across processes is bit-identical to one
+// process (tests/mpi). This header has no MPI dependency: the core library compiles and runs without MPI.
 #pragma once
 
 #include <chrono>

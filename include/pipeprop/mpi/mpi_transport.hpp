@@ -153,7 +153,9 @@ public:
             throw std::runtime_error("pipeprop::mpi: rank " + std::to_string(rank_) + ": a message of " +
                                      std::to_string(bytes) + " bytes for stage " + std::to_string(to) +
                                      " exceeds MPI's int count");
-        outgoing& o = sends_.emplace_back();
+        if (free_.empty()) free_.emplace_back();  // allocates only until the pool covers the sends in flight
+        sends_.splice(sends_.end(), free_, free_.begin());
+        outgoing& o = sends_.back();
         o.bytes.resize(sizeof(wire) + values.size() + labels.size_bytes());
         std::memcpy(o.bytes.data(), &w, sizeof(wire));
         if (!values.empty()) std::memcpy(o.bytes.data() + sizeof(wire), values.data(), values.size());
@@ -210,12 +212,14 @@ private:
         return static_cast<int>((h.micro_batch % 16384) * 2 + (h.dir == direction::backward ? 1 : 0));
     }
 
-    // Frees the buffers of completed sends (mutex_ held).
+    // Returns the buffers of completed sends to the pool (mutex_ held; no allocation: list splices).
     void test_sends() {
         for (auto it = sends_.begin(); it != sends_.end();) {
             int done = 0;
             check(MPI_Test(&it->request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-            it = done ? sends_.erase(it) : std::next(it);
+            const auto next = std::next(it);
+            if (done) free_.splice(free_.end(), sends_, it);
+            it = next;
         }
     }
 
@@ -245,7 +249,8 @@ private:
     std::chrono::milliseconds timeout_;
     int rank_ = 0;
     std::mutex mutex_;
-    std::list<outgoing> sends_;
+    std::list<outgoing> sends_;  // in flight
+    std::list<outgoing> free_;   // completed: their buffers are reused by later sends
     std::vector<std::byte> in_;  // the message being handed to the executor (the driving thread only)
 };
 
