@@ -16,10 +16,12 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <stdexcept>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "pipeprop/boundary_channel.hpp"
 
@@ -50,6 +52,13 @@ public:
     using std::runtime_error::runtime_error;
 };
 
+/// Thrown by a transport's receive() when another process reported that it failed (remote_transport::
+/// report_failure): what() names this process's rank, the failed process's rank and stages, and its message.
+class remote_peer_error : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
 /// Message transport between processes, each running a contiguous group of stages. Implementations must allow
 /// send() from any thread (the lanes' threads) concurrently with receive() (the executor's driving thread).
 class remote_transport {
@@ -72,9 +81,27 @@ public:
     [[nodiscard]] virtual std::chrono::milliseconds timeout() const = 0;
     /// The process that runs `stage` (for messages).
     [[nodiscard]] virtual int rank_of(std::size_t stage) const = 0;
+    /// Tells every other process that this one failed with `what` (best effort: waits a bounded time, a few
+    /// seconds at most, for them to take the note); their receive() then throws remote_peer_error naming this
+    /// process and its stages, so that they end with a message instead of waiting out their timeout. Never throws.
+    virtual void report_failure(std::string_view what) noexcept = 0;
     /// Whether sends handed to the transport may not have reached their process yet (an executor keeps receiving,
     /// and so driving the transport, until they have, before a run returns).
     [[nodiscard]] virtual bool sending() = 0;
 };
+
+/// Reports the exception `e` (the one that ended this process's part of a run) to the other processes through
+/// `t` (remote_transport::report_failure), unless it is a remote_peer_error: that failure was a peer's, which
+/// reported it already. Never throws.
+inline void report_exception(remote_transport& t, const std::exception_ptr& e) noexcept {
+    try {
+        std::rethrow_exception(e);
+    } catch (const remote_peer_error&) {
+    } catch (const std::exception& x) {
+        t.report_failure(x.what());
+    } catch (...) {
+        t.report_failure("an exception of unknown type");
+    }
+}
 
 }  // namespace pipeprop

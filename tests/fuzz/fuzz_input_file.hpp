@@ -15,9 +15,11 @@
 
 namespace fuzz {
 
-/// The process's scratch directory (created on first use, removed at exit).
+/// The process's scratch directory (created on first use, removed at exit). The path object is never destroyed:
+/// the exit handler that removes the directory runs after the function-local statics' destructors registered
+/// later, so a static path would be read after it was freed (ASan: heap-use-after-free at exit).
 inline const std::filesystem::path& scratch_directory() {
-    static const std::filesystem::path dir = [] {
+    static const std::filesystem::path* const dir = [] {
         std::error_code ec;
         const std::filesystem::path base = std::filesystem::is_directory("/dev/shm", ec)
                                                ? std::filesystem::path("/dev/shm")
@@ -28,9 +30,9 @@ inline const std::filesystem::path& scratch_directory() {
             std::error_code e;
             std::filesystem::remove_all(scratch_directory(), e);
         });
-        return std::filesystem::path(templ);
+        return new std::filesystem::path(templ);
     }();
-    return dir;
+    return *dir;
 }
 
 /// Writes `size` bytes to scratch_directory() / name (replacing it) and returns the path.

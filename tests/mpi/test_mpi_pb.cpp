@@ -10,9 +10,10 @@
 // names what differs).
 // Faults (`test_mpi_pb --fault kill|throw|stall R`): rank R kills itself (SIGKILL), throws, or stops answering at
 // micro-batch 50 of a long run; the other ranks must end (non-zero) within seconds: mpirun ends the job when a
-// rank dies or calls MPI_Abort (what a rank does after an exception here), and a rank whose peer stalls gives up
-// after the transport's timeout (2 s here) with remote_timeout_error naming the waiting stage
-// (tests/mpi/fault.cmake times each).
+// rank dies; a rank that throws reports it to the others (its transport, destroyed during unwinding), which name it
+// and its stages (remote_peer_error) and end the job (mpi::abort_job); a rank whose peer stalls gives up after the
+// transport's timeout (2 s here) with remote_timeout_error naming the waiting stage (tests/mpi/fault.cmake times
+// each).
 #include <pipeprop/mpi/mpi_transport.hpp>
 
 #include <csignal>
@@ -128,9 +129,11 @@ int main(int argc, char** argv) {
         MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
         if (session.rank() == 0) std::printf("%s: %d failure(s) over all ranks\n", all == 0 ? "PASS" : "FAIL", all);
         return all == 0 ? 0 : 1;
-    } catch (const std::exception& e) {
+    } catch (const pipeprop::remote_peer_error& e) {  // another rank failed and said so: end the job now
         std::fprintf(stderr, "test_mpi_pb: rank %d: %s\n", mpi::session::rank(), e.what());
-        MPI_Abort(MPI_COMM_WORLD, 2);
-        return 2;
+        mpi::abort_job(2, std::chrono::milliseconds(0));
+    } catch (const std::exception& e) {  // this rank failed: the peers that took its note end the job first
+        std::fprintf(stderr, "test_mpi_pb: rank %d: %s\n", mpi::session::rank(), e.what());
+        mpi::abort_job(2, std::chrono::seconds(2));
     }
 }

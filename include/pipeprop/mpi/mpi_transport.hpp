@@ -10,7 +10,11 @@
 // the bytes are 96 + b x (boundary elements x sizeof(T)) + b x targets x 4 (forward only).
 // Errors: the communicator's error handler is MPI_ERRORS_RETURN, and every failed call throws std::runtime_error
 // naming the call and this rank; a peer that dies or hangs is detected by the executor's bounded wait (timeout())
-// or by mpirun, which ends the job when a rank exits abnormally.
+// or by mpirun, which ends the job when a rank exits abnormally. A rank that fails (an executor's exception, or a
+// transport destroyed while an exception propagates) sends a failure note (its rank, stages and message) to every
+// other rank and waits a few seconds at most for their acknowledgements; their receive() throws
+// remote_peer_error naming it, so a job whose rank throws ends with the survivors naming the failed rank and
+// stages (tests/mpi/fault.cmake), before the failed rank's MPI_Abort ends the job.
 #pragma once
 
 #ifndef OMPI_SKIP_MPICXX
@@ -21,15 +25,20 @@
 #endif
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <list>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -77,6 +86,18 @@ public:
     }
 };
 
+/// Ends the whole job (MPI_Abort on MPI_COMM_WORLD with exit code `code`) after flushing stdout and stderr and
+/// waiting `grace`: a rank that failed and reported it (remote_transport::report_failure) gives the ranks that took
+/// its note the time to print what failed and end the job themselves; a rank ending because of a peer's failure
+/// (remote_peer_error) passes 0.
+[[noreturn]] inline void abort_job(int code, std::chrono::milliseconds grace) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    if (grace.count() > 0) std::this_thread::sleep_for(grace);
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);  // MPI_Abort does not return; if it did, the rank must still end
+}
+
 /// The ranks of S stages cut into P contiguous groups, the first S mod P of them one stage larger: rank_of[s].
 /// Throws std::invalid_argument when P == 0 or P > S (a rank without a stage).
 [[nodiscard]] inline std::vector<int> contiguous_ranks(std::size_t stages, std::size_t ranks) {
@@ -99,7 +120,7 @@ public:
 class transport final : public remote_transport {
 public:
     transport(MPI_Comm comm, std::vector<int> rank_of, std::chrono::milliseconds timeout = std::chrono::seconds(60))
-        : rank_of_(std::move(rank_of)), timeout_(timeout) {
+        : rank_of_(std::move(rank_of)), timeout_(timeout), uncaught_(std::uncaught_exceptions()) {
         check(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup");
         MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
         check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
@@ -112,9 +133,12 @@ public:
     }
     transport(const transport&) = delete;
     transport& operator=(const transport&) = delete;
-    /// Completes the sends in flight (at most 5 s: a peer that failed never receives them; then they are cancelled
-    /// and completed), frees the communicator.
+    /// Reports a failure to the other ranks when destroyed while an exception propagates (unless this rank
+    /// reported one already or the failure was a peer's); completes the sends in flight (at most 5 s: a peer that
+    /// failed never receives them; then they are cancelled and completed); frees the communicator.
     ~transport() override {
+        if (std::uncaught_exceptions() > uncaught_)
+            report_failure("its stages were left by an exception (the transport was destroyed during unwinding)");
         const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
         std::lock_guard lock(mutex_);
         try {
@@ -136,6 +160,58 @@ public:
     [[nodiscard]] int rank() const override { return rank_; }
     [[nodiscard]] std::chrono::milliseconds timeout() const override { return timeout_; }
     [[nodiscard]] int rank_of(std::size_t stage) const override { return rank_of_.at(stage); }
+    void report_failure(std::string_view what) noexcept override {
+        if (reported_ || peer_failed_) return;
+        reported_ = true;
+        try {
+            int size = 0;
+            check(MPI_Comm_size(comm_, &size), "MPI_Comm_size");
+            const std::string note = stages_text(rank_) + " failed: " + std::string(what);
+            std::vector<MPI_Request> requests;
+            for (int r = 0; r < size; ++r) {
+                if (r == rank_) continue;
+                requests.emplace_back();
+                check(MPI_Isend(note.data(), static_cast<int>(note.size()), MPI_BYTE, r, failure_tag, comm_,
+                                &requests.back()),
+                      "MPI_Isend");
+            }
+            // Wait for every peer's acknowledgement (a peer acknowledges when its receive() takes the note), and
+            // acknowledge the failure notes of peers that fail at the same time, for a bounded time.
+            const auto end = std::chrono::steady_clock::now() + std::min(timeout_, std::chrono::milliseconds(3000));
+            int acknowledged = 0;
+            char ignored = 0;
+            while (acknowledged < size - 1 && std::chrono::steady_clock::now() < end) {
+                int flag = 0;
+                MPI_Status status{};
+                check(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, &status), "MPI_Iprobe");
+                if (!flag) {
+                    std::this_thread::sleep_for(std::chrono::microseconds(200));
+                    continue;
+                }
+                if (status.MPI_TAG == acknowledgement_tag) {
+                    check(MPI_Recv(&ignored, 1, MPI_BYTE, status.MPI_SOURCE, acknowledgement_tag, comm_,
+                                   MPI_STATUS_IGNORE),
+                          "MPI_Recv");
+                    ++acknowledged;
+                } else if (status.MPI_TAG == failure_tag) {
+                    discard(status);
+                    acknowledge(status.MPI_SOURCE);
+                } else {
+                    discard(status);  // a boundary message: nobody will use it any more
+                }
+            }
+            for (auto& q : requests) {
+                int done = 0;
+                MPI_Test(&q, &done, MPI_STATUS_IGNORE);
+                if (!done) {
+                    MPI_Cancel(&q);
+                    MPI_Wait(&q, MPI_STATUS_IGNORE);
+                }
+            }
+        } catch (...) {  // best effort: the failing rank's own error is what its caller reports
+        }
+    }
+
     [[nodiscard]] bool sending() override {
         std::lock_guard lock(mutex_);
         test_sends();
@@ -178,6 +254,16 @@ public:
                 std::lock_guard lock(mutex_);
                 test_sends();
                 check(MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, &message, &status), "MPI_Improbe");
+                if (flag && status.MPI_TAG >= failure_tag) {
+                    int count = 0;
+                    check(MPI_Get_count(&status, MPI_BYTE, &count), "MPI_Get_count");
+                    std::string note(static_cast<std::size_t>(count), '\0');
+                    check(MPI_Mrecv(note.data(), count, MPI_BYTE, &message, &status), "MPI_Mrecv");
+                    if (status.MPI_TAG == acknowledgement_tag) continue;  // late: its sender gave up waiting
+                    peer_failed_ = true;
+                    acknowledge(status.MPI_SOURCE);
+                    throw remote_peer_error("pipeprop::mpi: rank " + std::to_string(rank_) + ": " + note);
+                }
                 if (flag) {
                     int count = 0;
                     check(MPI_Get_count(&status, MPI_BYTE, &count), "MPI_Get_count");
@@ -208,8 +294,50 @@ private:
         MPI_Request request = MPI_REQUEST_NULL;
     };
 
+    // Boundary messages: tags 0 ... 31999 (MPI guarantees tags up to 32767); failure notes and their
+    // acknowledgements above.
     static int tag(const boundary_message& h) {
-        return static_cast<int>((h.micro_batch % 16384) * 2 + (h.dir == direction::backward ? 1 : 0));
+        return static_cast<int>((h.micro_batch % 16000) * 2 + (h.dir == direction::backward ? 1 : 0));
+    }
+    static constexpr int failure_tag = 32000;
+    static constexpr int acknowledgement_tag = 32001;
+
+    // "rank R (stages a-b)" for the failure notes.
+    std::string stages_text(int rank) const {
+        std::size_t first = rank_of_.size(), last = 0;
+        for (std::size_t s = 0; s < rank_of_.size(); ++s)
+            if (rank_of_[s] == rank) {
+                first = std::min(first, s);
+                last = s;
+            }
+        if (first == rank_of_.size()) return "rank " + std::to_string(rank) + " (no stage)";
+        return "rank " + std::to_string(rank) + (first == last ? " (stage " + std::to_string(first) + ")"
+                                                               : " (stages " + std::to_string(first) + "-" +
+                                                                     std::to_string(last) + ")");
+    }
+    // Receives and drops the probed message (a failure note answered elsewhere, or a boundary message after a
+    // failure).
+    void discard(const MPI_Status& status) {
+        int count = 0;
+        check(MPI_Get_count(&status, MPI_BYTE, &count), "MPI_Get_count");
+        std::vector<char> bytes(static_cast<std::size_t>(count));
+        check(MPI_Recv(bytes.data(), count, MPI_BYTE, status.MPI_SOURCE, status.MPI_TAG, comm_, MPI_STATUS_IGNORE),
+              "MPI_Recv");
+    }
+    // Acknowledges a failure note of rank `to` (a one-byte message; waits a second at most for its completion).
+    void acknowledge(int to) {
+        static const char byte = 1;
+        MPI_Request q = MPI_REQUEST_NULL;
+        check(MPI_Isend(&byte, 1, MPI_BYTE, to, acknowledgement_tag, comm_, &q), "MPI_Isend");
+        const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+        for (int done = 0; !done;) {
+            check(MPI_Test(&q, &done, MPI_STATUS_IGNORE), "MPI_Test");
+            if (!done && std::chrono::steady_clock::now() >= end) {
+                MPI_Cancel(&q);
+                MPI_Wait(&q, MPI_STATUS_IGNORE);
+                return;
+            }
+        }
     }
 
     // Returns the buffers of completed sends to the pool (mutex_ held; no allocation: list splices).
@@ -248,6 +376,9 @@ private:
     std::vector<int> rank_of_;
     std::chrono::milliseconds timeout_;
     int rank_ = 0;
+    int uncaught_ = 0;           // std::uncaught_exceptions() at construction
+    bool reported_ = false;      // this rank reported its failure
+    bool peer_failed_ = false;   // a peer's failure note arrived
     std::mutex mutex_;
     std::list<outgoing> sends_;  // in flight
     std::list<outgoing> free_;   // completed: their buffers are reused by later sends

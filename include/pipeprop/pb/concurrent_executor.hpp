@@ -379,6 +379,7 @@ private:
                     graph_->wait();
                 } catch (...) {
                 }
+                report_exception(*remote_, std::current_exception());  // the other ranks name this one and stop
             }
             throw;
         }
