@@ -32,6 +32,8 @@ struct boundary_note {
     double loss = 0;             ///< mean loss over the micro-batch's counted targets (nats)
     std::uint64_t correct = 0;   ///< counted targets predicted right
     std::uint64_t targets = 0;   ///< counted targets N
+    double loss_sum = 0;         ///< the loss summed over those targets (nats; the synchronous schedules' step loss
+                                 ///< adds these sums, so every process reports the same bits)
 };
 
 /// A message that arrived from another process: the target stage, the header (its `buffer` is meaningless here),

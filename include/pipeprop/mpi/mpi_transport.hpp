@@ -221,7 +221,7 @@ public:
     void send(std::size_t to, const boundary_message& h, std::span<const std::byte> values,
               std::span<const std::int32_t> labels, const boundary_note& note) override {
         wire w{to, h.micro_batch, h.sequence, h.batch, static_cast<std::uint64_t>(h.dir), values.size(),
-               labels.size(), note.loss, note.correct, note.targets, 0, 0};
+               labels.size(), note.loss, note.correct, note.targets, note.loss_sum, 0};
         std::lock_guard lock(mutex_);
         test_sends();
         const std::size_t bytes = sizeof(wire) + values.size() + labels.size_bytes();
@@ -286,7 +286,9 @@ private:
     struct wire {  // the header that precedes a message's payload
         std::uint64_t to, micro_batch, sequence, batch, dir, value_bytes, label_count;
         double loss;
-        std::uint64_t correct, targets, reserved0, reserved1;
+        std::uint64_t correct, targets;
+        double loss_sum;
+        std::uint64_t reserved;
     };
     static_assert(sizeof(wire) == 96);
     struct outgoing {
@@ -368,7 +370,7 @@ private:
                     boundary_message::no_buffer};
         m.values = {in_.data() + sizeof(wire), w.value_bytes};
         m.labels = {reinterpret_cast<const std::int32_t*>(in_.data() + sizeof(wire) + w.value_bytes), w.label_count};
-        m.note = {w.loss, w.correct, w.targets};
+        m.note = {w.loss, w.correct, w.targets, w.loss_sum};
         return m;
     }
 

@@ -8,6 +8,7 @@
 
 #include "pipeprop/executor_kind.hpp"
 #include "pipeprop/optim/sgd.hpp"
+#include "pipeprop/remote_transport.hpp"
 #include "pipeprop/sync/schedule.hpp"
 
 namespace pipeprop::sync {
@@ -37,6 +38,11 @@ struct basic_executor_options {
     /// Stages per device (v) of schedule_kind::interleaved_1f1b (the stage count must be a multiple); ZB-V always
     /// has 2, the other schedules one per device.
     std::size_t chunks = 2;
+    /// Stages in several processes (issue 15; remote_transport.hpp, e.g. pipeprop/mpi/mpi_transport.hpp; it must
+    /// outlive the executor): this process runs only the stages the transport calls local, the others' messages
+    /// cross the transport. nullptr: every stage runs here. Needs executor == concurrent and no clipping; a device
+    /// of a virtual-stage schedule must have all of its stages in one process (schedule_executor's file comment).
+    remote_transport* remote = nullptr;
 };
 
 /// Options of an executor with momentum SGD (the default optimizer).
@@ -50,7 +56,8 @@ struct step_result {
     std::size_t batch = 0;         ///< B (samples)
     std::size_t micro_batches = 0; ///< m used (min(m, B))
     double seconds = 0;            ///< wall time of the step
-    double gradient_norm = 0;      ///< L2 norm of the mean-loss gradient over all stages (before any clipping)
+    double gradient_norm = 0;      ///< L2 norm of the mean-loss gradient over all stages (before any clipping);
+                                   ///< with remote stages over this process's stages only
 };
 
 }  // namespace pipeprop::sync
