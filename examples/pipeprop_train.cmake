@@ -149,3 +149,12 @@ add_test(NAME pipeprop_train_bad_lr_nan COMMAND pipeprop_train --lr nan --max-sa
 set_tests_properties(pipeprop_train_bad_lr_nan PROPERTIES WILL_FAIL TRUE)
 add_test(NAME pipeprop_train_bad_lr_nan_exit_code
          COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:pipeprop_train> -P ${CMAKE_CURRENT_LIST_DIR}/train/expect_exit_2.cmake)
+
+# --transport mpi (issue 15): with -DPIPEPROP_WITH_MPI=ON the program links MPI, and pipeprop_train.cpp (the only
+# unit that includes MPI: train/mpi_cluster.hpp) starts it when the option is given; the per-network units see only
+# train/cluster.hpp.
+if(PIPEPROP_WITH_MPI)
+  target_link_libraries(pipeprop_train PRIVATE pipeprop::mpi)
+  set_source_files_properties(${CMAKE_CURRENT_SOURCE_DIR}/pipeprop_train.cpp TARGET_DIRECTORY pipeprop_train
+                              PROPERTIES COMPILE_DEFINITIONS PIPEPROP_TRAIN_MPI=1)
+endif()

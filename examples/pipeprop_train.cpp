@@ -7,6 +7,12 @@
 //   pipeprop_train --network cnn --batch 32 --lr 0.05 --momentum 0.9 --epochs 1
 //   pipeprop_train --network mlp --max-samples 2000 --metrics metrics.jsonl --checkpoint-out ckpt
 //   pipeprop_train --network llama-tiny --epochs 3 --max-samples 2000 --max-test-samples 500   (AdamW, fortunes)
+//   mpirun -np 2 pipeprop_train --transport mpi --mode pb --network cnn   (the stages on 2 ranks; MPI builds only)
+//
+// --transport mpi (issue 15; a build with -DPIPEPROP_WITH_MPI=ON): every rank parses the options (only rank 0
+// reports a bad one; all exit 2); rank 0 reads the data (stage 0 and the evaluation run there) and prints progress,
+// metrics and the one JSON result line; checkpoints are per rank with a manifest (train/rank_checkpoints.hpp). A
+// runtime error on any rank is printed by that rank (naming it) and ends the whole job (MPI_Abort, exit 1).
 //
 // Exit codes: 0 success; 1 runtime error (missing or corrupt data, bad checkpoint, NaN/inf loss, I/O; an output path
 // that cannot be written is reported before the data are loaded); 2 bad options. When training finished but a final
@@ -19,6 +25,8 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <chrono>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -32,6 +40,11 @@
 #include "compiled_networks.hpp"  // generated (examples/pipeprop_train.cmake)
 #include "train/options.hpp"
 #include "train/output_paths.hpp"
+#include "train/cluster.hpp"
+#include "train/rank_checkpoints.hpp"
+#ifdef PIPEPROP_TRAIN_MPI
+#include "train/mpi_cluster.hpp"
+#endif
 
 // ---- Modes -------------------------------------------------------------------------------------------------------
 // Adding a mode is two lines: include its header examples/train/mode_<name>.hpp here, and add
@@ -109,6 +122,9 @@ void train::mode_pb::validate(const train::common_options& o) const {
     for (const auto& [name, value] : reals)
         if (!std::isfinite(value))
             throw CLI::ValidationError(name, fmt::format("must be a finite number, got {}", value));
+    if (o.transport == "mpi" && executor_ != "concurrent")
+        throw CLI::ValidationError("--executor", "sequential runs every stage in this process; --transport mpi needs "
+                                                 "the concurrent executor");
     if (o.nesterov)
         throw CLI::ValidationError("--nesterov",
                                    "is not available in --mode pb (stages use heavy-ball momentum; "
@@ -174,7 +190,38 @@ const train::mode_entry mode_table[] = {
 }  // namespace
 // ------------------------------------------------------------------------------------------------------------------
 
+namespace {
+/// True when the command line asks for --transport mpi (read before parsing: MPI starts before the options are
+/// parsed, so that only rank 0 reports a bad one).
+bool wants_mpi(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--transport=mpi" || (a == "--transport" && i + 1 < argc && std::string(argv[i + 1]) == "mpi"))
+            return true;
+    }
+    return false;
+}
+}  // namespace
+
 int main(int argc, char** argv) {
+#ifdef PIPEPROP_TRAIN_MPI
+    std::optional<pipeprop::mpi::session> session;
+    std::optional<train::mpi_cluster> ranks;
+    if (wants_mpi(argc, argv)) {
+        try {
+            session.emplace(argc, argv);
+        } catch (const std::exception& e) {
+            std::cerr << "pipeprop_train: --transport mpi: " << e.what() << std::endl;
+            return 1;
+        }
+    }
+#endif
+    const bool rank0 = [&] {
+#ifdef PIPEPROP_TRAIN_MPI
+        if (session) return session->rank() == 0;
+#endif
+        return true;
+    }();
     std::vector<std::unique_ptr<train::mode>> modes;
     std::vector<std::string> mode_names;
     for (const auto& row : mode_table) {
@@ -229,33 +276,71 @@ int main(int argc, char** argv) {
         }
         check_compiled(options);
         selected->validate(options);
+        if (options.transport == "mpi") {
+#ifdef PIPEPROP_TRAIN_MPI
+            ranks.emplace(std::chrono::seconds(options.remote_timeout));
+            options.ranks = &*ranks;
+            if (!rank0) {  // rank 0 shows progress and writes the metrics
+                options.progress = "none";
+                options.metrics.clear();
+            }
+#else
+            throw CLI::ValidationError("--transport", "mpi: this build of the main program has no MPI (configure with "
+                                                      "-DPIPEPROP_WITH_MPI=ON; Debian: libopenmpi-dev, openmpi-bin)");
+#endif
+        }
     } catch (const CLI::Success& e) {  // --help
-        return app.exit(e);
-    } catch (const CLI::ParseError& e) {
-        std::cerr << "pipeprop_train: " << e.what() << "\n\n" << app.help() << std::flush;
+        return rank0 ? app.exit(e) : 0;
+    } catch (const CLI::ParseError& e) {  // every rank parses the same options: rank 0 reports them
+        if (rank0) std::cerr << "pipeprop_train: " << e.what() << "\n\n" << app.help() << std::flush;
         return 2;
     }
 
     openblas_set_num_threads(options.blas_threads);
 
+    // --transport mpi: a runtime error ends the whole job; the rank that failed says so (a rank that stops because
+    // another one failed names that one, and ends the job at once)
+    const auto end_job = [&](bool peer_failed) {
+#ifdef PIPEPROP_TRAIN_MPI
+        if (session) pipeprop::mpi::abort_job(1, peer_failed ? std::chrono::milliseconds(0) : std::chrono::seconds(2));
+#endif
+        (void)peer_failed;
+        return 1;
+    };
+    const std::string who = [&] {
+#ifdef PIPEPROP_TRAIN_MPI
+        if (session) return "pipeprop_train: rank " + std::to_string(session->rank());
+#endif
+        return std::string("pipeprop_train");
+    }();
     try {
-        train::check_output_paths(options);
-        selected->check_outputs(options);
+        if (rank0) {  // checked once (every rank writes under the same --checkpoint-out)
+            train::check_output_paths(options);
+            selected->check_outputs(options);
+        }
         const train::json_line result = selected->run(options);
-        std::cout << result.str() << std::endl;
+        if (rank0) std::cout << result.str() << std::endl;
         return 0;
+    } catch (const pipeprop::remote_peer_error& e) {
+        std::cerr << "\n" << who << ": error: " << e.what() << std::endl;
+        return end_job(true);
     } catch (const train::output_failed_after_training& e) {
         std::cout << e.result().str() << std::endl;
-        std::cerr << "\npipeprop_train: error: " << e.what() << std::endl;
+        std::cerr << "\n" << who << ": error: " << e.what() << std::endl;
     } catch (const CLI::ParseError& e) {  // an option found bad once the data are known (e.g. --batch > samples)
-        std::cerr << "\npipeprop_train: " << e.what() << std::endl;
+        if (rank0) std::cerr << "\npipeprop_train: " << e.what() << std::endl;
+#ifdef PIPEPROP_TRAIN_MPI
+        if (session) pipeprop::mpi::abort_job(2, std::chrono::seconds(1));  // the same on every rank, or only rank 0's
+#endif
         return 2;
     } catch (const pipeprop::data_error& e) {
-        std::cerr << "\npipeprop_train: data error: " << e.what() << std::endl;
+        std::cerr << "\n" << who << ": data error: " << e.what() << std::endl;
+    } catch (const train::rank_manifest_error& e) {  // the same on every rank: said by rank 0
+        if (rank0) std::cerr << "\npipeprop_train: checkpoint error: " << e.what() << std::endl;
     } catch (const pipeprop::checkpoint_error& e) {
-        std::cerr << "\npipeprop_train: checkpoint error: " << e.what() << std::endl;
+        std::cerr << "\n" << who << ": checkpoint error: " << e.what() << std::endl;
     } catch (const pipeprop::non_finite_loss_error& e) {
-        std::cerr << "\npipeprop_train: training diverged: " << e.what()
+        std::cerr << "\n" << who << ": training diverged: " << e.what()
                   << (options.mode == "pb" ? "\nIn --mode pb, --lr and --momentum apply per micro-batch: "
                                              "--reference-batch B scales values tuned for batch B to b."
                                            : "")
@@ -264,7 +349,7 @@ int main(int argc, char** argv) {
                                                            " (if one was written) was left untouched.")
                   << std::endl;
     } catch (const std::exception& e) {
-        std::cerr << "\npipeprop_train: error: " << e.what() << std::endl;
+        std::cerr << "\n" << who << ": error: " << e.what() << std::endl;
     }
-    return 1;
+    return end_job(false);
 }

@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "train/cluster.hpp"
 #include "train/mode.hpp"
 #include "train/mode_sgd.hpp"
 #include "train/networks.hpp"
@@ -58,9 +59,14 @@ public:
 
     /// programs: the stages' code (pb_stage_programs: static for --stages layer / fine / fine-own up to
     /// max_static_stages stages, dynamic otherwise).
+    /// ranks: --transport mpi (opt.remote is then this rank's transport), else nullptr.
     pb_engine(programs_type programs, const pipeprop::pb::options<Policy>& opt, pipeprop::optim::lr_schedule schedule,
-              double momentum, double weight_decay)
-        : pipe_(std::move(programs), opt), schedule_(schedule), momentum_(momentum), weight_decay_(weight_decay) {}
+              double momentum, double weight_decay, cluster* ranks = nullptr)
+        : pipe_(std::move(programs), opt),
+          schedule_(schedule),
+          momentum_(momentum),
+          weight_decay_(weight_decay),
+          ranks_(ranks) {}
 
     float train_batch(const float* x, const std::int32_t* labels, std::size_t b) {
         pipe_.set_hyperparameters({.learning_rate = static_cast<float>(schedule_(pipe_.samples_pushed())),
@@ -75,8 +81,45 @@ public:
         epoch_loss_sum_ = 0.0;
         epoch_targets_ = 0;
     }
+    /// With --transport mpi collective: every rank's own stages (weights, running state) are gathered on rank 0,
+    /// which evaluates its n samples (the other ranks pass none) and sends the result to every rank.
     pipeprop::evaluation evaluate(const float* x, const std::int32_t* labels, std::size_t n) {
-        return pipe_.evaluate({x, n * pipe_type::input_size}, {labels, n * targets_per_sample}, n);
+        if (ranks_ == nullptr) return pipe_.evaluate({x, n * pipe_type::input_size}, {labels, n * targets_per_sample}, n);
+        using stack = typename pipe_type::stack_type;
+        const auto [first, last] = local_stages();
+        const auto& ranges = pipe_.stage_ranges();
+        std::vector<float> w(stack::parameter_count), all_w, all_state;
+        pipe_.copy_parameters(w);
+        std::vector<float> state;  // this rank's stages' running state, in layer order
+        for (std::size_t s = first; s <= last; ++s) {
+            const auto st = pipe_.stages()[s].state();
+            state.insert(state.end(), st.begin(), st.end());
+        }
+        const std::size_t lo = stack::parameter_offset[ranges[first].begin], hi = stack::parameter_offset[ranges[last].end];
+        if (ranks_->rank() == 0) {
+            all_w.resize(stack::parameter_count);
+            all_state.resize(stack::state_count);
+        }
+        ranks_->gather(std::span<const float>(w).subspan(lo, hi - lo), all_w);
+        ranks_->gather(state, all_state);
+        pipeprop::evaluation e{};
+        if (ranks_->rank() == 0) {
+            pipe_.load_remote_stages(all_w, all_state);
+            e = pipe_.evaluate({x, n * pipe_type::input_size}, {labels, n * targets_per_sample}, n);
+        }
+        ranks_->broadcast(std::as_writable_bytes(std::span<pipeprop::evaluation>(&e, 1)));
+        return e;
+    }
+    /// --transport mpi: rank r's stages "a-b", for the checkpoint manifest (train/rank_checkpoints.hpp).
+    [[nodiscard]] std::vector<std::string> stages_by_rank() const {
+        const pipeprop::remote_transport& t = *pipe_.engine_options().remote;
+        std::vector<std::string> out(static_cast<std::size_t>(ranks_->size()));
+        for (std::size_t s = 0; s < pipe_.number_of_stages(); ++s) {
+            std::string& text = out.at(static_cast<std::size_t>(t.rank_of(s)));
+            const std::size_t dash = text.find('-');
+            text = (text.empty() ? std::to_string(s) : text.substr(0, dash)) + "-" + std::to_string(s);
+        }
+        return out;
     }
     void save_state(pipeprop::checkpoint& c) const { pipeprop::pb::save_state(pipe_, c); }
     /// A PB checkpoint restores everything; a checkpoint of another mode (e.g. --mode sgd) provides the initial
@@ -104,6 +147,18 @@ public:
     [[nodiscard]] double epoch_train_loss() const noexcept { return last_epoch_loss_; }
 
 private:
+    // This rank's stages (a contiguous group), with --transport mpi.
+    [[nodiscard]] std::pair<std::size_t, std::size_t> local_stages() const {
+        const pipeprop::remote_transport& t = *pipe_.engine_options().remote;
+        std::size_t first = pipe_.number_of_stages(), last = 0;
+        for (std::size_t s = 0; s < pipe_.number_of_stages(); ++s)
+            if (t.is_local(s)) {
+                first = std::min(first, s);
+                last = s;
+            }
+        return {first, last};
+    }
+
     /// Adds the completed micro-batches to the epoch's loss (weighted by their counted targets) and returns their
     /// loss sum weighted by samples (what train_batch reports to the progress display).
     double take(std::span<const pipeprop::pb::completed_micro_batch<float>> done) {
@@ -126,6 +181,7 @@ private:
     std::size_t epoch_targets_ = 0;
     double last_epoch_loss_ = 0.0;
     std::uint64_t completed_samples_ = 0;
+    cluster* ranks_ = nullptr;
 };
 
 /// --mode pb.
@@ -206,8 +262,18 @@ public:
         if constexpr (is_sequence_model<Net>) {
             return uses_adamw(o) ? run_text<Net, pipeprop::optim::adamw<float>>(o)
                                  : run_text<Net, pipeprop::optim::sgd<float>>(o);
-        } else {
+        } else if (o.ranks == nullptr || o.ranks->rank() == 0) {
+            // --transport mpi: rank 0 (stage 0 and the evaluation) reads the data and tells the others its size
             const pipeprop::data::dataset_pair data = load_data<Net>(o);
+            if (o.ranks != nullptr) {
+                std::uint64_t count = data.train.count;
+                o.ranks->broadcast(std::as_writable_bytes(std::span<std::uint64_t>(&count, 1)));
+            }
+            return run_policy<Net, pb_loss_t<Net>>(o, mitigation(o), data);
+        } else {
+            std::uint64_t count = 0;
+            o.ranks->broadcast(std::as_writable_bytes(std::span<std::uint64_t>(&count, 1)));
+            const placeholder_data data{static_cast<std::size_t>(count), Net::input_shape::size};
             return run_policy<Net, pb_loss_t<Net>>(o, mitigation(o), data);
         }
     }
@@ -261,14 +327,34 @@ private:
             opt.policy.warmup_samples = pipemare_warmup_epochs_ * static_cast<double>(epoch_size);
             opt.policy.discrepancy_decay = pipemare_decay_;
         }
-        pb_engine<Net, Policy, Loss, Optimizer> engine(pb_stage_programs<Net>(stages_), opt,
-                                                       make_schedule(o, epoch_size), o.momentum, o.weight_decay);
+        auto programs = pb_stage_programs<Net>(stages_);
+        // --transport mpi: the stage cut in contiguous groups, one per rank (outlives the engine)
+        std::unique_ptr<pipeprop::remote_transport> transport;
+        if (o.ranks != nullptr) {
+            std::vector<int> rank_of;
+            try {
+                rank_of = pipeprop::contiguous_ranks(programs.size(), static_cast<std::size_t>(o.ranks->size()));
+            } catch (const std::invalid_argument& e) {
+                throw CLI::ValidationError("--transport", e.what());
+            }
+            transport = o.ranks->make_transport(std::move(rank_of));
+            opt.remote = transport.get();
+        }
+        pb_engine<Net, Policy, Loss, Optimizer> engine(std::move(programs), opt, make_schedule(o, epoch_size),
+                                                       o.momentum, o.weight_decay, o.ranks);
         auto& pipe = engine.pipeline();
         const std::size_t S = pipe.number_of_stages();
         {
             const auto st = pipe.stats();
             note(o, fmt::format("pb: {} stages, mitigation {}, executor {}, micro-batch b = {}", S, mitigation_name,
                                 executor_, o.batch));
+            if (o.ranks != nullptr) {
+                const std::vector<std::string> by_rank = engine.stages_by_rank();
+                std::string text;
+                for (std::size_t r = 0; r < by_rank.size(); ++r)
+                    text += fmt::format("{}rank {}: stages {}", r > 0 ? ", " : "", r, by_rank[r]);
+                note(o, fmt::format("pb: --transport mpi, {} ranks ({})", by_rank.size(), text));
+            }
             for (const auto& s : st.stages)
                 note(o, fmt::format("pb: stage {:2} layers [{}, {})  D = {:2}  parameters {:8}  stash bytes {:9}  "
                                     "weight bytes {:9}",
@@ -277,14 +363,36 @@ private:
         }
         run_summary r = run_training<Net>(engine, o, data, mode_name);
         const auto st = pipe.stats();
+        // per stage: busy seconds and utilization (--transport mpi: gathered from the rank that runs the stage)
+        std::vector<float> busy(S), used(S);
+        for (std::size_t s = 0; s < S; ++s) {
+            busy[s] = static_cast<float>(st.stages[s].busy_seconds);
+            used[s] = static_cast<float>(st.utilization(s));
+        }
+        std::string ranks;
+        if (o.ranks != nullptr) {
+            std::vector<float> mine;
+            for (std::size_t s = 0; s < S; ++s)
+                if (transport->is_local(s)) mine.insert(mine.end(), {busy[s], used[s]});
+            std::vector<float> all(o.ranks->rank() == 0 ? 2 * S : 0);
+            o.ranks->gather(mine, all);
+            for (std::size_t s = 0; s < S && !all.empty(); ++s) {
+                busy[s] = all[2 * s];
+                used[s] = all[2 * s + 1];
+            }
+            for (std::size_t s = 0; s < S; ++s) ranks += fmt::format("{}{}", s > 0 ? "," : "", transport->rank_of(s));
+        }
         std::string delays, utilization, lanes;
         for (std::size_t s = 0; s < S; ++s) {
             delays += fmt::format("{}{}", s > 0 ? "," : "", st.stages[s].delay);
-            utilization += fmt::format("{}{:.3f}", s > 0 ? "," : "", st.utilization(s));
+            utilization += fmt::format("{}{:.3f}", s > 0 ? "," : "", used[s]);
             lanes += fmt::format("{}{}", s > 0 ? "," : "", st.stages[s].lane);
-            note(o, fmt::format("pb: stage {:2} busy {:8.3f} s  utilization {:.3f}  in flight (max) {}  lane {}", s,
-                                st.stages[s].busy_seconds, st.utilization(s), st.stages[s].in_flight_max,
-                                st.stages[s].lane));
+            if (o.ranks != nullptr)
+                note(o, fmt::format("pb: stage {:2} busy {:8.3f} s  utilization {:.3f}  rank {}", s, busy[s],
+                                    used[s], transport->rank_of(s)));
+            else
+                note(o, fmt::format("pb: stage {:2} busy {:8.3f} s  utilization {:.3f}  in flight (max) {}  lane {}",
+                                    s, busy[s], used[s], st.stages[s].in_flight_max, st.stages[s].lane));
         }
         note(o, fmt::format("pb: {:.1f} samples/s over {:.2f} s inside the pipeline ({} executor)",
                             st.samples_per_second, st.wall_seconds, executor_));
@@ -295,10 +403,11 @@ private:
             .add("stages", S)
             .add("delays", delays)
             .add("utilization", utilization)
-            .add("lanes", executor_ == "concurrent" ? lanes : std::string())
+            .add("lanes", executor_ == "concurrent" && o.ranks == nullptr ? lanes : std::string())
             .add("pb_samples_per_second", st.samples_per_second)
             .add("flush_subnormals", flush_subnormals_);
         if (reference_batch_ > 0) j.add("reference_lr", reference_lr_).add("reference_momentum", reference_momentum_);
+        if (o.ranks != nullptr) j.add("transport", "mpi").add("ranks", ranks);
         return j;
     }
 

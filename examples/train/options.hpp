@@ -26,6 +26,8 @@
 
 namespace train {
 
+class cluster;  // train/cluster.hpp
+
 /// Values of the shared options (defaults: the main job of issue 3, small CNN, SGD, B = 32, lr 0.05, momentum 0.9,
 /// 1 epoch on Fashion-MNIST).
 struct common_options {
@@ -53,12 +55,15 @@ struct common_options {
     double warmup_epochs = 0.0;         ///< linear warm-up length in epochs
     int blas_threads = 1;               ///< openblas_set_num_threads
     std::string progress = "auto";      ///< auto (bar on a terminal, log lines otherwise), bar, log, none
+    std::string transport = "local";    ///< local (one process) or mpi (the stages on the ranks of mpirun)
+    std::size_t remote_timeout = 60;    ///< --transport mpi: seconds a rank waits for another rank's message
     // Set by the program after parsing: whether an option was given (per-network defaults apply otherwise).
     bool data_given = false;            ///< --data given (a text network reads the fortunes corpus by default)
     bool lr_given = false;              ///< --lr given (AdamW on a text network defaults to 3e-3)
     bool momentum_given = false;        ///< --momentum given (momentum SGD's; rejected with AdamW)
     bool norm_given = false;            ///< --norm given (ResNets only)
     std::string network_type;           ///< the type key the modes dispatch on (train::network_type_key)
+    train::cluster* ranks = nullptr;    ///< --transport mpi: this process's place among the ranks (else nullptr)
 };
 
 /// For a run that trains with AdamW: throws CLI::ValidationError (usage message, exit 2) when --momentum or
@@ -198,6 +203,15 @@ inline void add_common_options(CLI::App& app, common_options& o, const std::vect
                    "Progress display: auto (bar on a terminal, log lines otherwise), bar, log, none")
         ->check(CLI::IsMember({"auto", "bar", "log", "none"}))
         ->capture_default_str();
+    app.add_option("--transport", o.transport,
+                   "Where the stages run: local (this process) or mpi (under mpirun -np P: the stage cut in P "
+                   "contiguous groups, one per rank; --mode pb; needs a build with -DPIPEPROP_WITH_MPI=ON)")
+        ->check(CLI::IsMember({"local", "mpi"}))
+        ->capture_default_str();
+    app.add_option("--remote-timeout", o.remote_timeout,
+                   "--transport mpi: seconds a rank waits for a message of another rank before it gives up")
+        ->check(CLI::Range(std::size_t{1}, std::size_t{86400}))
+        ->capture_default_str();
 }
 
 /// Checks combinations the per-option validators cannot see. Throws CLI::ValidationError (-> usage, exit 2).
@@ -215,6 +229,12 @@ inline void validate_common_options(const common_options& o) {
     if (o.lr_schedule == "cosine" && o.lr_min > o.lr)
         throw CLI::ValidationError("--lr-min", "must not exceed --lr for the cosine schedule");
     if (o.nesterov && o.momentum == 0.0) throw CLI::ValidationError("--nesterov", "needs --momentum > 0");
+    if (o.transport == "mpi" && o.mode != "pb")
+        throw CLI::ValidationError("--transport", "mpi runs --mode pb (the synchronous schedules across processes are "
+                                                  "in the library, sync::executor_options::remote, not yet in this "
+                                                  "program)");
+    if (o.transport == "mpi" && is_text_network(o.network))
+        throw CLI::ValidationError("--transport", "mpi trains the image networks (not yet " + o.network + ")");
     if (o.norm_given && !is_resnet(o.network))
         throw CLI::ValidationError("--norm", "applies to --network resnet20 and resnet56 (the small CNN with Online "
                                              "Normalization is --network cnn-on)");

@@ -14,6 +14,10 @@
 //   std::uint64_t samples_seen() const;  double current_learning_rate() const;
 // Optional: void end_of_epoch();  called after the last batch of each epoch, before evaluation and checkpointing
 // (a pipelined engine can finish its in-flight micro-batches there).
+// With --transport mpi (common_options::ranks) every rank runs this loop with the same batches; rank 0 reads the
+// data, the others a placeholder_source (their inputs are never read: stage 0 runs on rank 0); evaluate() is
+// collective (the engine gathers every rank's stages); checkpoints are per rank (train/rank_checkpoints.hpp), so the
+// engine also provides std::vector<std::string> stages_by_rank() for the manifest.
 #pragma once
 
 #include <fmt/format.h>
@@ -27,6 +31,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <optional>
 #include <span>
@@ -47,6 +52,7 @@
 #include "train/networks.hpp"
 #include "train/options.hpp"
 #include "train/progress.hpp"
+#include "train/rank_checkpoints.hpp"
 
 namespace train {
 
@@ -274,6 +280,34 @@ struct text_source {
     }
 };
 
+/// What a rank without data knows of them (--transport mpi, rank > 0; rank 0 broadcasts it).
+struct placeholder_data {
+    std::size_t train_count = 0;
+    std::size_t input_size = 0;
+};
+inline std::size_t epoch_samples(const common_options& o, const placeholder_data& d) {
+    return epoch_samples(o, d.train_count);
+}
+
+/// The data as a rank without data sees it: the epoch's size; its batches hold NaN inputs and targets -1, which the
+/// engine does not read there (PB: only stage 0's process reads them, pb::engine::push); its evaluate() takes part
+/// in the collective evaluation with nothing of its own.
+struct placeholder_source {
+    placeholder_data data;
+    static constexpr bool text = false;
+    [[nodiscard]] std::size_t train_count() const { return data.train_count; }
+    [[nodiscard]] std::size_t input_size() const { return data.input_size; }
+    [[nodiscard]] std::size_t targets_per_sample() const { return 1; }
+    void gather(std::span<const std::uint32_t>, std::size_t, std::size_t b, float* x, std::int32_t* targets) const {
+        std::fill_n(x, b * data.input_size, std::numeric_limits<float>::quiet_NaN());
+        std::fill_n(targets, b, -1);
+    }
+    template <class Engine>
+    pipeprop::evaluation evaluate(Engine& engine) const {
+        return engine.evaluate(nullptr, nullptr, 0);
+    }
+};
+
 /// The learning-rate schedule of the options, in samples (epochs converted with `epoch_size`; a cosine schedule
 /// spans all --epochs). Throws std::invalid_argument for invalid values.
 inline pipeprop::optim::lr_schedule make_schedule(const common_options& o, std::size_t epoch_size) {
@@ -303,7 +337,12 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
     std::size_t start_epoch = 0, start_position = 0;
     std::uint64_t data_seed = o.seed;
     if (!o.checkpoint_in.empty()) {
-        const pipeprop::checkpoint c = pipeprop::load_checkpoint(o.checkpoint_in);
+        std::string path = o.checkpoint_in;  // --transport mpi: this rank's part (train/rank_checkpoints.hpp)
+        if (o.ranks != nullptr)
+            path = rank_checkpoint_to_load(o.checkpoint_in, *o.ranks).string();
+        else
+            refuse_rank_checkpoint(o.checkpoint_in);
+        const pipeprop::checkpoint c = pipeprop::load_checkpoint(path);
         check_resume_mode(c, mode_name, o.checkpoint_in, o);
         engine.load_state(c, o.checkpoint_in);
         start_epoch = c.scalar_as<std::size_t>("epoch");
@@ -435,7 +474,14 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
             c.set_scalar("mode", mode_name);
             c.set_scalar("network", o.network);
             c.set_scalar("batch", o.batch);
-            pipeprop::save_checkpoint(c, o.checkpoint_out);
+            if constexpr (requires { engine.stages_by_rank(); }) {
+                if (o.ranks != nullptr)
+                    save_rank_checkpoint(c, o.checkpoint_out, epoch + 1, engine.stages_by_rank(), *o.ranks);
+                else
+                    pipeprop::save_checkpoint(c, o.checkpoint_out);
+            } else {
+                pipeprop::save_checkpoint(c, o.checkpoint_out);
+            }
             progress.message("checkpoint: saved to " + o.checkpoint_out);
         }
     }
@@ -457,6 +503,13 @@ run_summary run_training(Engine& engine, const common_options& o, const pipeprop
                          const std::string& mode_name) {
     const std::size_t test_n = o.max_test_samples > 0 ? std::min(o.max_test_samples, data.test.count) : data.test.count;
     return run_training_on<Net>(engine, o, image_source{data, test_n}, mode_name);
+}
+
+/// run_training_on for a rank without data (--transport mpi, rank > 0).
+template <class Net, class Engine>
+run_summary run_training(Engine& engine, const common_options& o, const placeholder_data& data,
+                         const std::string& mode_name) {
+    return run_training_on<Net>(engine, o, placeholder_source{data}, mode_name);
 }
 
 /// run_training_on for a text dataset (evaluation on the first --max-test-samples validation sequences, or all).

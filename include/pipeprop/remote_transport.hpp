@@ -22,6 +22,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "pipeprop/boundary_channel.hpp"
 
@@ -91,6 +92,21 @@ public:
     /// and so driving the transport, until they have, before a run returns).
     [[nodiscard]] virtual bool sending() = 0;
 };
+
+/// The ranks of S stages cut into P contiguous groups, the first S mod P of them one stage larger: rank_of[s].
+/// Throws std::invalid_argument when P == 0 or P > S (a rank without a stage).
+[[nodiscard]] inline std::vector<int> contiguous_ranks(std::size_t stages, std::size_t ranks) {
+    if (ranks == 0 || ranks > stages)
+        throw std::invalid_argument("pipeprop::contiguous_ranks: " + std::to_string(ranks) + " ranks for " +
+                                    std::to_string(stages) + " stages; every rank needs at least one stage (P <= S)");
+    std::vector<int> rank_of(stages);
+    std::size_t s = 0;
+    for (std::size_t r = 0; r < ranks; ++r) {
+        const std::size_t n = stages / ranks + (r < stages % ranks ? 1 : 0);
+        for (std::size_t i = 0; i < n; ++i) rank_of[s++] = static_cast<int>(r);
+    }
+    return rank_of;
+}
 
 /// Reports the exception `e` (the one that ended this process's part of a run) to the other processes through
 /// `t` (remote_transport::report_failure), unless it is a remote_peer_error: that failure was a peer's, which

@@ -98,20 +98,8 @@ public:
     std::_Exit(code);  // MPI_Abort does not return; if it did, the rank must still end
 }
 
-/// The ranks of S stages cut into P contiguous groups, the first S mod P of them one stage larger: rank_of[s].
-/// Throws std::invalid_argument when P == 0 or P > S (a rank without a stage).
-[[nodiscard]] inline std::vector<int> contiguous_ranks(std::size_t stages, std::size_t ranks) {
-    if (ranks == 0 || ranks > stages)
-        throw std::invalid_argument("pipeprop::mpi: " + std::to_string(ranks) + " ranks for " +
-                                    std::to_string(stages) + " stages; every rank needs at least one stage (P <= S)");
-    std::vector<int> rank_of(stages);
-    std::size_t s = 0;
-    for (std::size_t r = 0; r < ranks; ++r) {
-        const std::size_t n = stages / ranks + (r < stages % ranks ? 1 : 0);
-        for (std::size_t i = 0; i < n; ++i) rank_of[s++] = static_cast<int>(r);
-    }
-    return rank_of;
-}
+/// The ranks of S stages cut into P contiguous groups (remote_transport.hpp).
+using pipeprop::contiguous_ranks;
 
 /// The MPI transport over a duplicate of communicator `comm` (MPI_Comm_dup: its messages never mix with the caller's
 /// or with another transport's; constructing it is collective over `comm`, MPI initialized with

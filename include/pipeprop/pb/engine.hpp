@@ -212,6 +212,7 @@ public:
         } catch (const std::out_of_range& e) {
             fail(e.what());
         }
+        remote_stages_current_ = false;
         micro_batch_info<T> mb;
         mb.id = next_id_;
         mb.batch = b;
@@ -261,9 +262,10 @@ public:
     /// std::invalid_argument for sizes or targets out of range. Allocates its buffers on first use.
     [[nodiscard]] evaluation evaluate(std::span<const T> x, std::span<const std::int32_t> labels, std::size_t n) {
         require_usable("evaluate");
-        if (options_.remote != nullptr)
+        if (options_.remote != nullptr && !remote_stages_current_)
             throw std::logic_error("pipeprop::pb::engine::evaluate: other processes run some of the stages "
-                                   "(options::remote), whose weights this process does not have");
+                                   "(options::remote), whose weights this process does not have (load_remote_stages "
+                                   "after a drain gives them)");
         if (in_flight() != 0)
             throw std::logic_error("pipeprop::pb::engine::evaluate: " + std::to_string(in_flight()) +
                                    " micro-batches are in flight; call drain() first so evaluation sees all updates");
@@ -320,6 +322,33 @@ public:
                                           "pipeprop::pb::engine::load_parameters");
         for (stage_type& st : stages_) st.restore(st.updates(), st.last_learning_rate());
         executor_->resynchronize();
+    }
+
+    /// With options::remote, after a drain: sets the weights and running state of the stages other processes run
+    /// from whole-network blocks (parameters [parameter_count], state [state_count]; e.g. gathered from every
+    /// process), so that evaluate() can run here until the next push. The local stages are not changed (their slices
+    /// are not read). Throws std::logic_error without a transport or with micro-batches in flight,
+    /// std::invalid_argument for a wrong size.
+    void load_remote_stages(std::span<const T> parameters, std::span<const T> state) {
+        require_usable("load_remote_stages");
+        require_drained("load_remote_stages");
+        if (options_.remote == nullptr)
+            throw std::logic_error("pipeprop::pb::engine::load_remote_stages: every stage runs in this process");
+        if (parameters.size() != stack_type::parameter_count || state.size() != stack_type::state_count)
+            throw std::invalid_argument("pipeprop::pb::engine::load_remote_stages: expected " +
+                                        std::to_string(stack_type::parameter_count) + " parameters and " +
+                                        std::to_string(stack_type::state_count) + " state values, got " +
+                                        std::to_string(parameters.size()) + " and " + std::to_string(state.size()));
+        for (std::size_t s = 0; s < stages_.size(); ++s) {
+            if (options_.remote->is_local(s)) continue;
+            const layer_range r = ranges_[s];
+            const std::span<T> w = stages_[s].weights(), st = stages_[s].state();
+            std::copy_n(parameters.begin() + static_cast<std::ptrdiff_t>(stack_type::parameter_offset[r.begin]),
+                        w.size(), w.begin());
+            std::copy_n(state.begin() + static_cast<std::ptrdiff_t>(stack_type::state_offset[r.begin]), st.size(),
+                        st.begin());
+        }
+        remote_stages_current_ = true;
     }
 
     /// Per-stage and per-run figures (pb-semantics.md §5).
@@ -423,6 +452,7 @@ private:
     std::size_t completed_samples_ = 0;
     std::chrono::steady_clock::duration wall_{};
     std::string failure_;  // what() of the exception that made the engine fail; empty while usable
+    bool remote_stages_current_ = false;  // load_remote_stages since the last push (options::remote)
 };
 
 }  // namespace pipeprop::pb

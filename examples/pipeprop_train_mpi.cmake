@@ -1,0 +1,12 @@
+# The main program's --transport mpi (issue 15 item 2; examples/train/check_mpi_train.cmake): PB on 2 and 3 ranks
+# equals one process, a resumed multi-rank run equals an uninterrupted one, errors are said once. Only in a build
+# with -DPIPEPROP_WITH_MPI=ON (pipeprop_train.cmake links MPI then).
+if(PIPEPROP_BUILD_TESTS AND PIPEPROP_WITH_MPI)
+  add_test(NAME pipeprop_train_mpi
+           COMMAND ${CMAKE_COMMAND}
+                   "-DMPIRUN=${MPIEXEC_EXECUTABLE};--allow-run-as-root;--oversubscribe;${MPIEXEC_PREFLAGS}"
+                   -DPROGRAM=$<TARGET_FILE:pipeprop_train> -DDATA=${pipeprop_train_data}
+                   -DWORK=${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_mpi
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/train/check_mpi_train.cmake)
+  set_tests_properties(pipeprop_train_mpi PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 600 PROCESSORS 2)
+endif()

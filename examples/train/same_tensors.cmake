@@ -1,0 +1,21 @@
+# same_tensors(A C MIN WHAT): every .npy file under checkpoint directory A (recursively) exists under C and is
+# byte-identical there; A holds at least MIN of them (WHAT says which, for the message). Sets same_tensors_count in
+# the caller's scope. Included by the ctest scripts that compare a resumed run's checkpoint with an uninterrupted one.
+function(same_tensors a c min what)
+  file(GLOB_RECURSE npy RELATIVE ${a} ${a}/*.npy)
+  list(LENGTH npy count)
+  if(count LESS min)
+    message(FATAL_ERROR "checkpoint ${a} holds ${count} .npy files, expected ${what}")
+  endif()
+  foreach(f IN LISTS npy)
+    if(NOT EXISTS ${c}/${f})
+      message(FATAL_ERROR "${f} missing in the resumed run's checkpoint ${c}")
+    endif()
+    file(SHA256 ${a}/${f} ha)
+    file(SHA256 ${c}/${f} hc)
+    if(NOT ha STREQUAL hc)
+      message(FATAL_ERROR "${f} differs between the uninterrupted run (${a}) and the resumed run (${c})")
+    endif()
+  endforeach()
+  set(same_tensors_count ${count} PARENT_SCOPE)
+endfunction()
