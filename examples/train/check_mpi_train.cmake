@@ -1,5 +1,5 @@
 # ctest script for examples/pipeprop_train_mpi.cmake: the main program's --transport mpi (issue 15 item 2), with
-# MPIRUN (the mpirun command, without -np), PROGRAM, DATA, WORK.
+# MPIRUN (the mpirun command, without -np), PROGRAM, DATA, WORK. First --mode pb:
 #   X: one process, 2 epochs            A2 / A3: mpirun -np 2 / 3, 2 epochs (A2 writes checkpoint a)
 #   B: -np 2, 1 epoch, checkpoint b     C: -np 2, from b to 2 epochs, checkpoint c
 # A2 and A3 must print the same train_loss, test_loss and test_accuracy as X (the stages on several ranks compute
@@ -66,6 +66,31 @@ if(NOT manifest MATCHES "ranks 2\nepoch 2\ndirectory epoch-0002\nrank 0 rank-0: 
   message(FATAL_ERROR "manifest of a:\n${manifest}")
 endif()
 
+# --mode sync: ZB-V on 4 stages (2 devices: rank 0 runs stages 0 and 3, rank 1 stages 1 and 2) on 2 ranks, 1F1B on
+# 5 stages on 3 ranks: the same results as one process; a resumed ZB-V run equals the uninterrupted one
+set(sync_quick --mode sync --network cnn --batch 16 --micro-batches 4 --max-samples 320 --max-test-samples 300
+               --progress none --remote-timeout 60 --data ${DATA})
+run(xs 0 ${PROGRAM} ${sync_quick} --schedule zb_v --stages 2,4,6 --epochs 2)
+run(as 0 ${MPIRUN} -np 2 ${PROGRAM} ${sync_quick} --schedule zb_v --stages 2,4,6 --epochs 2 --transport mpi
+         --checkpoint-out ${WORK}/as)
+same(xs as)
+if(NOT result_as MATCHES "\"transport\":\"mpi\",\"ranks\":\"0,1,1,0\"")
+  message(FATAL_ERROR "as: the result does not name the ranks of the stages: ${result_as}")
+endif()
+run(x1f1b 0 ${PROGRAM} ${sync_quick} --schedule 1f1b --stages 2,4,6,9 --epochs 1)
+run(a1f1b 0 ${MPIRUN} -np 3 ${PROGRAM} ${sync_quick} --schedule 1f1b --stages 2,4,6,9 --epochs 1 --transport mpi)
+same(x1f1b a1f1b)
+run(bs 0 ${MPIRUN} -np 2 ${PROGRAM} ${sync_quick} --schedule zb_v --stages 2,4,6 --epochs 1 --transport mpi
+         --checkpoint-out ${WORK}/bs)
+run(cs 0 ${MPIRUN} -np 2 ${PROGRAM} ${sync_quick} --schedule zb_v --stages 2,4,6 --epochs 2 --transport mpi
+         --checkpoint-in ${WORK}/bs --checkpoint-out ${WORK}/cs)
+same(as cs)
+same_tensors(${WORK}/as ${WORK}/cs 20 "both ranks' parameters and velocities")
+file(READ ${WORK}/as/ranks.txt manifest)
+if(NOT manifest MATCHES "rank 0 rank-0: stages 0,3\nrank 1 rank-1: stages 1-2")
+  message(FATAL_ERROR "manifest of as:\n${manifest}")
+endif()
+
 # errors: said once, the right exit code
 run(too_many 2 ${MPIRUN} -np 7 ${PROGRAM} ${quick} --transport mpi --epochs 1)
 string(REGEX MATCHALL "7 ranks for 6 stages" said "${err_too_many}")
@@ -89,4 +114,5 @@ run(one_process 1 ${PROGRAM} ${quick} --epochs 2 --checkpoint-in ${WORK}/b)
 if(NOT err_one_process MATCHES "a checkpoint of a --transport mpi run")
   message(FATAL_ERROR "one_process: ${err_one_process}")
 endif()
-message("--transport mpi: P = 2 and 3 equal one process; resume bit-identical (${count} tensors); errors said once")
+message("--transport mpi: pb and sync (ZB-V, 1F1B) on P = 2 and 3 equal one process; resume bit-identical "
+        "(pb ${count} tensors, sync ${same_tensors_count}); errors said once")

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "train/cluster.hpp"
+#include "train/rank_evaluation.hpp"
 #include "train/mode.hpp"
 #include "train/mode_sgd.hpp"
 #include "train/networks.hpp"
@@ -82,44 +83,21 @@ public:
         epoch_targets_ = 0;
     }
     /// With --transport mpi collective: every rank's own stages (weights, running state) are gathered on rank 0,
-    /// which evaluates its n samples (the other ranks pass none) and sends the result to every rank.
+    /// which evaluates its n samples (the other ranks pass none) and sends the result to every rank
+    /// (train/rank_evaluation.hpp).
     pipeprop::evaluation evaluate(const float* x, const std::int32_t* labels, std::size_t n) {
         if (ranks_ == nullptr) return pipe_.evaluate({x, n * pipe_type::input_size}, {labels, n * targets_per_sample}, n);
-        using stack = typename pipe_type::stack_type;
-        const auto [first, last] = local_stages();
-        const auto& ranges = pipe_.stage_ranges();
-        std::vector<float> w(stack::parameter_count), all_w, all_state;
-        pipe_.copy_parameters(w);
-        std::vector<float> state;  // this rank's stages' running state, in layer order
-        for (std::size_t s = first; s <= last; ++s) {
-            const auto st = pipe_.stages()[s].state();
-            state.insert(state.end(), st.begin(), st.end());
-        }
-        const std::size_t lo = stack::parameter_offset[ranges[first].begin], hi = stack::parameter_offset[ranges[last].end];
-        if (ranks_->rank() == 0) {
-            all_w.resize(stack::parameter_count);
-            all_state.resize(stack::state_count);
-        }
-        ranks_->gather(std::span<const float>(w).subspan(lo, hi - lo), all_w);
-        ranks_->gather(state, all_state);
-        pipeprop::evaluation e{};
-        if (ranks_->rank() == 0) {
-            pipe_.load_remote_stages(all_w, all_state);
-            e = pipe_.evaluate({x, n * pipe_type::input_size}, {labels, n * targets_per_sample}, n);
-        }
-        ranks_->broadcast(std::as_writable_bytes(std::span<pipeprop::evaluation>(&e, 1)));
-        return e;
+        return evaluate_on_rank0<typename pipe_type::stack_type>(
+            *ranks_, pipe_.stage_ranges(), rank_of(), [&](std::size_t s) { return pipe_.stages()[s].weights(); },
+            [&](std::size_t s) { return pipe_.stages()[s].state(); },
+            [&](std::span<const float> w, std::span<const float> state) {
+                pipe_.load_remote_stages(w, state);
+                return pipe_.evaluate({x, n * pipe_type::input_size}, {labels, n * targets_per_sample}, n);
+            });
     }
-    /// --transport mpi: rank r's stages "a-b", for the checkpoint manifest (train/rank_checkpoints.hpp).
+    /// --transport mpi: rank r's stages, for the checkpoint manifest (train/rank_checkpoints.hpp).
     [[nodiscard]] std::vector<std::string> stages_by_rank() const {
-        const pipeprop::remote_transport& t = *pipe_.engine_options().remote;
-        std::vector<std::string> out(static_cast<std::size_t>(ranks_->size()));
-        for (std::size_t s = 0; s < pipe_.number_of_stages(); ++s) {
-            std::string& text = out.at(static_cast<std::size_t>(t.rank_of(s)));
-            const std::size_t dash = text.find('-');
-            text = (text.empty() ? std::to_string(s) : text.substr(0, dash)) + "-" + std::to_string(s);
-        }
-        return out;
+        return train::stages_by_rank(rank_of(), ranks_->size());
     }
     void save_state(pipeprop::checkpoint& c) const { pipeprop::pb::save_state(pipe_, c); }
     /// A PB checkpoint restores everything; a checkpoint of another mode (e.g. --mode sgd) provides the initial
@@ -147,16 +125,11 @@ public:
     [[nodiscard]] double epoch_train_loss() const noexcept { return last_epoch_loss_; }
 
 private:
-    // This rank's stages (a contiguous group), with --transport mpi.
-    [[nodiscard]] std::pair<std::size_t, std::size_t> local_stages() const {
-        const pipeprop::remote_transport& t = *pipe_.engine_options().remote;
-        std::size_t first = pipe_.number_of_stages(), last = 0;
-        for (std::size_t s = 0; s < pipe_.number_of_stages(); ++s)
-            if (t.is_local(s)) {
-                first = std::min(first, s);
-                last = s;
-            }
-        return {first, last};
+    // The rank of every stage (--transport mpi).
+    [[nodiscard]] std::vector<int> rank_of() const {
+        std::vector<int> r(pipe_.number_of_stages());
+        for (std::size_t s = 0; s < r.size(); ++s) r[s] = pipe_.engine_options().remote->rank_of(s);
+        return r;
     }
 
     /// Adds the completed micro-batches to the epoch's loss (weighted by their counted targets) and returns their

@@ -47,10 +47,12 @@
 #include <string>
 #include <vector>
 
+#include "train/cluster.hpp"
 #include "train/mode.hpp"
 #include "train/mode_sgd.hpp"
 #include "train/networks.hpp"
 #include "train/output_paths.hpp"
+#include "train/rank_evaluation.hpp"
 #include "train/training_loop.hpp"
 
 namespace train {
@@ -70,15 +72,19 @@ public:
     using stack_type = pipeprop::layer_stack<Net, float>;
     static constexpr std::size_t targets_per_sample = Loss::targets_per_sample;
 
+    /// ranks, rank_of: --transport mpi (opt.remote is then this rank's transport, stage s on rank rank_of[s]).
     sync_engine(ps::schedule_kind kind, bool two_stage_bp, std::vector<pipeprop::layer_range> stages,
                 const typename executor_type::options_type& opt, pipeprop::optim::lr_schedule schedule,
-                double momentum, double weight_decay, bool keep_spans)
+                double momentum, double weight_decay, bool keep_spans, cluster* ranks = nullptr,
+                std::vector<int> rank_of = {})
         : ex_(ps::make_any_executor<Net, float, Loss, Optimizer>(kind, two_stage_bp, std::move(stages), opt)),
           schedule_(schedule),
           momentum_(momentum),
           weight_decay_(weight_decay),
           seed_(opt.seed),
-          keep_spans_(keep_spans) {
+          keep_spans_(keep_spans),
+          ranks_(ranks),
+          rank_of_(std::move(rank_of)) {
         schedule_.validate();
     }
 
@@ -91,9 +97,24 @@ public:
         return static_cast<float>(r.loss);
     }
 
+    /// With --transport mpi collective (train/rank_evaluation.hpp): rank 0 evaluates with every rank's stages.
     pipeprop::evaluation evaluate(const float* x, const std::int32_t* labels, std::size_t n) {
-        return ex_->evaluate(std::span<const float>(x, n * stack_type::input_shape::size),
-                             std::span<const std::int32_t>(labels, n * targets_per_sample));
+        const auto here = [&] {
+            return ex_->evaluate(std::span<const float>(x, n * stack_type::input_shape::size),
+                                 std::span<const std::int32_t>(labels, n * targets_per_sample));
+        };
+        if (ranks_ == nullptr) return here();
+        return evaluate_on_rank0<stack_type>(
+            *ranks_, ex_->ranges(), rank_of_, [&](std::size_t s) { return ex_->stage_at(s).parameters(); },
+            [&](std::size_t s) { return ex_->stage_at(s).state(); },
+            [&](std::span<const float> w, std::span<const float> state) {
+                ex_->load_remote_stages(w, state);
+                return here();
+            });
+    }
+    /// --transport mpi: rank r's stages, for the checkpoint manifest (train/rank_checkpoints.hpp).
+    [[nodiscard]] std::vector<std::string> stages_by_rank() const {
+        return train::stages_by_rank(rank_of_, ranks_->size());
     }
 
     void save_state(pipeprop::checkpoint& c) const { ps::save_state(*ex_, c, samples_seen_, seed_); }
@@ -119,6 +140,8 @@ private:
     bool keep_spans_;
     std::uint64_t samples_seen_ = 0;
     std::vector<ps::op_span> last_full_spans_;
+    cluster* ranks_ = nullptr;
+    std::vector<int> rank_of_;
 };
 
 /// The parsed --stages value: explicit split points, or a balanced cut into `balanced_stages` stages.
@@ -263,6 +286,12 @@ public:
                                                               " devices needs m a multiple of " +
                                                               std::to_string(stages / 2) + " (or below it), got " +
                                                               std::to_string(micro_batches_));
+        if (o.transport == "mpi" && ex != "concurrent")
+            throw CLI::ValidationError("--executor", "sequential runs every stage in this process; --transport mpi "
+                                                     "needs the concurrent executor");
+        if (o.transport == "mpi" && !trace_.empty())
+            throw CLI::ValidationError("--trace", "is not available with --transport mpi (each rank times only its "
+                                                  "own stages)");
         if (o.batch > 0 && micro_batches_ > o.batch)
             throw CLI::ValidationError("--micro-batches", std::to_string(micro_batches_) +
                                                               " micro-batches cannot split a batch of " +
@@ -304,39 +333,94 @@ public:
             json_line j = run_with<Net, loss, pipeprop::optim::adamw<float>>(
                 oa, data, {.beta1 = b1, .beta2 = b2, .eps = eps}, 0.0);
             return j.add("optimizer", "adamw").add("beta1", b1).add("beta2", b2).add("eps", eps);
-        } else {
+        } else if (o.ranks == nullptr) {
             const pipeprop::data::dataset_pair data = load_data<Net>(o);
             return run_with<Net, pipeprop::detail::default_loss_t<Net, float>, pipeprop::optim::sgd<float>>(
                 o, data, sgd, o.momentum);
+        } else {  // --transport mpi: the data on the ranks of stage 0 (inputs, targets) and of the last stage (N)
+            using loss = pipeprop::detail::default_loss_t<Net, float>;
+            const auto ranges = stage_ranges<Net>(o);
+            const std::vector<int> rank_of = ranks_of_stages(o, ranges.size());
+            const bool needs_data = o.ranks->rank() == 0 || o.ranks->rank() == rank_of.back();
+            std::optional<pipeprop::data::dataset_pair> data;
+            std::uint64_t count = 0;
+            if (needs_data) {
+                data.emplace(load_data<Net>(o));
+                count = data->train.count;
+            }
+            o.ranks->broadcast(std::as_writable_bytes(std::span<std::uint64_t>(&count, 1)));
+            if (needs_data)
+                return run_with<Net, loss, pipeprop::optim::sgd<float>>(o, *data, sgd, o.momentum, &ranges, &rank_of);
+            return run_with<Net, loss, pipeprop::optim::sgd<float>>(
+                o, placeholder_data{static_cast<std::size_t>(count), Net::input_shape::size}, sgd, o.momentum, &ranges,
+                &rank_of);
         }
     }
 
 private:
+    /// The stage cut of --stages: split points, or a balanced cut by per-layer costs measured at the micro-batch
+    /// size (with --transport mpi measured on rank 0 and sent to the others: every rank needs the same cut).
+    template <class Net>
+    std::vector<pipeprop::layer_range> stage_ranges(const common_options& o) const {
+        const std::size_t m = micro_batches_, b = (o.batch + m - 1) / m;
+        const stage_spec spec = parse_stages(value_of(stages_opt_, stages_), Net::layer_count);
+        std::vector<std::size_t> points = spec.split_points;
+        if (spec.balanced_stages > 0) {
+            if (o.ranks == nullptr || o.ranks->rank() == 0) {
+                std::vector<double> cost;
+                for (const auto& c : ps::measure_layer_costs<Net>(b, 5, o.seed)) cost.push_back(c.total());
+                using stack_t = pipeprop::layer_stack<Net, float>;
+                points = pipeprop::balanced_partition(cost, spec.balanced_stages, stack_t::cut_allowed_before);
+            }
+            if (o.ranks != nullptr) {
+                std::vector<std::uint64_t> sent(spec.balanced_stages - 1);
+                std::copy(points.begin(), points.end(), sent.begin());
+                o.ranks->broadcast(std::as_writable_bytes(std::span<std::uint64_t>(sent)));
+                points.assign(sent.begin(), sent.end());
+            }
+        }
+        return pipeprop::partition_at(Net::layer_count, points);
+    }
+
+    /// --transport mpi: the rank of every stage: the schedule's devices in contiguous groups, one per rank (a
+    /// device's stages on one rank). Throws CLI::ValidationError when there are more ranks than devices.
+    [[nodiscard]] std::vector<int> ranks_of_stages(const common_options& o, std::size_t stages) const {
+        const ps::schedule sc = ps::make_schedule(ps::parse_schedule_kind(schedule_), stages, micro_batches_,
+                                                  two_stage_bp_ == "on");
+        std::vector<int> of_device;
+        try {
+            of_device = pipeprop::contiguous_ranks(sc.devices(), static_cast<std::size_t>(o.ranks->size()));
+        } catch (const std::invalid_argument& e) {
+            throw CLI::ValidationError("--transport", std::string(e.what()) + " (the schedule's devices)");
+        }
+        std::vector<int> rank_of(stages);
+        for (std::size_t s = 0; s < stages; ++s) rank_of[s] = of_device[sc.device_of_stage(s)];
+        return rank_of;
+    }
+
     /// momentum: of every step (--momentum for momentum SGD, 0 for AdamW); the weight decay is --weight-decay.
+    /// given_ranges, rank_of: --transport mpi (the cut and the ranks of the stages, the same on every rank).
     template <class Net, class Loss, class Optimizer, class Data>
     json_line run_with(const common_options& o, const Data& data, const typename Optimizer::config_type& config,
-                       double momentum) {
+                       double momentum, const std::vector<pipeprop::layer_range>* given_ranges = nullptr,
+                       const std::vector<int>* rank_of = nullptr) {
         const ps::schedule_kind kind = ps::parse_schedule_kind(schedule_);
         const bool two = two_stage_bp_ == "on";
         const std::size_t m = micro_batches_;
         const std::size_t b = (o.batch + m - 1) / m;
-        const stage_spec spec = parse_stages(value_of(stages_opt_, stages_), Net::layer_count);
-        std::vector<std::size_t> points = spec.split_points;
-        if (spec.balanced_stages > 0) {
-            std::vector<double> cost;
-            for (const auto& c : ps::measure_layer_costs<Net>(b, 5, o.seed)) cost.push_back(c.total());
-            using stack_t = pipeprop::layer_stack<Net, float>;
-            points = pipeprop::balanced_partition(cost, spec.balanced_stages, stack_t::cut_allowed_before);
-        }
-        const auto ranges = pipeprop::partition_at(Net::layer_count, points);
+        const auto ranges = given_ranges != nullptr ? *given_ranges : stage_ranges<Net>(o);
+        std::unique_ptr<pipeprop::remote_transport> transport;  // outlives the engine
+        if (rank_of != nullptr) transport = o.ranks->make_transport(*rank_of);
         typename sync_engine<Net, Loss, Optimizer>::executor_type::options_type eo;
         eo.micro_batches = m;
         eo.max_batch = o.batch;
         eo.optimizer = config;
         eo.seed = o.seed;
         eo.executor = ps::parse_executor_kind(value_of(executor_opt_, executor_));
+        eo.remote = transport.get();
         sync_engine<Net, Loss, Optimizer> engine(kind, two, ranges, eo, make_schedule(o, epoch_samples(o, data)),
-                                                 momentum, o.weight_decay, !trace_.empty());
+                                                 momentum, o.weight_decay, !trace_.empty(), o.ranks,
+                                                 rank_of != nullptr ? *rank_of : std::vector<int>{});
 
         auto& ex = engine.executor();
         std::string cut, slots, caps;
@@ -363,6 +447,11 @@ private:
             .add("stage_cut", cut)
             .add("activation_slots", slots)
             .add("executor", ps::name(eo.executor));
+        if (rank_of != nullptr) {
+            std::string text;
+            for (std::size_t s = 0; s < rank_of->size(); ++s) text += fmt::format("{}{}", s ? "," : "", (*rank_of)[s]);
+            j.add("transport", "mpi").add("ranks", text);
+        }
 
         if (!trace_.empty()) {
             const auto& spans = engine.last_full_spans();

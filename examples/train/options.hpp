@@ -229,10 +229,9 @@ inline void validate_common_options(const common_options& o) {
     if (o.lr_schedule == "cosine" && o.lr_min > o.lr)
         throw CLI::ValidationError("--lr-min", "must not exceed --lr for the cosine schedule");
     if (o.nesterov && o.momentum == 0.0) throw CLI::ValidationError("--nesterov", "needs --momentum > 0");
-    if (o.transport == "mpi" && o.mode != "pb")
-        throw CLI::ValidationError("--transport", "mpi runs --mode pb (the synchronous schedules across processes are "
-                                                  "in the library, sync::executor_options::remote, not yet in this "
-                                                  "program)");
+    if (o.transport == "mpi" && o.mode == "sgd")
+        throw CLI::ValidationError("--transport", "mpi runs the pipelined modes (--mode pb, --mode sync); --mode sgd "
+                                                  "has no stages");
     if (o.transport == "mpi" && is_text_network(o.network))
         throw CLI::ValidationError("--transport", "mpi trains the image networks (not yet " + o.network + ")");
     if (o.norm_given && !is_resnet(o.network))

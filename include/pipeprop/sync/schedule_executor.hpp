@@ -313,9 +313,9 @@ public:
             throw std::invalid_argument("pipeprop::sync::schedule_executor::evaluate: input has " +
                                         std::to_string(x.size()) + " values, expected n x " +
                                         std::to_string(input_size) + " = " + std::to_string(n * input_size));
-        if (opt_.remote != nullptr)
+        if (opt_.remote != nullptr && !remote_stages_current_)
             throw std::logic_error("pipeprop::sync::schedule_executor::evaluate: the stages of other processes "
-                                   "(options::remote) are not here");
+                                   "(options::remote) are not here (load_remote_stages gives them)");
         if (!eval_) eval_.emplace(stack_, ranges_, opt_.max_batch);
         return evaluate_in_chunks<Loss>(
             labels.data(), n, opt_.max_batch,
@@ -328,6 +328,30 @@ public:
             },
             "pipeprop::sync::schedule_executor::evaluate");
     }
+
+    /// With options::remote, between steps: sets the parameters and running state of the stages other processes run
+    /// from whole-network blocks (parameters [parameter_count], state [state_count]; e.g. gathered from every
+    /// process), so that evaluate() can run here until the next step. The local stages are not changed. Throws
+    /// std::logic_error without a transport, std::invalid_argument for a wrong size.
+    void load_remote_stages(std::span<const T> parameters, std::span<const T> state) {
+        if (opt_.remote == nullptr)
+            throw std::logic_error(std::string(who) + "::load_remote_stages: every stage runs in this process");
+        if (parameters.size() != stack_type::parameter_count || state.size() != stack_type::state_count)
+            throw std::invalid_argument(std::string(who) + "::load_remote_stages: expected " +
+                                        std::to_string(stack_type::parameter_count) + " parameters and " +
+                                        std::to_string(stack_type::state_count) + " state values");
+        for (std::size_t s = 0; s < ranges_.size(); ++s) {
+            if (local_[s]) continue;
+            const std::span<T> w = stages_[s]->parameters(), st = stages_[s]->state();
+            std::copy_n(parameters.begin() + static_cast<std::ptrdiff_t>(stack_type::parameter_offset[ranges_[s].begin]),
+                        w.size(), w.begin());
+            std::copy_n(state.begin() + static_cast<std::ptrdiff_t>(stack_type::state_offset[ranges_[s].begin]),
+                        st.size(), st.begin());
+        }
+        remote_stages_current_ = true;
+    }
+    /// Whether stage s runs in this process (always, without options::remote).
+    [[nodiscard]] bool is_local(std::size_t s) const { return local_.at(s); }
 
     /// consecutive_steps() with the trainers' non-finite-loss policy: when step n's loss is NaN or infinite, the
     /// state of before the call is restored, the steps before n are run again one at a time (step(), bit-identical
@@ -487,6 +511,7 @@ private:
     void run_plan(const step_plan& pl, std::span<const input_type> in, std::size_t batch) {
         const bool clipping = opt_.max_gradient_norm > 0;
         runner_.begin_steps(pl, in, batch, steps_, clipping);
+        remote_stages_current_ = false;
         const std::size_t m = pl.sc.micro_batches_per_step();
         if (opt_.remote != nullptr) {
             remote_first_ = steps_;
@@ -896,6 +921,7 @@ private:
     std::size_t remote_steps_ = 0, remote_m_ = 1;
     std::vector<loss_totals> notes_;           // [steps * m]: the backward notes' loss totals (last stage elsewhere)
     std::vector<held_message> backlog_;        // messages of a later step
+    bool remote_stages_current_ = false;       // load_remote_stages since the last step
 };
 
 }  // namespace pipeprop::sync
