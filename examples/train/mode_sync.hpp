@@ -344,11 +344,12 @@ public:
             const bool needs_data = o.ranks->rank() == 0 || o.ranks->rank() == rank_of.back();
             std::optional<pipeprop::data::dataset_pair> data;
             std::uint64_t count = 0;
-            if (needs_data) {
+            if (o.ranks->rank() == 0) {  // first rank 0 (a bad --data is then said once), then the last stage's
                 data.emplace(load_data<Net>(o));
                 count = data->train.count;
             }
             o.ranks->broadcast(std::as_writable_bytes(std::span<std::uint64_t>(&count, 1)));
+            if (needs_data && !data) data.emplace(load_data<Net>(o));
             if (needs_data)
                 return run_with<Net, loss, pipeprop::optim::sgd<float>>(o, *data, sgd, o.momentum, &ranges, &rank_of);
             return run_with<Net, loss, pipeprop::optim::sgd<float>>(
