@@ -29,11 +29,16 @@ if(PIPEPROP_WITH_MPI)
     set_tests_properties(test_mpi_sync_P${P} PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300
                          PROCESSORS ${P})
   endforeach()
-  foreach(fault kill throw stall)
-    add_test(NAME test_mpi_pb_fault_${fault}
+  # Faults: PB (kill, throw, stall) and the synchronous executor (throw, stall; a killed rank: mpirun, as for PB).
+  foreach(case IN ITEMS pb:kill pb:throw pb:stall sync:throw sync:stall)
+    string(REPLACE ":" ";" parts ${case})
+    list(GET parts 0 engine)
+    list(GET parts 1 fault)
+    add_test(NAME test_mpi_${engine}_fault_${fault}
              COMMAND ${CMAKE_COMMAND} "-DMPIRUN=${pipeprop_mpirun};${MPIEXEC_NUMPROC_FLAG};3"
-                     -DPROGRAM=$<TARGET_FILE:test_mpi_pb> -DFAULT=${fault} -P ${CMAKE_CURRENT_SOURCE_DIR}/mpi/fault.cmake)
-    set_tests_properties(test_mpi_pb_fault_${fault} PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 120
-                         PROCESSORS 3)
+                     -DPROGRAM=$<TARGET_FILE:test_mpi_${engine}> -DFAULT=${fault}
+                     -P ${CMAKE_CURRENT_SOURCE_DIR}/mpi/fault.cmake)
+    set_tests_properties(test_mpi_${engine}_fault_${fault} PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1"
+                         TIMEOUT 120 PROCESSORS 3)
   endforeach()
 endif()

@@ -99,6 +99,8 @@ public:
     [[nodiscard]] std::vector<std::string> stages_by_rank() const {
         return train::stages_by_rank(rank_of(), ranks_->size());
     }
+    /// --transport mpi: every stage's layers and rank (train/rank_evaluation.hpp), kept in each rank's checkpoint.
+    [[nodiscard]] std::string rank_layout() const { return rank_layout_text(pipe_.stage_ranges(), rank_of()); }
     void save_state(pipeprop::checkpoint& c) const { pipeprop::pb::save_state(pipe_, c); }
     /// A PB checkpoint restores everything; a checkpoint of another mode (e.g. --mode sgd) provides the initial
     /// weights and the data position only (its velocity belongs to another batch size).
@@ -334,7 +336,8 @@ private:
                                     s.stage, s.layers.begin, s.layers.end, s.delay, s.parameters, s.stash_bytes,
                                     s.weight_bytes));
         }
-        run_summary r = run_training<Net>(engine, o, data, mode_name);
+        const run_summary r =
+            reporting_failures(transport.get(), [&] { return run_training<Net>(engine, o, data, mode_name); });
         const auto st = pipe.stats();
         // per stage: busy seconds and utilization (--transport mpi: gathered from the rank that runs the stage)
         std::vector<float> busy(S), used(S);

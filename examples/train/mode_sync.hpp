@@ -116,6 +116,8 @@ public:
     [[nodiscard]] std::vector<std::string> stages_by_rank() const {
         return train::stages_by_rank(rank_of_, ranks_->size());
     }
+    /// --transport mpi: every stage's layers and rank (train/rank_evaluation.hpp), kept in each rank's checkpoint.
+    [[nodiscard]] std::string rank_layout() const { return rank_layout_text(ex_->ranges(), rank_of_); }
 
     void save_state(pipeprop::checkpoint& c) const { ps::save_state(*ex_, c, samples_seen_, seed_); }
     void load_state(const pipeprop::checkpoint& c, const std::string& where) {
@@ -439,7 +441,8 @@ private:
                     std::string(ps::name(eo.executor)) + "; activation slots per stage " + slots +
                     " (peak micro-batches in flight), channel capacities fwd/bwd " + (caps.empty() ? "-" : caps));
 
-        run_summary r = run_training<Net>(engine, o, data, mode_name);
+        const run_summary r =
+            reporting_failures(transport.get(), [&] { return run_training<Net>(engine, o, data, mode_name); });
         json_line j = r.to_json();
         j.add("schedule", label)
             .add("two_stage_bp", two)

@@ -17,6 +17,7 @@
 
 #include "pipeprop/checkpoint.hpp"
 #include "train/options.hpp"
+#include "train/rank_checkpoints.hpp"
 
 namespace train {
 
@@ -54,7 +55,10 @@ inline void check_output_paths(const common_options& o) {
     if (!o.metrics.empty()) check_writable_file("--metrics", o.metrics);
     if (!o.checkpoint_out.empty()) {
         try {
-            pipeprop::check_checkpoint_destination(o.checkpoint_out);
+            if (o.transport == "mpi")
+                check_rank_checkpoint_destination(o.checkpoint_out);  // train/rank_checkpoints.hpp
+            else
+                pipeprop::check_checkpoint_destination(o.checkpoint_out);
         } catch (const pipeprop::checkpoint_error& e) {
             throw pipeprop::checkpoint_error(std::string("--checkpoint-out: ") + e.what());
         }

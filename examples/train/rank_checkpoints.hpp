@@ -2,22 +2,28 @@
 // item 2). Layout of --checkpoint-out DIR:
 //   DIR/ranks.txt                   the manifest: format line, "ranks P", "epoch E", "directory epoch-E", and per
 //                                   rank "rank R rank-R: stages a-b" (which stages that rank's files hold current)
-//   DIR/epoch-E/rank-R/             rank R's checkpoint at the drained end of epoch E (pipeprop::save_checkpoint:
-//                                   its whole engine, the weights, optimizer and policy state of its own stages, and
-//                                   the data position)
-// Every rank writes its directory (atomically), then the ranks meet and rank 0 replaces the manifest (a temporary
-// file renamed over it) and removes the other epochs' directories: a crash at any point leaves the manifest naming a
-// complete set, the previous one until the new one is complete. Loading (--checkpoint-in DIR) needs the same P and
-// stage cut (each rank checks its own part: pipeprop::pb::load_state); a single-process run cannot load it (each
-// rank's files hold only its own stages' current state), and is told so.
+//   DIR/epoch-E-T/rank-R/           rank R's checkpoint at the drained end of epoch E (pipeprop::save_checkpoint:
+//                                   its whole engine, the weights, optimizer and policy state of its own stages, the
+//                                   data position, and the scalar rank_layout: every stage's layers and rank); T is
+//                                   a token rank 0 draws per save, so a save never writes into the set the manifest
+//                                   names (also when it saves the same epoch again)
+// Every rank writes its directory (atomically), then the ranks meet and rank 0 replaces the manifest (a synced
+// temporary file renamed over it) and removes the other saves' directories: a crash at any point leaves the manifest
+// naming a complete set. DIR must be on a filesystem every rank sees (on several hosts: a shared one). Loading
+// (--checkpoint-in DIR) needs the same P, stage cut and rank of every stage (rank_layout; refused otherwise, said
+// by rank 0); a single-process run cannot load it (each rank's files hold only its own stages' current state), nor
+// one rank's directory, and is told so.
 #pragma once
 
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <cstddef>
+#include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <sstream>
 #include <string>
 #include <system_error>
@@ -38,9 +44,33 @@ public:
 inline constexpr const char* rank_manifest_name = "ranks.txt";
 inline constexpr const char* rank_manifest_format = "pipeprop multi-rank checkpoint 1";
 
-/// The directory of rank `rank`'s part of the checkpoint of epoch `epoch` under `root`.
-[[nodiscard]] inline std::filesystem::path rank_checkpoint_dir(const std::string& root, std::size_t epoch, int rank) {
-    return std::filesystem::path(root) / fmt::format("epoch-{:04}", epoch) / fmt::format("rank-{}", rank);
+/// The directory of rank `rank`'s part of the checkpoint of epoch `epoch`, save token `token`, under `root`.
+[[nodiscard]] inline std::filesystem::path rank_checkpoint_dir(const std::string& root, std::size_t epoch,
+                                                               std::uint64_t token, int rank) {
+    return std::filesystem::path(root) / fmt::format("epoch-{:04}-{:x}", epoch, token) / fmt::format("rank-{}", rank);
+}
+
+/// --checkpoint-out of a --transport mpi run: absent (created at the first save), or a directory holding a
+/// multi-rank checkpoint (ranks.txt), or an empty directory. Throws pipeprop::checkpoint_error otherwise.
+inline void check_rank_checkpoint_destination(const std::string& root) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(root, ec))) return;
+    if (!fs::is_directory(root, ec) ||
+        (!fs::is_regular_file(fs::path(root) / rank_manifest_name, ec) && !fs::is_empty(root, ec)))
+        throw pipeprop::checkpoint_error(root + ": exists and is not a checkpoint of a --transport mpi run (no " +
+                                         rank_manifest_name + "); refusing to write into it");
+}
+
+/// For a run's own checks: throws rank_manifest_error unless the checkpoint's scalar rank_layout (what the saving
+/// run's engine said: every stage's layers and rank) equals `layout`, this run's.
+inline void require_rank_layout(const pipeprop::checkpoint& c, const std::string& layout, const std::string& where) {
+    const std::string saved = c.has_scalar("rank_layout") ? c.scalar("rank_layout") : std::string("(none)");
+    if (saved != layout)
+        throw rank_manifest_error(fmt::format(
+            "{}: saved with the stages on the ranks as {}, this run has {}; resume with the same --stages, schedule "
+            "and number of ranks (a balanced cut is measured again: give the split points instead)",
+            where, saved, layout));
 }
 
 /// Where this rank's part of the multi-rank checkpoint `root` is. Throws rank_manifest_error when the manifest is
@@ -89,7 +119,11 @@ inline void refuse_rank_checkpoint(const std::string& root) {
 /// its directories are then left as they were).
 inline void save_rank_checkpoint(const pipeprop::checkpoint& ck, const std::string& root, std::size_t epoch,
                                  const std::vector<std::string>& stages_by_rank, cluster& c) {
-    const std::filesystem::path mine = rank_checkpoint_dir(root, epoch, c.rank());
+    std::uint64_t token = static_cast<std::uint64_t>(
+                              std::chrono::system_clock::now().time_since_epoch().count()) ^
+                          (static_cast<std::uint64_t>(::getpid()) << 40);
+    c.broadcast(std::as_writable_bytes(std::span<std::uint64_t>(&token, 1)));  // rank 0's
+    const std::filesystem::path mine = rank_checkpoint_dir(root, epoch, token, c.rank());
     std::error_code ec;
     std::filesystem::create_directories(mine.parent_path(), ec);
     if (ec)
@@ -101,21 +135,21 @@ inline void save_rank_checkpoint(const pipeprop::checkpoint& ck, const std::stri
     const std::filesystem::path manifest = std::filesystem::path(root) / rank_manifest_name;
     const std::filesystem::path tmp = manifest.string() + ".tmp-" + std::to_string(::getpid());
     {
-        std::ofstream out(tmp, std::ios::trunc);
+        std::ostringstream out;
         out << rank_manifest_format << '\n'
             << "ranks " << c.size() << '\n'
             << "epoch " << epoch << '\n'
             << "directory " << mine.parent_path().filename().string() << '\n';
         for (std::size_t r = 0; r < stages_by_rank.size(); ++r)
             out << "rank " << r << " rank-" << r << ": stages " << stages_by_rank[r] << '\n';
-        out.flush();
-        if (!out) throw pipeprop::checkpoint_error(tmp.string() + ": cannot write the manifest");
+        pipeprop::detail::write_file_synced(tmp, out.str());
     }
     std::filesystem::rename(tmp, manifest, ec);
     if (ec) throw pipeprop::checkpoint_error(manifest.string() + ": cannot replace the manifest: " + ec.message());
+    pipeprop::detail::sync_directory(root);  // the new manifest is durable before the old saves go
     for (const auto& entry : std::filesystem::directory_iterator(root, ec)) {
         const std::string name = entry.path().filename().string();
-        if (name.rfind("epoch-", 0) == 0 && entry.path() != mine.parent_path())
+        if (name.rfind("epoch-", 0) == 0 && entry.path() != mine.parent_path() && entry.is_directory(ec))
             std::filesystem::remove_all(entry.path(), ec);  // best effort: a left-over directory is harmless
     }
 }

@@ -14,6 +14,7 @@
 #include "pipeprop/evaluation.hpp"
 #include "pipeprop/layer_stack.hpp"
 #include "train/cluster.hpp"
+#include "train/rank_checkpoints.hpp"
 
 namespace train {
 
@@ -53,6 +54,32 @@ pipeprop::evaluation evaluate_on_rank0(cluster& c, const std::vector<pipeprop::l
     }
     c.broadcast(std::as_writable_bytes(std::span<pipeprop::evaluation>(&e, 1)));
     return e;
+}
+
+/// Runs f() (a mode's training); with a transport (--transport mpi), an exception that leaves it is reported to the
+/// other ranks first (remote_transport::report_failure: they name this rank and the error, and stop), unless every
+/// rank finds it itself (rank_manifest_error: a checkpoint whose manifest or layout does not fit).
+template <class F>
+auto reporting_failures(pipeprop::remote_transport* transport, F&& f) {
+    try {
+        return f();
+    } catch (const rank_manifest_error&) {
+        throw;
+    } catch (...) {
+        if (transport != nullptr) pipeprop::report_exception(*transport, std::current_exception());
+        throw;
+    }
+}
+
+/// Every stage's layers and rank as text ("[0,3)@0 [3,6)@1 ..."): what a rank's checkpoint records and a resumed run
+/// must have (train/rank_checkpoints.hpp, require_rank_layout).
+[[nodiscard]] inline std::string rank_layout_text(const std::vector<pipeprop::layer_range>& ranges,
+                                                  const std::vector<int>& rank_of) {
+    std::string text;
+    for (std::size_t s = 0; s < ranges.size(); ++s)
+        text += (s ? " [" : "[") + std::to_string(ranges[s].begin) + "," + std::to_string(ranges[s].end) + ")@" +
+                std::to_string(rank_of.at(s));
+    return text;
 }
 
 /// Rank r's stages as text for a checkpoint manifest: "a-b" for consecutive stages, otherwise a comma-separated list.

@@ -343,6 +343,13 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
         else
             refuse_rank_checkpoint(o.checkpoint_in);
         const pipeprop::checkpoint c = pipeprop::load_checkpoint(path);
+        if constexpr (requires { engine.rank_layout(); }) {
+            if (o.ranks != nullptr) require_rank_layout(c, engine.rank_layout(), path);
+        }
+        if (o.ranks == nullptr && c.has_scalar("rank_layout"))
+            throw pipeprop::checkpoint_error(path + ": one rank's part of a --transport mpi checkpoint (its other "
+                                                    "stages are not current); resume the whole checkpoint with "
+                                                    "mpirun and --transport mpi");
         check_resume_mode(c, mode_name, o.checkpoint_in, o);
         engine.load_state(c, o.checkpoint_in);
         start_epoch = c.scalar_as<std::size_t>("epoch");
@@ -475,10 +482,12 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
             c.set_scalar("network", o.network);
             c.set_scalar("batch", o.batch);
             if constexpr (requires { engine.stages_by_rank(); }) {
-                if (o.ranks != nullptr)
+                if (o.ranks != nullptr) {
+                    c.set_scalar("rank_layout", engine.rank_layout());
                     save_rank_checkpoint(c, o.checkpoint_out, epoch + 1, engine.stages_by_rank(), *o.ranks);
-                else
+                } else {
                     pipeprop::save_checkpoint(c, o.checkpoint_out);
+                }
             } else {
                 pipeprop::save_checkpoint(c, o.checkpoint_out);
             }

@@ -35,6 +35,9 @@ struct boundary_note {
     std::uint64_t targets = 0;   ///< counted targets N
     double loss_sum = 0;         ///< the loss summed over those targets (nats; the synchronous schedules' step loss
                                  ///< adds these sums, so every process reports the same bits)
+    std::uint64_t run = 0;       ///< the sender's run number (sync: its step() / consecutive_steps() calls, the same
+                                 ///< on every process), on every message: a later run's early message waits, a stale
+                                 ///< one (of a run that failed) is refused
 };
 
 /// A message that arrived from another process: the target stage, the header (its `buffer` is meaningless here),

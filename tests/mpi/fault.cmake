@@ -1,4 +1,4 @@
-# One fault case of tests/mpi/test_mpi_pb.cpp: rank 1 of 3 fails (FAULT = kill, throw or stall) at micro-batch 50;
+# One fault case of tests/mpi/test_mpi_pb.cpp or test_mpi_sync.cpp: rank 1 of 3 fails (FAULT = kill, throw or stall)
 # the job must end with a non-zero exit within 30 s and say which rank failed. Arguments: MPIRUN (the mpirun command
 # with its -np), PROGRAM, FAULT.
 string(TIMESTAMP t0 "%s")

@@ -8,13 +8,15 @@
 // 2BP on and off; steps of B = 2m and B = m + 1 samples, a short batch B < m, then two consecutive steps without a
 // barrier (ZB-H2's steady state; a rank may receive the next step's forward messages early). Inputs are NaN on the
 // ranks without stage 0 and targets -1 on the ranks with neither stage 0 nor the last stage (never read there).
-// Exit 0 when every rank agrees, 1 otherwise (each rank names what differs).
+// Exit 0 when every rank agrees, 1 otherwise (each rank names what differs). Faults (`test_mpi_sync --fault
+// throw|stall R`, tests/mpi/fault.cmake): rank R throws or stops answering before step 20 of a long 1F1B run.
 #include <pipeprop/mpi/mpi_transport.hpp>
 
 #include <cstdio>
 #include <cstring>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "unit/small_resnet.hpp"
@@ -79,25 +81,33 @@ void check_schedule(const char* name, const std::vector<std::size_t>& split, ps:
                  std::to_string(want.correct) + ", targets " + std::to_string(got.targets) + " / " +
                  std::to_string(want.targets));
     };
-    // steps of B = 2m, m + 1, a short batch of 4 < m, then two consecutive steps of 2m
+    // steps of B = 2m, m + 1, a short batch of 4 < m, then two consecutive steps of 2m; the reference first, then
+    // the split run's steps back to back (no barrier between them: a rank that is ahead sends the next step's
+    // forward messages to one still in the current step, which keeps them for that step)
     const std::size_t sizes[] = {2 * m, m + 1, 4};
-    std::size_t first = 0, n = 0;
-    for (const std::size_t b : sizes) {
-        const pp::optim::hyperparameters<double> h{.learning_rate = 0.05 / double(n + 1), .momentum = 0.9,
-                                                   .weight_decay = 1e-3};
-        const auto want = reference.step(data.xs(first, b), data.ys(first, b), h);
-        const auto got = split_run.step(poisoned.xs(first, b), poisoned.ys(first, b), h);
-        compare(want, got, n++);
-        first = (first + b) % (4 * m);
-    }
+    const auto h_of = [](std::size_t n) {
+        return pp::optim::hyperparameters<double>{.learning_rate = 0.05 / double(n + 1), .momentum = 0.9,
+                                                  .weight_decay = 1e-3};
+    };
     const pp::optim::hyperparameters<double> h{.learning_rate = 0.02, .momentum = 0.8, .weight_decay = 0};
-    const typename executor::batch_view want_in[] = {{data.xs(0, 2 * m), data.ys(0, 2 * m), h},
-                                                     {data.xs(2 * m, 2 * m), data.ys(2 * m, 2 * m), h}};
-    const typename executor::batch_view got_in[] = {{poisoned.xs(0, 2 * m), poisoned.ys(0, 2 * m), h},
-                                                    {poisoned.xs(2 * m, 2 * m), poisoned.ys(2 * m, 2 * m), h}};
-    const auto want = reference.consecutive_steps(want_in);
-    const auto got = split_run.consecutive_steps(got_in);
-    for (std::size_t k = 0; k < 2; ++k) compare(want[k], got[k], n++);
+    const auto batches = [&](const data_stream<Net>& d) {
+        return std::vector<typename executor::batch_view>{{d.xs(0, 2 * m), d.ys(0, 2 * m), h},
+                                                          {d.xs(2 * m, 2 * m), d.ys(2 * m, 2 * m), h}};
+    };
+    std::vector<ps::step_result> want, got;
+    for (int which = 0; which < 2; ++which) {
+        executor& ex = which == 0 ? reference : split_run;
+        const data_stream<Net>& d = which == 0 ? data : poisoned;
+        auto& out = which == 0 ? want : got;
+        std::size_t first = 0, n = 0;
+        for (const std::size_t b : sizes) {
+            out.push_back(ex.step(d.xs(first, b), d.ys(first, b), h_of(n++)));
+            first = (first + b) % (4 * m);
+        }
+        const auto in = batches(d);
+        for (const auto& r : ex.consecutive_steps(in)) out.push_back(r);
+    }
+    for (std::size_t n = 0; n < want.size(); ++n) compare(want[n], got.at(n), n);
 
     const std::vector<float> w_want = reference.parameters(), w_got = split_run.parameters();
     const std::vector<float> v_want = reference.velocity(), v_got = split_run.velocity();
@@ -126,12 +136,39 @@ void check_every_schedule(const char* name, const std::vector<std::size_t>& spli
         for (const bool two : {false, true}) check_schedule<Net>(name, split, kind, two);
 }
 
+// A long run of 1F1B steps on the small CNN's 4 stages in which rank `victim` fails before step 20 as `how` says
+// (throw, stall: tests/mpi/fault.cmake).
+void fault_run(const std::string& how, int victim) {
+    using executor = ps::schedule_executor<cnn, float>;
+    const auto cut = pp::partition_at(cnn::layer_count, {1, 2, 4});
+    mpi::transport t(MPI_COMM_WORLD, mpi::contiguous_ranks(cut.size(), mpi::session::size()),
+                     std::chrono::seconds(2));
+    executor::options_type o;
+    o.micro_batches = 4;
+    o.max_batch = 8;
+    o.remote = &t;
+    executor ex(ps::schedule_kind::one_f_one_b, true, cut, o);
+    data_stream<cnn> data(8, 3);
+    for (std::size_t n = 0; n < 1000000; ++n) {
+        if (n == 20 && t.rank() == victim) {
+            std::fprintf(stderr, "rank %d: fault injected: %s\n", victim, how.c_str());
+            if (how == "throw") throw std::runtime_error("rank " + std::to_string(victim) + ": injected failure");
+            if (how == "stall") std::this_thread::sleep_for(std::chrono::seconds(600));
+        }
+        (void)ex.step(data.xs(0, 8), data.ys(0, 8), {.learning_rate = 0.01, .momentum = 0.9, .weight_decay = 0});
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     mpi::session session(argc, argv);
     try {
         openblas_set_num_threads(1);
+        if (argc == 4 && std::strcmp(argv[1], "--fault") == 0) {
+            fault_run(argv[2], std::stoi(argv[3]));
+            return 0;
+        }
         // the small CNN: 4 stages (GPipe, 1F1B, ZB-H1, ZB-H2), 6 stages = 3 devices (interleaved 1F1B, ZB-V)
         check_every_schedule<cnn>("small CNN split_at<1, 2, 4>", {1, 2, 4});
         check_every_schedule<cnn>("small CNN split_at<1, 2, 3, 4, 5>", {1, 2, 3, 4, 5});
@@ -141,7 +178,8 @@ int main(int argc, char** argv) {
         int mine = failures, all = 0, ran = 0;
         MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
         MPI_Allreduce(&cases, &ran, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-        if (ran < 28) {  // P = 3: 8 + 12 + 8 (interleaved 1F1B and ZB-V on 4 stages have 2 devices only)
+        // P = 2: 8 + 4 + 12 + 8; P = 3: 8 + 12 + 8 (interleaved 1F1B and ZB-V on 4 stages have 2 devices only)
+        if (ran != (session.size() == 2 ? 32 : 28)) {
             if (session.rank() == 0) std::printf("FAIL: only %d schedule cases ran on every rank\n", ran);
             return 1;
         }

@@ -136,11 +136,13 @@ public:
             }
         } catch (...) {
         }
-        for (auto& s : sends_) {
-            MPI_Cancel(&s.request);
-            MPI_Wait(&s.request, MPI_STATUS_IGNORE);
+        // Sends a failed peer never received: released without waiting (OpenMPI's ob1 cannot cancel a send, and a
+        // wait could block forever); their buffers stay allocated, since MPI may still read them.
+        if (!sends_.empty()) {
+            auto* kept = new std::list<outgoing>();  // deliberately never freed
+            for (auto& s : sends_) MPI_Request_free(&s.request);
+            kept->splice(kept->end(), sends_);
         }
-        sends_.clear();
         MPI_Comm_free(&comm_);
     }
 
@@ -154,7 +156,8 @@ public:
         try {
             int size = 0;
             check(MPI_Comm_size(comm_, &size), "MPI_Comm_size");
-            const std::string note = stages_text(rank_) + " failed: " + std::string(what);
+            failure_note_ = stages_text(rank_) + " failed: " + std::string(what);
+            const std::string& note = failure_note_;
             std::vector<MPI_Request> requests;
             for (int r = 0; r < size; ++r) {
                 if (r == rank_) continue;
@@ -191,10 +194,7 @@ public:
             for (auto& q : requests) {
                 int done = 0;
                 MPI_Test(&q, &done, MPI_STATUS_IGNORE);
-                if (!done) {
-                    MPI_Cancel(&q);
-                    MPI_Wait(&q, MPI_STATUS_IGNORE);
-                }
+                if (!done) MPI_Request_free(&q);  // its buffer (failure_note_) outlives the request
             }
         } catch (...) {  // best effort: the failing rank's own error is what its caller reports
         }
@@ -209,7 +209,7 @@ public:
     void send(std::size_t to, const boundary_message& h, std::span<const std::byte> values,
               std::span<const std::int32_t> labels, const boundary_note& note) override {
         wire w{to, h.micro_batch, h.sequence, h.batch, static_cast<std::uint64_t>(h.dir), values.size(),
-               labels.size(), note.loss, note.correct, note.targets, note.loss_sum, 0};
+               labels.size(), note.loss, note.correct, note.targets, note.loss_sum, note.run};
         std::lock_guard lock(mutex_);
         test_sends();
         const std::size_t bytes = sizeof(wire) + values.size() + labels.size_bytes();
@@ -276,7 +276,7 @@ private:
         double loss;
         std::uint64_t correct, targets;
         double loss_sum;
-        std::uint64_t reserved;
+        std::uint64_t run;
     };
     static_assert(sizeof(wire) == 96);
     struct outgoing {
@@ -292,18 +292,19 @@ private:
     static constexpr int failure_tag = 32000;
     static constexpr int acknowledgement_tag = 32001;
 
-    // "rank R (stages a-b)" for the failure notes.
+    // "rank R (stages a-b)" (or "stages 0, 3" for stages that are not consecutive) for the failure notes.
     std::string stages_text(int rank) const {
-        std::size_t first = rank_of_.size(), last = 0;
+        std::vector<std::size_t> mine;
         for (std::size_t s = 0; s < rank_of_.size(); ++s)
-            if (rank_of_[s] == rank) {
-                first = std::min(first, s);
-                last = s;
-            }
-        if (first == rank_of_.size()) return "rank " + std::to_string(rank) + " (no stage)";
-        return "rank " + std::to_string(rank) + (first == last ? " (stage " + std::to_string(first) + ")"
-                                                               : " (stages " + std::to_string(first) + "-" +
-                                                                     std::to_string(last) + ")");
+            if (rank_of_[s] == rank) mine.push_back(s);
+        const std::string r = "rank " + std::to_string(rank);
+        if (mine.empty()) return r + " (no stage)";
+        if (mine.size() == 1) return r + " (stage " + std::to_string(mine[0]) + ")";
+        if (mine.back() - mine.front() + 1 == mine.size())
+            return r + " (stages " + std::to_string(mine.front()) + "-" + std::to_string(mine.back()) + ")";
+        std::string list;
+        for (const std::size_t s : mine) list += (list.empty() ? "" : ", ") + std::to_string(s);
+        return r + " (stages " + list + ")";
     }
     // Receives and drops the probed message (a failure note answered elsewhere, or a boundary message after a
     // failure).
@@ -323,8 +324,7 @@ private:
         for (int done = 0; !done;) {
             check(MPI_Test(&q, &done, MPI_STATUS_IGNORE), "MPI_Test");
             if (!done && std::chrono::steady_clock::now() >= end) {
-                MPI_Cancel(&q);
-                MPI_Wait(&q, MPI_STATUS_IGNORE);
+                MPI_Request_free(&q);  // the buffer is a static byte
                 return;
             }
         }
@@ -358,7 +358,7 @@ private:
                     boundary_message::no_buffer};
         m.values = {in_.data() + sizeof(wire), w.value_bytes};
         m.labels = {reinterpret_cast<const std::int32_t*>(in_.data() + sizeof(wire) + w.value_bytes), w.label_count};
-        m.note = {w.loss, w.correct, w.targets, w.loss_sum};
+        m.note = {w.loss, w.correct, w.targets, w.loss_sum, w.run};
         return m;
     }
 
@@ -369,6 +369,7 @@ private:
     int uncaught_ = 0;           // std::uncaught_exceptions() at construction
     bool reported_ = false;      // this rank reported its failure
     bool peer_failed_ = false;   // a peer's failure note arrived
+    std::string failure_note_;   // this rank's failure note (its sends may outlive report_failure)
     std::mutex mutex_;
     std::list<outgoing> sends_;  // in flight
     std::list<outgoing> free_;   // completed: their buffers are reused by later sends

@@ -318,6 +318,7 @@ public:
     void load_parameters(std::span<const T> block) {
         require_usable("load_parameters");
         require_drained("load_parameters");
+        remote_stages_current_ = false;
         scatter_network_block<stack_type>(block, stages_, [](stage_type& st) { return st.weights(); },
                                           "pipeprop::pb::engine::load_parameters");
         for (stage_type& st : stages_) st.restore(st.updates(), st.last_learning_rate());

@@ -132,6 +132,11 @@ public:
                                    " of step " + std::to_string(msg.sequence) + " during steps " +
                                    std::to_string(step_) + " .. " + std::to_string(step_ + steps - 1));
         const std::size_t g = static_cast<std::size_t>(msg.sequence - step_) * m_ + msg.micro_batch;
+        if ((fwd ? rt.has_forward : rt.has_backward)[g])
+            throw std::logic_error("pipeprop::sync::pipeline_executor: stage " + std::to_string(s) + " received the " +
+                                   (fwd ? "forward" : "backward") + " message of micro-batch " +
+                                   std::to_string(msg.micro_batch) + " of step " + std::to_string(msg.sequence) +
+                                   " twice");
         (fwd ? rt.forward_in : rt.backward_in)[g] = msg;
         (fwd ? rt.has_forward : rt.has_backward)[g] = 1;
     }

@@ -446,8 +446,13 @@ public:
         scatter_network_block<stack_type>(v, stages_, [k](stage_type& s) { return s.optimizer().state_buffer(k); },
                                           "pipeprop::sync::pipeline_executor::set_optimizer_state");
     }
-    /// The optimizer's step count (updates applied; AdamW's bias corrections follow it), the same on every stage.
-    [[nodiscard]] std::uint64_t optimizer_step_count() const { return stages_.front()->optimizer().step_count(); }
+    /// The optimizer's step count (updates applied; AdamW's bias corrections follow it), the same on every stage
+    /// (with options::remote: on every stage of this process).
+    [[nodiscard]] std::uint64_t optimizer_step_count() const {
+        for (std::size_t s = 0; s < stages_.size(); ++s)
+            if (local_[s]) return stages_[s]->optimizer().step_count();
+        return stages_.front()->optimizer().step_count();
+    }
     /// Sets every stage's optimizer step count (a resumed run: sync::load_state). Not during a step.
     void set_optimizer_step_count(std::uint64_t n) {
         for (auto& st : stages_) st->optimizer().set_step_count(n);
@@ -460,6 +465,7 @@ public:
     }
     /// Sets all parameters from a whole-network block. Throws std::invalid_argument for a wrong size.
     void set_parameters(std::span<const T> w) {
+        remote_stages_current_ = false;
         scatter_network_block<stack_type>(w, stages_, [](stage_type& s) { return s.parameters(); },
                                           "pipeprop::sync::pipeline_executor::set_parameters");
     }
@@ -512,6 +518,7 @@ private:
         const bool clipping = opt_.max_gradient_norm > 0;
         runner_.begin_steps(pl, in, batch, steps_, clipping);
         remote_stages_current_ = false;
+        ++run_;
         const std::size_t m = pl.sc.micro_batches_per_step();
         if (opt_.remote != nullptr) {
             remote_first_ = steps_;
@@ -612,7 +619,8 @@ private:
         set_parameters(undo_[0]);
         for (std::size_t k = 0; k < optimizer_buffer_count; ++k) set_optimizer_state(k, undo_[2 + k]);
         set_state(undo_[1]);
-        for (auto& st : stages_) st->optimizer().set_step_count(st->optimizer().step_count() - steps);
+        for (std::size_t s = 0; s < stages_.size(); ++s)  // the stages of other processes made no steps here
+            if (local_[s]) stages_[s]->optimizer().set_step_count(stages_[s]->optimizer().step_count() - steps);
         steps_ -= steps;
     }
     [[noreturn]] static void throw_non_finite(double loss, std::uint64_t step_number, std::uint64_t samples_seen,
@@ -769,6 +777,7 @@ private:
                                              msg.micro_batch);
             note = {t.mean(), t.correct, t.count, t.loss_sum};
         }
+        note.run = run_;
         opt_.remote->send(to, msg, std::as_bytes(std::span<const T>(ch.values(msg.buffer), msg.batch * elems)),
                           labels, note);
         ch.release(msg.buffer);
@@ -842,11 +851,12 @@ private:
                                    std::to_string(m.values.size()) + " payload bytes for " +
                                    std::to_string(m.header.batch) + " samples of " + std::to_string(elems) +
                                    " values each");
-        if (m.header.sequence >= remote_first_ + remote_steps_) {
+        if (m.note.run < run_) return;  // of a run that failed here or elsewhere: nobody waits for it any more
+        if (m.note.run > run_) {  // a later step()'s: waits for it
             if (!fwd)
-                throw std::logic_error(me + "a backward message of step " + std::to_string(m.header.sequence) +
-                                       " arrived during steps " + std::to_string(remote_first_) + " .. " +
-                                       std::to_string(remote_first_ + remote_steps_ - 1));
+                throw std::logic_error(me + "a backward message of run " + std::to_string(m.note.run) +
+                                       " (step " + std::to_string(m.header.sequence) + ") arrived during run " +
+                                       std::to_string(run_));
             backlog_.push_back({m.to, m.header, std::vector<std::byte>(m.values.begin(), m.values.end()),
                                 std::vector<std::int32_t>(m.labels.begin(), m.labels.end()), m.note});
             return;
@@ -869,11 +879,11 @@ private:
         graph_->put(m.to, h);
     }
 
-    // The kept messages whose step now runs.
+    // The kept messages whose run (step() or consecutive_steps() call) is now.
     void deliver_backlog() {
         std::vector<held_message> later;
         for (held_message& h : backlog_) {
-            if (remote_first_ + remote_steps_ > h.header.sequence)
+            if (h.note.run <= run_)
                 accept_remote({h.to, h.header, h.values, h.labels, h.note});
             else
                 later.push_back(std::move(h));
@@ -922,6 +932,7 @@ private:
     std::vector<loss_totals> notes_;           // [steps * m]: the backward notes' loss totals (last stage elsewhere)
     std::vector<held_message> backlog_;        // messages of a later step
     bool remote_stages_current_ = false;       // load_remote_stages since the last step
+    std::uint64_t run_ = 0;                    // run_plan calls (the same on every process: messages carry it)
 };
 
 }  // namespace pipeprop::sync
