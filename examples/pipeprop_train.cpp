@@ -26,7 +26,10 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <span>
 #include <chrono>
+#include <cstdlib>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -216,11 +219,18 @@ int main(int argc, char** argv) {
         }
     }
 #endif
+    // Started by mpirun (OpenMPI's or MPICH's environment) as one of several processes?
+    const auto env_number = [](const char* a, const char* b) {
+        const char* v = std::getenv(a);
+        if (v == nullptr) v = std::getenv(b);
+        return v != nullptr ? std::atoi(v) : -1;
+    };
+    const int launched = env_number("OMPI_COMM_WORLD_SIZE", "PMI_SIZE");
     const bool rank0 = [&] {
 #ifdef PIPEPROP_TRAIN_MPI
         if (session) return session->rank() == 0;
 #endif
-        return true;
+        return env_number("OMPI_COMM_WORLD_RANK", "PMI_RANK") <= 0;
     }();
     std::vector<std::unique_ptr<train::mode>> modes;
     std::vector<std::string> mode_names;
@@ -276,10 +286,24 @@ int main(int argc, char** argv) {
         }
         check_compiled(options);
         selected->validate(options);
+        if (options.transport != "mpi" && launched > 1)
+            throw CLI::ValidationError("--transport", fmt::format("this process is one of {} started by mpirun: add "
+                                                                  "--transport mpi (or run one process without "
+                                                                  "mpirun)", launched));
         if (options.transport == "mpi") {
 #ifdef PIPEPROP_TRAIN_MPI
+            // every rank must run the same command line: rank 0's is the reference
+            std::string line;
+            for (int i = 1; i < argc; ++i) line += std::string(argv[i]) + '\0';
             ranks.emplace(std::chrono::seconds(options.remote_timeout));
             options.ranks = &*ranks;
+            std::uint64_t mine = std::hash<std::string>{}(line), reference = mine;
+            ranks->broadcast(std::as_writable_bytes(std::span<std::uint64_t>(&reference, 1)));
+            const int different = ranks->min_over_ranks(reference == mine ? session->size() : session->rank());
+            if (different < session->size())
+                throw CLI::ValidationError("--transport", fmt::format("mpi: rank {} was started with other options "
+                                                                      "than rank 0; every rank needs the same "
+                                                                      "command line", different));
             if (!rank0) {  // rank 0 shows progress and writes the metrics
                 options.progress = "none";
                 options.metrics.clear();
@@ -294,6 +318,12 @@ int main(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {  // every rank parses the same options: rank 0 reports them
         if (rank0) std::cerr << "pipeprop_train: " << e.what() << "\n\n" << app.help() << std::flush;
         return 2;
+    } catch (const std::exception& e) {  // --transport mpi: comparing the ranks' options failed (a rank hangs)
+        std::cerr << "pipeprop_train: error: " << e.what() << std::endl;
+#ifdef PIPEPROP_TRAIN_MPI
+        if (session) pipeprop::mpi::abort_job(1, std::chrono::milliseconds(0));
+#endif
+        return 1;
     }
 
     openblas_set_num_threads(options.blas_threads);
@@ -302,7 +332,8 @@ int main(int argc, char** argv) {
     // another one failed names that one, and ends the job at once)
     const auto end_job = [&](bool peer_failed) {
 #ifdef PIPEPROP_TRAIN_MPI
-        if (session) pipeprop::mpi::abort_job(1, peer_failed ? std::chrono::milliseconds(0) : std::chrono::seconds(2));
+        // a rank that stops because another failed waits a second: the failed rank prints its own message first
+        if (session) pipeprop::mpi::abort_job(1, peer_failed ? std::chrono::seconds(1) : std::chrono::seconds(2));
 #endif
         (void)peer_failed;
         return 1;

@@ -23,13 +23,17 @@ public:
     /// The boundary transport of a pipeline whose stage s runs on rank rank_of[s] (collective: every rank calls it
     /// with the same map). Throws std::runtime_error when the transport cannot be set up.
     [[nodiscard]] virtual std::unique_ptr<pipeprop::remote_transport> make_transport(std::vector<int> rank_of) = 0;
-    /// Concatenates every rank's `mine` in rank order into `all` on rank 0 (collective; `all` is read only on rank 0
+    /// The collectives throw pipeprop::remote_timeout_error when the other ranks do not join within the run's
+/// --remote-timeout (a rank that hangs must not hang the others).
+/// Concatenates every rank's `mine` in rank order into `all` on rank 0 (collective; `all` is read only on rank 0
     /// and must hold the sum of the sizes there).
     virtual void gather(std::span<const float> mine, std::span<float> all) = 0;
     /// Copies rank 0's bytes to every rank (collective, same size everywhere).
     virtual void broadcast(std::span<std::byte> bytes) = 0;
     /// Returns when every rank has called it.
     virtual void barrier() = 0;
+    /// The smallest of every rank's `value` (collective).
+    [[nodiscard]] virtual int min_over_ranks(int value) = 0;
 };
 
 }  // namespace train

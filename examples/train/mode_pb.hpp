@@ -309,8 +309,12 @@ private:
             std::vector<int> rank_of;
             try {
                 rank_of = pipeprop::contiguous_ranks(programs.size(), static_cast<std::size_t>(o.ranks->size()));
-            } catch (const std::invalid_argument& e) {
-                throw CLI::ValidationError("--transport", e.what());
+            } catch (const std::invalid_argument&) {
+                throw CLI::ValidationError("--transport", fmt::format("mpi: {} ranks for {} stages; every rank needs a "
+                                                                      "stage (mpirun -np P with P <= {}, or more "
+                                                                      "stages: --stages)",
+                                                                      o.ranks->size(), programs.size(),
+                                                                      programs.size()));
             }
             transport = o.ranks->make_transport(std::move(rank_of));
             opt.remote = transport.get();

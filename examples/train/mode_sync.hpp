@@ -393,8 +393,13 @@ private:
         std::vector<int> of_device;
         try {
             of_device = pipeprop::contiguous_ranks(sc.devices(), static_cast<std::size_t>(o.ranks->size()));
-        } catch (const std::invalid_argument& e) {
-            throw CLI::ValidationError("--transport", std::string(e.what()) + " (the schedule's devices)");
+        } catch (const std::invalid_argument&) {
+            throw CLI::ValidationError("--transport", fmt::format("mpi: {} ranks for the {} devices of the schedule "
+                                                                  "({} stages); every rank needs a device (mpirun -np "
+                                                                  "P with P <= {}, or more stages: --stages "
+                                                                  "balanced:N or split points)",
+                                                                  o.ranks->size(), sc.devices(), stages,
+                                                                  sc.devices()));
         }
         std::vector<int> rank_of(stages);
         for (std::size_t s = 0; s < stages; ++s) rank_of[s] = of_device[sc.device_of_stage(s)];

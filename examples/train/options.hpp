@@ -205,7 +205,8 @@ inline void add_common_options(CLI::App& app, common_options& o, const std::vect
         ->capture_default_str();
     app.add_option("--transport", o.transport,
                    "Where the stages run: local (this process) or mpi (under mpirun -np P: the stage cut in P "
-                   "contiguous groups, one per rank; --mode pb; needs a build with -DPIPEPROP_WITH_MPI=ON)")
+                   "contiguous groups, one per rank; --mode pb or sync, image networks, the concurrent executor, no "
+                   "--trace; needs a build with -DPIPEPROP_WITH_MPI=ON)")
         ->check(CLI::IsMember({"local", "mpi"}))
         ->capture_default_str();
     app.add_option("--remote-timeout", o.remote_timeout,

@@ -55,11 +55,16 @@ inline constexpr const char* rank_manifest_format = "pipeprop multi-rank checkpo
 inline void check_rank_checkpoint_destination(const std::string& root) {
     namespace fs = std::filesystem;
     std::error_code ec;
-    if (!fs::exists(fs::symlink_status(root, ec))) return;
+    if (!fs::exists(fs::symlink_status(root, ec))) {
+        pipeprop::check_checkpoint_destination(root);  // where it would be created: an existing, writable directory
+        return;
+    }
     if (!fs::is_directory(root, ec) ||
         (!fs::is_regular_file(fs::path(root) / rank_manifest_name, ec) && !fs::is_empty(root, ec)))
         throw pipeprop::checkpoint_error(root + ": exists and is not a checkpoint of a --transport mpi run (no " +
                                          rank_manifest_name + "); refusing to write into it");
+    if (::access(root.c_str(), W_OK | X_OK) != 0)
+        throw pipeprop::checkpoint_error(root + ": the directory is not writable");
 }
 
 /// For a run's own checks: throws rank_manifest_error unless the checkpoint's scalar rank_layout (what the saving
@@ -78,13 +83,20 @@ inline void require_rank_layout(const pipeprop::checkpoint& c, const std::string
 [[nodiscard]] inline std::filesystem::path rank_checkpoint_to_load(const std::string& root, const cluster& c) {
     const std::filesystem::path manifest = std::filesystem::path(root) / rank_manifest_name;
     std::ifstream in(manifest);
-    if (!in)
+    std::error_code ec;
+    if (!in && !std::filesystem::is_directory(root, ec))
+        throw rank_manifest_error(root + ": checkpoint directory not found");
+    if (!in && std::filesystem::exists(std::filesystem::path(root) / "manifest.txt", ec))
         throw rank_manifest_error(fmt::format(
-            "{}: no {} (not a checkpoint of a --transport mpi run; a single-process checkpoint cannot be resumed "
-            "across ranks)", root, rank_manifest_name));
+            "{}: a single-process checkpoint, or one rank's part of a --transport mpi checkpoint (no {}): give the "
+            "directory that holds {} (a single-process checkpoint cannot be resumed across ranks)",
+            root, rank_manifest_name, rank_manifest_name));
+    if (!in)
+        throw rank_manifest_error(fmt::format("{}: no {} (not a checkpoint of a --transport mpi run)", root,
+                                              rank_manifest_name));
     std::string format, line, directory;
     std::getline(in, format);
-    int ranks = -1;
+    int ranks = -1, rank_lines = 0;
     std::size_t epoch = 0;
     while (std::getline(in, line)) {
         std::istringstream words(line);
@@ -93,9 +105,12 @@ inline void require_rank_layout(const pipeprop::checkpoint& c, const std::string
         if (key == "ranks") words >> ranks;
         else if (key == "epoch") words >> epoch;
         else if (key == "directory") words >> directory;
+        else if (key == "rank") ++rank_lines;
     }
-    if (format != rank_manifest_format || ranks <= 0 || directory.empty() || directory.find('/') != std::string::npos)
-        throw rank_manifest_error(manifest.string() + ": not a pipeprop multi-rank checkpoint manifest");
+    if (format != rank_manifest_format || ranks <= 0 || rank_lines != ranks || directory.rfind("epoch-", 0) != 0 ||
+        directory.find('/') != std::string::npos)
+        throw rank_manifest_error(manifest.string() + ": not a complete pipeprop multi-rank checkpoint manifest "
+                                                      "(damaged or cut short)");
     if (ranks != c.size())
         throw rank_manifest_error(fmt::format(
             "{}: written by {} ranks, this run has {}; resume it with mpirun -np {} and the same --stages",
