@@ -16,6 +16,8 @@
 // each).
 #include <pipeprop/mpi/mpi_transport.hpp>
 
+#include "mpi/mpi_test_main.hpp"
+
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -97,10 +99,7 @@ void fault_run(const std::string& how, int victim) {
     data_stream<cnn> data(64, Pipe::classes);
     for (std::size_t n = 0; n < 1000000; ++n) {
         if (n == 50 && t.rank() == victim) {
-            std::fprintf(stderr, "rank %d: fault injected: %s\n", victim, how.c_str());
-            if (how == "kill") std::raise(SIGKILL);
-            if (how == "throw") throw std::runtime_error("rank " + std::to_string(victim) + ": injected failure");
-            if (how == "stall") std::this_thread::sleep_for(std::chrono::seconds(600));
+            mpi_test::inject_fault(how, victim);
         }
         e.set_hyperparameters(schedule(n));
         (void)e.push(data.xs(n % 64, 1), data.ys(n % 64, 1), 1);
@@ -110,13 +109,7 @@ void fault_run(const std::string& how, int victim) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    mpi::session session(argc, argv);
-    try {
-        openblas_set_num_threads(1);
-        if (argc == 4 && std::strcmp(argv[1], "--fault") == 0) {
-            fault_run(argv[2], std::stoi(argv[3]));
-            return 0;
-        }
+    return mpi_test::main_of("test_mpi_pb", argc, argv, fault_run, [](pipeprop::mpi::session& session) {
         check_run<pb::pipeline<cnn, pp::fine_grained<>, pb::policy::none>>("small CNN fine-grained", 1, 0);
         check_run<pb::pipeline<cnn, pp::fine_grained<>, pb::policy::sc_lwp<>>>("small CNN fine-grained", 3, 2);
         check_run<pb::pipeline<small_resnet, pp::fine_grained<>, pb::policy::sc_lwp<>>>("small ResNet fine-grained",
@@ -129,11 +122,5 @@ int main(int argc, char** argv) {
         MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
         if (session.rank() == 0) std::printf("%s: %d failure(s) over all ranks\n", all == 0 ? "PASS" : "FAIL", all);
         return all == 0 ? 0 : 1;
-    } catch (const pipeprop::remote_peer_error& e) {  // another rank failed and said so: end the job now
-        std::fprintf(stderr, "test_mpi_pb: rank %d: %s\n", mpi::session::rank(), e.what());
-        mpi::abort_job(2, std::chrono::milliseconds(0));
-    } catch (const std::exception& e) {  // this rank failed: the peers that took its note end the job first
-        std::fprintf(stderr, "test_mpi_pb: rank %d: %s\n", mpi::session::rank(), e.what());
-        mpi::abort_job(2, std::chrono::seconds(2));
-    }
+    });
 }

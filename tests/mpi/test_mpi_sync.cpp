@@ -12,6 +12,8 @@
 // throw|stall R`, tests/mpi/fault.cmake): rank R throws or stops answering before step 20 of a long 1F1B run.
 #include <pipeprop/mpi/mpi_transport.hpp>
 
+#include "mpi/mpi_test_main.hpp"
+
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -151,9 +153,7 @@ void fault_run(const std::string& how, int victim) {
     data_stream<cnn> data(8, 3);
     for (std::size_t n = 0; n < 1000000; ++n) {
         if (n == 20 && t.rank() == victim) {
-            std::fprintf(stderr, "rank %d: fault injected: %s\n", victim, how.c_str());
-            if (how == "throw") throw std::runtime_error("rank " + std::to_string(victim) + ": injected failure");
-            if (how == "stall") std::this_thread::sleep_for(std::chrono::seconds(600));
+            mpi_test::inject_fault(how, victim);
         }
         (void)ex.step(data.xs(0, 8), data.ys(0, 8), {.learning_rate = 0.01, .momentum = 0.9, .weight_decay = 0});
     }
@@ -162,13 +162,7 @@ void fault_run(const std::string& how, int victim) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    mpi::session session(argc, argv);
-    try {
-        openblas_set_num_threads(1);
-        if (argc == 4 && std::strcmp(argv[1], "--fault") == 0) {
-            fault_run(argv[2], std::stoi(argv[3]));
-            return 0;
-        }
+    return mpi_test::main_of("test_mpi_sync", argc, argv, fault_run, [](pipeprop::mpi::session& session) {
         // the small CNN: 4 stages (GPipe, 1F1B, ZB-H1, ZB-H2), 6 stages = 3 devices (interleaved 1F1B, ZB-V)
         check_every_schedule<cnn>("small CNN split_at<1, 2, 4>", {1, 2, 4});
         check_every_schedule<cnn>("small CNN split_at<1, 2, 3, 4, 5>", {1, 2, 3, 4, 5});
@@ -186,11 +180,5 @@ int main(int argc, char** argv) {
         if (session.rank() == 0)
             std::printf("%s: %d cases, %d failure(s) over all ranks\n", all == 0 ? "PASS" : "FAIL", ran, all);
         return all == 0 ? 0 : 1;
-    } catch (const pipeprop::remote_peer_error& e) {
-        std::fprintf(stderr, "test_mpi_sync: rank %d: %s\n", mpi::session::rank(), e.what());
-        mpi::abort_job(2, std::chrono::milliseconds(0));
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "test_mpi_sync: rank %d: %s\n", mpi::session::rank(), e.what());
-        mpi::abort_job(2, std::chrono::seconds(2));
-    }
+    });
 }
