@@ -1,10 +1,14 @@
 #!/usr/bin/python3
 """Markdown ratio tables from pipeprop's benchmark output (standard library only).
 
-  ratios.py side-by-side RESULTS   RESULTS: lines "result impl=... precision=... batch=... samples_per_s=... ..." from
-                                   bench/side_by_side_train and bench/torch_side_by_side.py, several rounds; prints
-                                   per batch size the medians of samples/s (CPU time; the wall-clock ratio too),
-                                   their ratio, and the losses after the run.
+  ratios.py side-by-side RESULTS   RESULTS: lines "result impl=... network=... precision=... batch=...
+                                   samples_per_s=... ..." from bench/side_by_side_train (impl=pipeprop),
+                                   bench/torch_side_by_side.py (torch) and bench/libtorch/libtorch_side_by_side
+                                   (libtorch), several rounds; prints per network and batch size the medians of
+                                   samples/s (CPU time; the wall-clock ratios too), pipeprop / PyTorch and pipeprop /
+                                   libtorch, and the losses after the run with their relative differences; exits
+                                   with 3 when a float64 loss of PyTorch or libtorch differs from pipeprop's by more
+                                   than --tolerance (relative, default 1e-9): the same-math check.
   ratios.py pairs JSON --base B --other O [--filter REGEX]
                                    JSON: Google Benchmark output (--benchmark_out_format=json, with repetitions);
                                    benchmarks named <key>/<variant>; prints per key the median GFLOP/s (or samples/s)
@@ -29,46 +33,85 @@ def parse_results(path):
     return runs
 
 
-def side_by_side(path):
+OTHERS = (("torch", "PyTorch"), ("libtorch", "libtorch"))  # impl field -> name in the tables
+
+
+def side_by_side(path, tolerance):
+    """Prints the tables; returns False when a float64 run of another side differs from pipeprop's by more than
+    `tolerance` (relative, last-batch or eval loss): the same-math check failed."""
     runs = parse_results(path)
     if not runs:
         sys.exit(f"ratios.py: no result lines in {path}")
-    groups = defaultdict(list)
+    groups = defaultdict(list)  # (network, precision, batch, impl) -> runs (one per round)
     for r in runs:
-        groups[(r.get("precision", "float"), int(r["batch"]), r["impl"])].append(r)
-    print("| precision | b | samples | pipeprop samples/s | PyTorch samples/s | pipeprop / PyTorch | "
-          "same, wall clock | last-batch loss pipeprop / PyTorch (rel. diff) | "
-          "eval loss pipeprop / PyTorch (rel. diff) |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    keys = sorted({(p, b) for (p, b, _) in groups}, key=lambda k: (k[0] != "float", k[1]))
-    for precision, batch in keys:
-        ours, theirs = groups.get((precision, batch, "pipeprop")), groups.get((precision, batch, "torch"))
-        if not ours or not theirs:
-            continue
-        rate_ours = statistics.median(float(r["cpu_samples_per_s"]) for r in ours)
-        rate_theirs = statistics.median(float(r["cpu_samples_per_s"]) for r in theirs)
-        wall_ratio = (statistics.median(float(r["samples_per_s"]) for r in ours) /
-                      statistics.median(float(r["samples_per_s"]) for r in theirs))
-        # Losses do not depend on the round (both sides are deterministic): take the first round's.
-        cells = []
-        for key in ("last_loss", "eval_loss"):
-            a, b = float(ours[0][key]), float(theirs[0][key])
-            cells.append(f"{a:.6g} / {b:.6g} ({abs(a - b) / abs(b):.1e})")
-        print(f"| {precision} | {batch} | {ours[0]['samples']} | {rate_ours:.0f} | {rate_theirs:.0f} | "
-              f"**{rate_ours / rate_theirs:.2f}x** | {wall_ratio:.2f}x | {cells[0]} | {cells[1]} |")
+        groups[(r.get("network", "cnn"), r.get("precision", "float"), int(r["batch"]), r["impl"])].append(r)
+    networks = sorted({k[0] for k in groups}, key=lambda n: (n != "cnn", n))
+    others = [(impl, name) for impl, name in OTHERS if any(k[3] == impl for k in groups)]
+
+    def median(rs, key):
+        return statistics.median(float(r[key]) for r in rs)
+
+    for network in networks:
+        print(f"### {network}\n")
+        print("| precision | b | samples | pipeprop samples/s | " +
+              "".join(f"{name} samples/s | " for _, name in others) +
+              "".join(f"pipeprop / {name} | " for _, name in others) +
+              "same, wall clock | last-batch loss pipeprop (rel. diff " + ", ".join(n for _, n in others) + ") | "
+              "eval loss pipeprop (rel. diff " + ", ".join(n for _, n in others) + ") |")
+        print("|---" * (7 + 2 * len(others)) + "|")
+        keys = sorted({(p, b) for (n, p, b, _) in groups if n == network}, key=lambda k: (k[0] != "float", k[1]))
+        for precision, batch in keys:
+            ours = groups.get((network, precision, batch, "pipeprop"))
+            if not ours:
+                continue
+            rate = median(ours, "cpu_samples_per_s")
+            theirs = [groups.get((network, precision, batch, impl)) for impl, _ in others]
+            rates = [f"{median(t, 'cpu_samples_per_s'):.0f}" if t else "-" for t in theirs]
+            ratios = [f"**{rate / median(t, 'cpu_samples_per_s'):.2f}x**" if t else "-" for t in theirs]
+            walls = [f"{median(ours, 'samples_per_s') / median(t, 'samples_per_s'):.2f}x" if t else "-"
+                     for t in theirs]
+            # Losses do not depend on the round (every side is deterministic): take the first round's.
+            cells = []
+            for key in ("last_loss", "eval_loss"):
+                a = float(ours[0][key])
+                diffs = [f"{abs(a - float(t[0][key])) / abs(float(t[0][key])):.1e}" if t else "-" for t in theirs]
+                cells.append(f"{a:.10g} ({', '.join(diffs)})")
+            print(f"| {precision} | {batch} | {ours[0]['samples']} | {rate:.0f} | " + " | ".join(rates + ratios) +
+                  f" | {', '.join(walls)} | {cells[0]} | {cells[1]} |")
+        print()
     rounds = max(len(v) for v in groups.values())
-    print(f"\n(samples/s from CPU time of the training loop, medians over up to {rounds} interleaved rounds; "
-          "losses from round 1)")
-    # Rounding check: each float32 run against the float64 run of the same side (same data, same math).
-    for batch in sorted({b for (p, b, _) in groups if p == "double"}):
-        notes = []
-        for impl in ("pipeprop", "torch"):
-            f, d = groups.get(("float", batch, impl)), groups.get(("double", batch, impl))
-            if f and d:
-                a, b = float(f[0]["last_loss"]), float(d[0]["last_loss"])
-                notes.append(f"{impl} {abs(a - b) / abs(b):.1e}")
-        if notes:
-            print(f"\nb = {batch}: last-batch loss of the float32 run vs the float64 run, relative: " + ", ".join(notes))
+    print(f"(samples/s from CPU time of the training loop, medians over up to {rounds} interleaved rounds; "
+          "wall-clock ratios in the order of the ratio columns; losses from round 1; rel. diff: |pipeprop - other| / "
+          "|other|)")
+    # Rounding check: each float32 run against the float64 run of the same side on the same samples.
+    for network in networks:
+        for batch in sorted({b for (n, p, b, _) in groups if n == network and p == "double"}):
+            notes = []
+            for impl in ["pipeprop"] + [i for i, _ in others]:
+                f = groups.get((network, "float", batch, impl))
+                d = groups.get((network, "double", batch, impl))
+                if f and d and f[0]["samples"] == d[0]["samples"]:
+                    a, b = float(f[0]["last_loss"]), float(d[0]["last_loss"])
+                    notes.append(f"{impl} {abs(a - b) / abs(b):.1e}")
+            if notes:
+                print(f"\n{network}, b = {batch}: last-batch loss of the float32 run vs the float64 run, relative: " +
+                      ", ".join(notes))
+    # Same-math verdict: every float64 loss of every other side against pipeprop's.
+    worst, compared = 0.0, 0
+    for (network, precision, batch, impl), rs in groups.items():
+        ours = groups.get((network, precision, batch, "pipeprop"))
+        if precision != "double" or impl == "pipeprop" or not ours:
+            continue
+        for key in ("last_loss", "eval_loss"):
+            a, b = float(ours[0][key]), float(rs[0][key])
+            worst = max(worst, abs(a - b) / abs(b))
+            compared += 1
+    if compared:
+        ok = worst <= tolerance
+        print(f"\nfloat64 same-math check: largest relative loss difference to pipeprop {worst:.1e} over {compared} "
+              f"losses (tolerance {tolerance:.0e}): {'passed' if ok else 'FAILED'}")
+        return ok
+    return True
 
 
 def natural_key(text):
@@ -113,6 +156,8 @@ def main():
     sub = parser.add_subparsers(dest="command", required=True)
     s = sub.add_parser("side-by-side")
     s.add_argument("results")
+    s.add_argument("--tolerance", type=float, default=1e-9,
+                   help="largest relative float64 loss difference the same-math check accepts (exit 3 above it)")
     p = sub.add_parser("pairs")
     p.add_argument("json")
     p.add_argument("--base", required=True)
@@ -120,7 +165,8 @@ def main():
     p.add_argument("--filter", default="")
     args = parser.parse_args()
     if args.command == "side-by-side":
-        side_by_side(args.results)
+        if not side_by_side(args.results, args.tolerance):
+            sys.exit(3)
     else:
         pairs(args.json, args.base, args.other, args.filter)
 

@@ -1,28 +1,35 @@
 #!/usr/bin/env bash
-# Builds pipeprop's benchmarks and runs the whole speed comparison of issue 6 in one command, printing markdown tables
-# of ratios (the numbers of bench/README.md):
-#   1. side by side with PyTorch (python3-torch, /usr/bin/python3): the small CNN trained on the same data, from the
-#      same initial weights, with the same hyperparameters, both single-threaded, at b = 1 and b = 32 (float32,
-#      several interleaved rounds, medians), plus one float64 run of each side at b = 32 (same-math check);
+# Builds pipeprop's benchmarks and runs the whole speed comparison of issues 6 and 16 in one command, printing
+# markdown tables of ratios (the numbers of bench/README.md):
+#   1. side by side with PyTorch (python3-torch, /usr/bin/python3) and libtorch (libtorch-dev, PyTorch's C++
+#      frontend: bench/libtorch/libtorch_side_by_side.cpp) in the same run: the small CNN and ResNet-20 (group norm)
+#      trained on the same data, from the same initial weights, with the same hyperparameters, each side on one
+#      thread, at b = 1 and b = 32 (float32, several interleaved rounds, medians), plus one float64 run of each side
+#      per network and b (the same-math check: the three must report the same losses to ~1e-10);
 #   2. layers_bench: conv2d and dense layers vs OpenBLAS sgemm at the GEMM-equivalent shapes, and the training step;
 #   3. gemm_choice: OpenBLAS sgemm vs pipeprop's xsimd GEMM at the layers' GEMM shapes.
 # Usage: bench/side_by_side.sh [--quick] [--rounds R] [--build-dir DIR] [--data DIR] [--no-gbench]
-#   --quick: fewer samples and repetitions (a smoke run); the default takes 5-8 minutes on 2 cores.
-# Installs what it needs first (scripts/install-deps.sh --with-torch). Run on a quiet machine: the ratios are medians
-# (samples/s from CPU time), but other load on the cores still moves them.
+#   --quick: fewer samples, one round, fewer repetitions (a smoke run of a few minutes); the default takes about
+#   15 minutes on 2 cores.
+# Prints the load average (uptime) and the CPU's model and flags (lscpu: avx2, avx512f, fma) first. Installs what it
+# needs first (scripts/install-deps.sh --with-torch). Run on a quiet machine: the ratios are medians (samples/s from
+# CPU time), but other load on the cores still moves them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build=build-bench
 data=/usr/share/datasets/fashion-mnist
 rounds=3
-samples_b1=2000
-samples_b32=3200   # 100 steps at b = 32
+# Training samples per network and b (float32 runs and the float64 check use the same ones): about 0.5-8 s per side.
+cnn_b1=2000
+cnn_b32=3200        # 100 steps at b = 32
+resnet20_b1=500
+resnet20_b32=960    # 30 steps at b = 32
 reps=10
 gbench=1
 while (($#)); do
   case "$1" in
-    --quick) rounds=1; samples_b1=500; reps=3; shift ;;
+    --quick) rounds=1; cnn_b1=500; resnet20_b1=100; resnet20_b32=320; reps=3; shift ;;
     --rounds) rounds=$2; shift 2 ;;
     --build-dir) build=$2; shift 2 ;;
     --data) data=$2; shift 2 ;;
@@ -31,7 +38,7 @@ while (($#)); do
   esac
 done
 
-scripts/install-deps.sh --with-torch >&2   # idempotent: installs only what is missing (python3-torch, ...)
+scripts/install-deps.sh --with-torch >&2   # idempotent: installs only what is missing (python3-torch, libtorch-dev)
 python=/usr/bin/python3
 if ! "$python" -c "import torch, numpy" 2>/dev/null; then
   echo "side_by_side.sh: $python cannot import torch and numpy after scripts/install-deps.sh --with-torch" >&2
@@ -39,7 +46,18 @@ if ! "$python" -c "import torch, numpy" 2>/dev/null; then
 fi
 
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DPIPEPROP_BUILD_BENCH=ON >/dev/null
-cmake --build "$build" -j"$(nproc)" --target side_by_side_train layers_bench gemm_choice >/dev/null
+if ! grep -q '^Torch_DIR:PATH=/' "$build/CMakeCache.txt"; then
+  echo "side_by_side.sh: CMake did not find libtorch (libtorch-dev) for $build (Torch_DIR in its CMakeCache.txt);" \
+       "bench/libtorch.cmake builds libtorch_side_by_side only when find_package(Torch) succeeds" >&2
+  exit 2
+fi
+cmake --build "$build" -j"$(nproc)" --target side_by_side_train libtorch_side_by_side layers_bench gemm_choice >/dev/null
+
+flags=$(lscpu | sed -n 's/^Flags:[[:space:]]*//p' | tr ' ' '\n' | grep -x -E 'avx2|avx512f|fma' | tr '\n' ' ')
+echo "side_by_side.sh at $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null ||
+  echo ' (with uncommitted changes)'), $(date '+%Y-%m-%d %H:%M %Z')"
+echo "load average: $(uptime | sed 's/.*load average: //')"
+echo "cpu: $(lscpu | sed -n 's/^Model name:[[:space:]]*//p'), $(nproc --all) cores; flags: ${flags:-none of avx2 avx512f fma}"
 
 work="$build/side_by_side"
 mkdir -p "$work"
@@ -47,25 +65,51 @@ results="$work/results.txt"
 : >"$results"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 train="$build/bench/side_by_side_train"
+libtorch="$build/bench/libtorch_side_by_side"
 
-# Export once per configuration (initial weights, inputs, labels, hyperparameters), then interleave the two sides.
-"$train" --data "$data" --batch 1 --samples "$samples_b1" --export "$work/b1" >/dev/null
-"$train" --data "$data" --batch 32 --samples "$samples_b32" --export "$work/b32" >/dev/null
+# Runs the three sides on one exported configuration: $1 = export directory, the rest = side_by_side_train options.
+three_sides() {
+  local dir=$1; shift
+  "$train" --data "$data" "$@" | tee -a "$results" >&2
+  "$python" bench/torch_side_by_side.py --data "$dir" | tee -a "$results" >&2
+  "$libtorch" --data "$dir" | tee -a "$results" >&2
+}
+
+# Export once per configuration (initial weights, inputs, labels, hyperparameters), then interleave the three sides.
+configurations=()
+for network in cnn resnet20; do
+  for b in 1 32; do
+    samples_var="${network}_b${b}"
+    configurations+=("$network $b ${!samples_var}")
+  done
+done
+for c in "${configurations[@]}"; do
+  read -r network b samples <<<"$c"
+  for precision in float double; do
+    "$train" --data "$data" --network "$network" --batch "$b" --samples "$samples" --precision "$precision" \
+      --export "$work/$network-b$b-$precision" >/dev/null
+  done
+done
 for ((r = 1; r <= rounds; r++)); do
   echo "side_by_side.sh: round $r of $rounds" >&2
-  "$train" --data "$data" --batch 1 --samples "$samples_b1" | tee -a "$results" >&2
-  "$python" bench/torch_side_by_side.py --data "$work/b1" | tee -a "$results" >&2
-  "$train" --data "$data" --batch 32 --samples "$samples_b32" | tee -a "$results" >&2
-  "$python" bench/torch_side_by_side.py --data "$work/b32" | tee -a "$results" >&2
+  for c in "${configurations[@]}"; do
+    read -r network b samples <<<"$c"
+    three_sides "$work/$network-b$b-float" --network "$network" --batch "$b" --samples "$samples"
+  done
 done
-"$train" --data "$data" --batch 32 --samples "$samples_b32" --precision double --export "$work/b32_double" \
-  | tee -a "$results" >&2
-"$python" bench/torch_side_by_side.py --data "$work/b32_double" | tee -a "$results" >&2
+echo "side_by_side.sh: float64 same-math check" >&2
+for c in "${configurations[@]}"; do
+  read -r network b samples <<<"$c"
+  three_sides "$work/$network-b$b-double" --network "$network" --batch "$b" --samples "$samples" --precision double
+done
 
 echo
-echo "## pipeprop vs PyTorch $("$python" -c 'import torch; print(torch.__version__)') (1 thread each)"
+echo "## pipeprop vs PyTorch $("$python" -c 'import torch; print(torch.__version__)') and libtorch" \
+     "$(dpkg-query -W -f='${Version}' libtorch-dev 2>/dev/null) (1 thread each)"
 echo
-"$python" bench/ratios.py side-by-side "$results"
+same_math=0
+"$python" bench/ratios.py side-by-side "$results" || same_math=$?
+echo
 
 if ((gbench)); then
   gb_args=(--benchmark_repetitions="$reps" --benchmark_enable_random_interleaving=true
@@ -86,3 +130,8 @@ fi
 echo
 echo "(OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}, OPENBLAS_L2_SIZE=${OPENBLAS_L2_SIZE:-unset}; $(nproc --all) cores;" \
      "load average $(cut -d' ' -f1-3 /proc/loadavg))"
+if ((same_math)); then
+  echo "side_by_side.sh: the float64 same-math check failed (ratios.py exit $same_math): the sides do not compute" \
+       "the same function, so the speed ratios above compare different work" >&2
+  exit 1
+fi

@@ -1,25 +1,34 @@
-// bench/side_by_side_train.cpp: pipeprop's half of the side-by-side comparison with PyTorch (issue 6).
+// bench/side_by_side_train.cpp: pipeprop's side of the side-by-side comparison with PyTorch and libtorch (issues 6
+// and 16).
 //
-// Trains the small CNN (bench/small_cnn.hpp) with pipeprop's sequential_trainer on the first N Fashion-MNIST training
-// samples, in file order, at micro-batch size b, single-threaded, and prints one result line:
-//   result impl=pipeprop batch=<b> samples=<N> seconds=<s> samples_per_s=<r> cpu_seconds=<s> cpu_samples_per_s=<r>
-//          lr=<eta_b> momentum=<m_b>
+// Trains a network (--network cnn: the small CNN of bench/small_cnn.hpp; --network resnet20: train::resnet20 of
+// examples/train/networks.hpp, the ResNet-20 with group norm of the redesign issue) with pipeprop's
+// sequential_trainer on the first N Fashion-MNIST training samples, in file order, at micro-batch size b,
+// single-threaded, and prints one result line:
+//   result impl=pipeprop network=<cnn|resnet20> precision=<float|double> batch=<b> samples=<N> seconds=<s>
+//          samples_per_s=<r> cpu_seconds=<s> cpu_samples_per_s=<r> lr=<eta_b> momentum=<m_b>
 //          last_loss=<mean loss of the last batch, before its update> eval_loss=<mean loss on the first E samples>
-// (plus precision=<float|double>). seconds: wall clock of the training loop; cpu_seconds: CPU time of the process
-// over the same loop (std::clock), the figure that stays meaningful when other programs share the cores. --precision double trains in float64 (inputs converted exactly from float32,
-// parameters initialized in double): the check that both sides compute the same function, free of float32 rounding
-// (which, at lr 0.05, grows by about 10x per 20 steps and reaches ~1e-2 relative after 100 steps).
+// seconds: wall clock of the training loop; cpu_seconds: CPU time of the process over the same loop (std::clock),
+// the figure that stays meaningful when other programs share the cores. --precision double trains in float64
+// (inputs converted exactly from float32, parameters initialized in double): the check that all sides compute the
+// same function, free of float32 rounding (which, at lr 0.05, grows by about 10x per 20 steps and reaches ~1e-2
+// relative after 100 steps).
 // Hyperparameters: momentum SGD (heavy-ball, PyTorch convention) with lr 0.05 and momentum 0.9 at b = 32, scaled to
 // other b by optim::scale_hyperparameters (same momentum half-life and step per sample; pb-semantics.md §4).
 //
-// With --export DIR it first writes what bench/torch_side_by_side.py needs to train the identical run, as .npy
-// files (xtensor's npy I/O): the initial parameters, layer_XX.<tensor>.npy in pipeprop's layouts (dense weight
-// [out, in], conv weight [out, c, kh, kw], bias / gamma / beta [c]); x.npy [N, 1, 28, 28] float32 (the normalized
-// inputs) and labels.npy [N] int32; hyperparameters.txt (batch, lr, momentum). Parameters are written in the
-// training precision (float32 or float64).
+// With --export DIR it first writes what bench/torch_side_by_side.py and bench/libtorch/libtorch_side_by_side need
+// to train the identical run (.npy files via xtensor's npy I/O):
+//   - the initial parameters, one file per tensor of every node with parameters, <node name>.<tensor>.npy in the
+//     layer's layout (dense weight [out, in], conv weight [out, c, kh, kw], bias / gamma / beta [c]); node names as
+//     layer_stack::node_names ("layer_09" in the CNN, "layer_09.body_03" and "layer_09.shortcut_00" in ResNet-20's
+//     blocks), in the training precision (float32 or float64);
+//   - parameters.txt: one line per tensor, "<node name> <tensor> <dims...>", in node order (the readers load exactly
+//     these and fail when a tensor is missing on either side or its shape differs);
+//   - x.npy [N, 1, 28, 28] float32 (the normalized inputs) and labels.npy [N] int32;
+//   - hyperparameters.txt: "batch", "lr", "momentum", "network", "precision" lines ("key value").
 //
-// Usage: side_by_side_train --batch 32 --samples 3200 [--data DIR] [--export DIR] [--seed S] [--eval E]
-//                          [--precision float|double]
+// Usage: side_by_side_train --batch 32 --samples 3200 [--network cnn|resnet20] [--data DIR] [--export DIR]
+//                          [--seed S] [--eval E] [--precision float|double]
 // Exit code 2 for bad arguments or data (message on stderr).
 #include <cblas.h>
 
@@ -41,39 +50,47 @@
 #include "pipeprop/optim/scaling_rules.hpp"
 #include "pipeprop/sequential_trainer.hpp"
 #include "small_cnn.hpp"
+#include "train/networks.hpp"
 
 namespace {
 
-using net = pipeprop::bench::small_cnn;
-
-/// Writes every parameter tensor of w as dir/layer_XX.<name>.npy with its shape (value type T).
-template <class T>
+/// Writes every parameter tensor of w (Net's parameter block, value type T) as dir/<node name>.<tensor>.npy with
+/// its shape, and the list of them as dir/parameters.txt ("<node name> <tensor> <dims...>" per line, node order).
+/// Throws std::runtime_error when a file cannot be written.
+template <class Net, class T>
 void export_parameters(const std::filesystem::path& dir, std::span<const T> w) {
-    using stack_type = pipeprop::layer_stack<net, T>;
+    using stack_type = pipeprop::layer_stack<Net, T>;
+    std::ofstream manifest(dir / "parameters.txt");
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<stack_type::layer_count>>([&](auto I) {
         using layer = typename stack_type::template layer_type<I>;
         if constexpr (layer::parameter_count > 0) {
             std::size_t offset = stack_type::parameter_offset[I];
+            const std::string node(stack_type::node_names[I]);
             for (const auto& t : layer::parameter_tensors()) {
                 std::vector<std::size_t> shape(t.dims.begin(), t.dims.begin() + t.rank);
                 const auto view = xt::adapt(w.data() + offset, t.size(), xt::no_ownership(), shape);
-                char name[64];
-                std::snprintf(name, sizeof name, "layer_%02zu.%s.npy", std::size_t(I), std::string(t.name).c_str());
-                xt::dump_npy((dir / name).string(), view);
+                const std::string tensor(t.name);
+                xt::dump_npy((dir / (node + "." + tensor + ".npy")).string(), view);
+                manifest << node << ' ' << tensor;
+                for (const std::size_t d : shape) manifest << ' ' << d;
+                manifest << '\n';
                 offset += t.size();
             }
         }
     });
+    if (!manifest.flush()) throw std::runtime_error("cannot write " + (dir / "parameters.txt").string());
 }
 
 struct options {
     std::size_t batch = 32, samples = 3200, eval = 1000;
     std::uint64_t seed = 1;
     std::string data_dir = pipeprop::data::default_data_directory, export_dir, precision = "float";
+    std::string network = "cnn";
 };
 
-/// Trains with value type T (float: the speed comparison; double: the same-math check) and prints the result line.
-template <class T>
+/// Trains Net with value type T (float: the speed comparison; double: the same-math check) and prints the result
+/// line.
+template <class Net, class T>
 void run(const options& opt, const pipeprop::data::dataset& train) {
     const std::size_t sample_size = train.geometry.size();
     const std::size_t eval = std::min(opt.eval, opt.samples);
@@ -83,12 +100,12 @@ void run(const options& opt, const pipeprop::data::dataset& train) {
     cfg.momentum = hp.momentum;
     cfg.schedule = pipeprop::optim::lr_schedule::constant(hp.learning_rate);
     cfg.seed = opt.seed;
-    pipeprop::sequential_trainer<net, T> trainer(cfg);
+    pipeprop::sequential_trainer<Net, T> trainer(cfg);
 
     if (!opt.export_dir.empty()) {
         const std::filesystem::path dir(opt.export_dir);
         std::filesystem::create_directories(dir);
-        export_parameters<T>(dir, trainer.parameters());
+        export_parameters<Net, T>(dir, trainer.parameters());
         xt::dump_npy((dir / "x.npy").string(), xt::adapt(train.images.data(), opt.samples * sample_size,
                                                          xt::no_ownership(),
                                                          std::vector<std::size_t>{opt.samples, 1, 28, 28}));
@@ -96,7 +113,8 @@ void run(const options& opt, const pipeprop::data::dataset& train) {
                                                               std::vector<std::size_t>{opt.samples}));
         std::ofstream hpf(dir / "hyperparameters.txt");
         hpf.precision(17);
-        hpf << "batch " << opt.batch << "\nlr " << hp.learning_rate << "\nmomentum " << hp.momentum << "\n";
+        hpf << "batch " << opt.batch << "\nlr " << hp.learning_rate << "\nmomentum " << hp.momentum << "\nnetwork "
+            << opt.network << "\nprecision " << opt.precision << "\n";
         if (!hpf) throw std::runtime_error("cannot write " + (dir / "hyperparameters.txt").string());
     }
 
@@ -118,22 +136,25 @@ void run(const options& opt, const pipeprop::data::dataset& train) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const auto ev = trainer.evaluate(x, train.labels.data(), eval);
     std::printf(
-        "result impl=pipeprop precision=%s batch=%zu samples=%zu seconds=%.6f samples_per_s=%.2f cpu_seconds=%.6f "
-        "cpu_samples_per_s=%.2f lr=%.9g momentum=%.9g last_loss=%.12g eval_loss=%.12g\n",
-        opt.precision.c_str(), opt.batch, opt.samples, seconds, double(opt.samples) / seconds, cpu_seconds,
-        double(opt.samples) / cpu_seconds, hp.learning_rate, hp.momentum, double(last_loss), ev.loss);
+        "result impl=pipeprop network=%s precision=%s batch=%zu samples=%zu seconds=%.6f samples_per_s=%.2f "
+        "cpu_seconds=%.6f cpu_samples_per_s=%.2f lr=%.9g momentum=%.9g last_loss=%.17g eval_loss=%.17g\n",
+        opt.network.c_str(), opt.precision.c_str(), opt.batch, opt.samples, seconds, double(opt.samples) / seconds,
+        cpu_seconds, double(opt.samples) / cpu_seconds, hp.learning_rate, hp.momentum, double(last_loss), ev.loss);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app{"pipeprop half of the PyTorch side-by-side benchmark (bench/side_by_side.sh runs both halves)"};
+    CLI::App app{"pipeprop's side of the side-by-side benchmark with PyTorch and libtorch (bench/side_by_side.sh runs "
+                 "all three)"};
     options opt;
     app.add_option("--batch", opt.batch, "micro-batch size b")->check(CLI::PositiveNumber);
     app.add_option("--samples", opt.samples, "training samples N (a multiple of b, at most the training set)")
         ->check(CLI::PositiveNumber);
     app.add_option("--eval", opt.eval, "samples of the loss evaluated after training (first E of the N)")
         ->check(CLI::PositiveNumber);
+    app.add_option("--network", opt.network, "cnn (the small CNN) or resnet20 (ResNet-20, group norm)")
+        ->check(CLI::IsMember({"cnn", "resnet20"}));
     app.add_option("--seed", opt.seed, "parameter initialization seed");
     app.add_option("--data", opt.data_dir, "Fashion-MNIST directory");
     app.add_option("--export", opt.export_dir, "write initial parameters, inputs, labels, hyperparameters here");
@@ -148,10 +169,16 @@ int main(int argc, char** argv) {
             throw std::invalid_argument("--samples " + std::to_string(opt.samples) + " must be a multiple of --batch " +
                                         std::to_string(opt.batch) + " and at most " +
                                         std::to_string(data.train.count));
-        if (opt.precision == "double")
-            run<double>(opt, data.train);
+        const auto train_with = [&]<class Net>() {
+            if (opt.precision == "double")
+                run<Net, double>(opt, data.train);
+            else
+                run<Net, float>(opt, data.train);
+        };
+        if (opt.network == "resnet20")
+            train_with.template operator()<train::resnet20>();
         else
-            run<float>(opt, data.train);
+            train_with.template operator()<pipeprop::bench::small_cnn>();
     } catch (const std::exception& e) {
         std::fprintf(stderr, "side_by_side_train: %s\n", e.what());
         return 2;
