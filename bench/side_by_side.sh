@@ -9,8 +9,8 @@
 #   2. layers_bench: conv2d and dense layers vs OpenBLAS sgemm at the GEMM-equivalent shapes, and the training step;
 #   3. gemm_choice: OpenBLAS sgemm vs pipeprop's xsimd GEMM at the layers' GEMM shapes.
 # Usage: bench/side_by_side.sh [--quick] [--rounds R] [--build-dir DIR] [--data DIR] [--no-gbench]
-#   --quick: fewer samples, one round, fewer repetitions (a smoke run of a few minutes); the default takes about
-#   15 minutes on 2 cores.
+#   --quick: fewer samples, one round, fewer repetitions (a smoke run: about 2 minutes after the build); the default
+#   (3 rounds) takes 5-6 minutes after the build on 2 cores (--rounds 5: 6.5), the build of its four programs 3-4.
 # Prints the load average (uptime) and the CPU's model and flags (lscpu: avx2, avx512f, fma) first. Installs what it
 # needs first (scripts/install-deps.sh --with-torch). Run on a quiet machine: the ratios are medians (samples/s from
 # CPU time), but other load on the cores still moves them.
