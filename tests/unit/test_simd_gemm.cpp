@@ -3,8 +3,10 @@
 // layers' shapes, row strides larger than the matrix, alpha / beta, and beta == 0 with a NaN-filled C (C not read).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -83,10 +85,72 @@ TEST_CASE("simd_gemm handles alpha, beta, K = 0 and K longer than one packed pan
             CHECK(max_error({ta, tb, 9, 37, 0, 1.0f, 0.0f, 0}, rng) < 1e-6);     // C = 0 (NaN never read)
             CHECK(max_error({ta, tb, 7, 35, 600, -0.5f, 2.0f, 1}, rng) < 1e-4);  // K > 256: several panels
             CHECK(max_error({ta, tb, 4, 20, 257, 1.0f, 0.0f, 0}, rng) < 1e-4);
+            CHECK(max_error({ta, tb, 40, 37, 600, 1.0f, 1.0f, 2}, rng) < 1e-4);  // A B^T: packed K panels
+            CHECK(max_error({ta, tb, 16, 20, 784, 1.0f, 1.0f, 0}, rng) < 1e-4);  // A B^T: dot products
+            CHECK(max_error({ta, tb, 300, 17, 40, 1.0f, 1.0f, 1}, rng) < 1e-4);  // op(A) B: last column, M > 256
+            CHECK(max_error({ta, tb, 64, 49, 576, 1.0f, 0.0f, 0}, rng) < 1e-4);  // conv at 7 x 7: N = 3 W + 1
         }
 }
 
-TEST_CASE("simd_gemm is exact enough on the small CNN's layer shapes", "[kernels]") {
+TEST_CASE("simd_gemm's GEMV-shaped paths (M < 4): long K, wide N, every row-block remainder", "[kernels]") {
+    // N T with M < 4 (dense forward at small b): blocks of 8, 4, 2, 1 rows of B, K unrolled up to 16 vectors deep
+    // (K >= 256 reaches the unrolled loop of a 1-row block on AVX-512), full vectors after it, and a K remainder.
+    // N N with M < 4 (dense p1): column blocks of 8, 4, 2, 1 vectors and the packed last columns.
+    std::mt19937 rng(15);
+    for (std::size_t m : {1, 2, 3})
+        for (std::size_t n : {1, 2, 3, 5, 7, 8, 9, 10, 15, 16, 17, 31, 64, 130, 257})
+            for (std::size_t k : {std::size_t(5), std::size_t(64), std::size_t(255), std::size_t(256),
+                                  std::size_t(300), std::size_t(1568)}) {
+                for (bool tb : {false, true}) {
+                    const gemm_case g{false, tb, m, n, k, 0.75f, (n + k) % 2 ? 1.0f : 0.0f, n % 3};
+                    INFO("tb=" << tb << " m=" << m << " n=" << n << " k=" << k << " beta=" << g.beta);
+                    REQUIRE(max_error(g, rng) < 1e-4);
+                }
+                const gemm_case gd{false, true, m, n, k, 1.5f, n % 2 ? 1.0f : 0.0f, 1};
+                INFO("double, N T: m=" << m << " n=" << n << " k=" << k);
+                REQUIRE(max_error<double>(gd, rng) < 1e-12);
+            }
+}
+
+TEST_CASE("simd_gemm gives the same bits whatever the operands' alignment", "[kernels]") {
+    // The executors are compared bit for bit (the concurrent PB run equals the sequential reference) while their
+    // buffers sit at different addresses: no kernel path may depend on alignment. Each product is computed with A, B
+    // and C shifted by 0 to 9 elements from an aligned start and compared bitwise with the unshifted one.
+    std::mt19937 rng(16);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    const gemm_case cases[] = {
+        {false, true, 1, 128, 1568, 1.0f, 1.0f, 0},  {false, false, 1, 1568, 128, 1.0f, 0.0f, 0},
+        {true, false, 128, 1568, 1, 1.0f, 1.0f, 0},  {false, false, 2, 100, 37, 0.7f, 1.3f, 0},
+        {true, false, 10, 70, 2, 0.7f, 0.3f, 0},     {false, false, 64, 49, 576, 1.0f, 1.0f, 0},
+        {true, false, 576, 49, 64, 1.0f, 0.0f, 0},   {false, true, 16, 144, 784, 1.0f, 1.0f, 0},
+        {false, true, 32, 144, 196, 1.0f, 1.0f, 0},  {false, false, 1, 23, 40, 0.7f, 1.3f, 0},
+    };
+    for (const auto& g : cases) {
+        const std::size_t a_size = g.m * g.k, b_size = g.k * g.n, c_size = g.m * g.n;
+        std::vector<float> a0(a_size), b0(b_size), c0(c_size);
+        for (auto& v : a0) v = u(rng);
+        for (auto& v : b0) v = u(rng);
+        for (auto& v : c0) v = u(rng);
+        const std::size_t lda = g.ta ? g.m : g.k, ldb = g.tb ? g.k : g.n;
+        std::vector<float> reference;
+        for (std::size_t shift : {0, 1, 3, 4, 9}) {
+            std::vector<float, xsimd::aligned_allocator<float>> a(a_size + shift), b(b_size + 2 * shift),
+                c(c_size + 3 * shift);
+            std::copy(a0.begin(), a0.end(), a.begin() + std::ptrdiff_t(shift));
+            std::copy(b0.begin(), b0.end(), b.begin() + std::ptrdiff_t(2 * shift));
+            std::copy(c0.begin(), c0.end(), c.begin() + std::ptrdiff_t(3 * shift));
+            pipeprop::kernels::simd_gemm(g.ta, g.tb, g.m, g.n, g.k, g.alpha, a.data() + shift, lda,
+                                         b.data() + 2 * shift, ldb, g.beta, c.data() + 3 * shift, g.n);
+            const std::vector<float> out(c.begin() + std::ptrdiff_t(3 * shift), c.end());
+            if (shift == 0) reference = out;
+            INFO("ta=" << g.ta << " tb=" << g.tb << " m=" << g.m << " n=" << g.n << " k=" << g.k
+                       << " shift=" << shift);
+            REQUIRE(std::memcmp(out.data(), reference.data(), c_size * sizeof(float)) == 0);
+        }
+    }
+}
+
+TEST_CASE("simd_gemm is exact enough on the small CNN's and ResNet-20's layer shapes", "[kernels]") {
     std::mt19937 rng(13);
     const gemm_case cases[] = {
         {false, true, 1, 128, 1568, 1.0f, 0.0f, 0},  {false, false, 1, 1568, 128, 1.0f, 0.0f, 0},
@@ -94,6 +158,12 @@ TEST_CASE("simd_gemm is exact enough on the small CNN's layer shapes", "[kernels
         {true, false, 128, 1568, 32, 1.0f, 1.0f, 0}, {false, false, 32, 196, 144, 1.0f, 0.0f, 0},
         {true, false, 144, 196, 32, 1.0f, 0.0f, 0},  {false, true, 32, 144, 196, 1.0f, 1.0f, 0},
         {false, true, 16, 9, 784, 1.0f, 1.0f, 0},    {false, true, 32, 10, 128, 1.0f, 0.0f, 0},
+        // ResNet-20's dense 64 -> 10 at b = 1 (forward, p1, p2) and its convolutions' im2col GEMMs
+        {false, true, 1, 10, 64, 1.0f, 1.0f, 0},     {false, false, 1, 64, 10, 1.0f, 0.0f, 0},
+        {true, false, 10, 64, 1, 1.0f, 1.0f, 0},     {false, false, 16, 784, 144, 1.0f, 1.0f, 0},
+        {true, false, 144, 784, 16, 1.0f, 0.0f, 0},  {false, true, 16, 144, 784, 1.0f, 1.0f, 0},
+        {false, false, 64, 49, 576, 1.0f, 1.0f, 0},  {true, false, 576, 49, 64, 1.0f, 0.0f, 0},
+        {false, true, 64, 576, 49, 1.0f, 1.0f, 0},   {false, false, 64, 49, 32, 1.0f, 1.0f, 0},
     };
     for (const auto& g : cases) {
         INFO("ta=" << g.ta << " tb=" << g.tb << " m=" << g.m << " n=" << g.n << " k=" << g.k);

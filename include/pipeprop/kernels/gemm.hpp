@@ -1,11 +1,14 @@
 // pipeprop/kernels/gemm.hpp: the row-major GEMM every layer calls: pipeprop's xsimd kernel (simd_gemm.hpp) or CBLAS
 // (OpenBLAS on Debian), whichever measured faster for the shape and the compiled SIMD architecture.
 //
-// The measurement behind the choice is bench/gemm_choice.cpp, recorded in bench/README.md ("GEMM: BLAS or xsimd"):
-// with FMA and vectors of 256 bits or more (AVX2 + FMA3, AVX-512), the xsimd kernel is faster at every layer shape
-// measured (1.1x to 11x; 7-8x at b = 1 where BLAS calls are GEMV-shaped) and still at 512 x 512 x 512, so it is used
-// up to simd_gemm_max_multiply_adds; without FMA (e.g. a generic x86-64 build) BLAS's runtime-dispatched kernels are
-// used for every shape.
+// The measurements behind the choice are bench/gemm_choice.cpp and bench/layers_bench.cpp, recorded in
+// bench/README.md ("GEMM: BLAS or xsimd", "Kernels at b = 1"): with FMA and vectors of 256 bits or more (AVX2 + FMA3,
+// AVX-512), the xsimd kernel is faster than OpenBLAS at the layers' shapes (small CNN, ResNet-20, a 784-256 MLP; at
+// b = 1 also than cblas_sgemv / cblas_sger, which is what the dense products are there) with the AVX2 kernels this
+// environment selects (OPENBLAS_CORETYPE=Haswell), and was at 512 x 512 x 512, so it is used up to
+// simd_gemm_max_multiply_adds. OpenBLAS's AVX-512 kernels (OPENBLAS_CORETYPE unset on an AVX-512 host) are faster at
+// some conv shapes (bench/README.md lists them); the rule does not look at OpenBLAS's core type. Without FMA (e.g. a
+// generic x86-64 build) BLAS's runtime-dispatched kernels are used for every shape.
 #pragma once
 
 #include <cblas.h>

@@ -1,18 +1,26 @@
-// pipeprop/kernels/simd_gemm.hpp: a straightforward register-blocked GEMM written once over xsimd::batch (no
-// threads; B is packed only where its layout requires it), for the small shapes of batch-1 and small-batch training
-// where a BLAS call's fixed costs (argument checks, packing of A and B, dispatch) are a large part of the work.
-//
-// Which shapes use it instead of CBLAS is decided by measurement (bench/gemm_choice.cpp, recorded in bench/README.md,
-// "GEMM: BLAS or xsimd").
+// pipeprop/kernels/simd_gemm.hpp: a register-blocked GEMM written once over xsimd::batch (no threads; B is packed
+// only where its layout requires it), for the small shapes of batch-1 and small-batch training where a BLAS call's
+// fixed costs (argument checks, packing of A and B, dispatch) are a large part of the work:
+//   - op(A) B (conv2d forward and p1, dense p1): blocks of 8 x 2 vectors of C with AVX-512, 6 x 2 with AVX2, then
+//     one-vector blocks; the few columns N leaves after its last whole vector (N = 49 or 196 at 7 x 7 or 14 x 14
+//     pixels) as one GEMV each; one row of C at a time where M < 4 (GEMV-shaped) or K <= 2 (rank-1 / rank-2 updates);
+//   - A B^T (conv2d p2, dense forward): dot products along K where M < 4, N < W or M is small against a long K, B^T
+//     packed into stack panels otherwise.
+// The GEMV- and GER-shaped kernels are in simd_gemv.hpp. Block sizes follow the vector width and register count of
+// the compiled architecture (sizeof(xsimd::batch<T>)). Which shapes use this kernel instead of CBLAS is decided by
+// measurement (bench/gemm_choice.cpp, recorded in bench/README.md, "GEMM: BLAS or xsimd" and "Kernels at b = 1").
 #pragma once
 
 #include <xsimd/xsimd.hpp>
 
 #include "pipeprop/kernels/fma.hpp"
+#include "pipeprop/kernels/simd_gemv.hpp"
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 
 namespace pipeprop::kernels {
@@ -22,16 +30,42 @@ namespace detail {
 /// Rows of K packed at a time into a stack panel (panels are at most simd_panel_rows x 2 W values).
 inline constexpr std::size_t simd_panel_rows = 256;
 
+/// Rows of C per register block of 2 vectors: 8 where there are 32 vector registers (AVX-512: 16 accumulators),
+/// 6 where there are 16 (AVX2, SSE: 12 accumulators), leaving registers for the 2 loaded B vectors and A's broadcast.
+template <class T>
+inline constexpr std::size_t simd_rows_2v = sizeof(xsimd::batch<T>) >= 64 ? 8 : 6;
+/// Rows of C per register block of 1 vector (N's last vectors): 8 or 12 accumulators, enough independent chains of
+/// fused multiply-adds to cover the FMA latency times the FMA units (4 cycles x 2 on current x86 cores).
+template <class T>
+inline constexpr std::size_t simd_rows_1v = sizeof(xsimd::batch<T>) >= 64 ? 8 : 12;
+
 /// C block [MR x NV W] of C = alpha op(A) B + beta C, B [K x N] row-major (a row of B is contiguous along N):
 /// per k, NV vector loads of B, MR broadcasts of A, MR NV fused multiply-adds; MR NV accumulators in registers.
-/// NV W columns of every B row must be readable (a packed, zero-padded panel when the matrix is narrower); of the
-/// last vector of each C row only last_cols (1..W) columns are read and written. With beta == 0 C is not read.
-/// TransA: A is stored [K x M] (a(r, p) = a[p lda + r]), else [M x K].
+/// NV W columns of every B row must be readable (a packed, zero-padded panel when the matrix is narrower, or a
+/// vector that overlaps columns already computed); of the last vector of each C row only the columns
+/// [skip_cols, last_cols) (0 <= skip_cols < last_cols <= W) are read and written. With beta == 0 C is not read.
+/// TransA: A is stored [K x M] (a(r, p) = a[p lda + r]), else [M x K]. Every element of C is the same arithmetic
+/// whatever MR, NV and the lanes stored: a chain of fused multiply-adds over k from 0, then alpha acc + beta c with
+/// one rounding (alpha acc when beta == 0).
+/// Never inlined ([[gnu::noinline]], as the other register-blocked kernels here): inlined into the large
+/// simd_gemm_nn, GCC 12 kept the loaded B vectors on the stack and reloaded them for every fused multiply-add (half
+/// the speed at 6 x 2 and 8 x 2 blocks, AVX-512); compiled alone, all accumulators and B vectors stay in registers.
+/// A call per block costs nothing next to its K loop.
 template <class T, std::size_t MR, std::size_t NV, bool TransA>
-inline void simd_block_nn(std::size_t k, std::size_t last_cols, T alpha, const T* __restrict a, std::size_t lda,
-                          const T* __restrict b, std::size_t ldb, T beta, T* __restrict c, std::size_t ldc) noexcept {
+[[gnu::noinline]] inline void simd_block_nn(std::size_t k, std::size_t skip_cols, std::size_t last_cols, T alpha,
+                                            const T* __restrict a, std::size_t lda, const T* __restrict b,
+                                            std::size_t ldb, T beta, T* __restrict c, std::size_t ldc) noexcept {
     using batch = xsimd::batch<T>;
     constexpr std::size_t w = batch::size;
+    if (k == 0) {
+        // C = beta C. Apart from the K loop so that GCC keeps the accumulators below in registers from start to end
+        // (with a path on which the loop runs zero times, it kept them in memory outside the loop).
+        for (std::size_t r = 0; r < MR; ++r)
+            for (std::size_t j = 0; j < NV * w; ++j)
+                if (j < (NV - 1) * w || (j - (NV - 1) * w >= skip_cols && j - (NV - 1) * w < last_cols))
+                    c[r * ldc + j] = beta != T(0) ? beta * c[r * ldc + j] : T(0);
+        return;
+    }
     std::array<std::array<batch, NV>, MR> acc;
     for (auto& row : acc)
         for (auto& v : row) v = batch(T(0));
@@ -44,24 +78,38 @@ inline void simd_block_nn(std::size_t k, std::size_t last_cols, T alpha, const T
             for (std::size_t v = 0; v < NV; ++v) acc[r][v] = kernels::fma(ar, bv[v], acc[r][v]);
         }
     }
+    // Stores: full vectors in loops without branches (unrolled, the accumulators stay in registers), the partial
+    // last vector, when there is one, after them.
     const batch va(alpha), vb(beta);
-    const bool read_c = beta != T(0);
-    for (std::size_t r = 0; r < MR; ++r) {
-        T* cr = c + r * ldc;
-        for (std::size_t v = 0; v + 1 < NV; ++v) {
-            const batch res =
-                read_c ? kernels::fma(va, acc[r][v], vb * batch::load_unaligned(cr + v * w)) : va * acc[r][v];
-            res.store_unaligned(cr + v * w);
-        }
-        T* last = cr + (NV - 1) * w;
-        if (last_cols == w) {
-            const batch res =
-                read_c ? kernels::fma(va, acc[r][NV - 1], vb * batch::load_unaligned(last)) : va * acc[r][NV - 1];
-            res.store_unaligned(last);
-        } else {
-            alignas(64) std::array<T, w> part;
-            (va * acc[r][NV - 1]).store_aligned(part.data());
-            for (std::size_t j = 0; j < last_cols; ++j) last[j] = read_c ? part[j] + beta * last[j] : part[j];
+    const bool full_last = skip_cols == 0 && last_cols == w;
+    constexpr std::size_t nv_sure = NV - 1;  // vectors of a row that are always full
+    if (beta != T(0)) {
+        for (std::size_t r = 0; r < MR; ++r)
+            for (std::size_t v = 0; v < nv_sure; ++v) {
+                T* cv = c + r * ldc + v * w;
+                kernels::fma(va, acc[r][v], vb * batch::load_unaligned(cv)).store_unaligned(cv);
+            }
+        if (full_last)
+            for (std::size_t r = 0; r < MR; ++r) {
+                T* cv = c + r * ldc + nv_sure * w;
+                kernels::fma(va, acc[r][nv_sure], vb * batch::load_unaligned(cv)).store_unaligned(cv);
+            }
+    } else {
+        for (std::size_t r = 0; r < MR; ++r)
+            for (std::size_t v = 0; v < nv_sure; ++v) (va * acc[r][v]).store_unaligned(c + r * ldc + v * w);
+        if (full_last)
+            for (std::size_t r = 0; r < MR; ++r) (va * acc[r][nv_sure]).store_unaligned(c + r * ldc + nv_sure * w);
+    }
+    if (!full_last) {
+        // The same arithmetic as the full vectors, lane by lane (std::fma rounds once, as kernels::fma does), so an
+        // element's value does not depend on which block stored it. Copied out first with constant indices: a loop
+        // over acc with an inner loop would keep acc in memory.
+        alignas(64) std::array<std::array<T, w>, MR> part;
+        for (std::size_t r = 0; r < MR; ++r) acc[r][nv_sure].store_aligned(part[r].data());
+        for (std::size_t r = 0; r < MR; ++r) {
+            T* last = c + r * ldc + nv_sure * w;
+            for (std::size_t j = skip_cols; j < last_cols; ++j)
+                last[j] = beta != T(0) ? std::fma(alpha, part[r][j], beta * last[j]) : alpha * part[r][j];
         }
     }
 }
@@ -94,7 +142,50 @@ inline void pack_columns(const T* b, std::size_t ldb, std::size_t p0, std::size_
     }
 }
 
+template <class T>
+inline void simd_gemm_nt(std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
+                         const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) noexcept;
+template <class T, bool TransA>
+inline void simd_gemm_nn(std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
+                         const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) noexcept;
+
+/// Columns [j0, j0 + r) of C = alpha op(A) B + beta C (B [K x N] row-major, K >= 1), one GEMV per column: column j
+/// of C is op(A) times column j of B. For the few columns N leaves after its last whole vector (conv2d at 7 x 7 or
+/// 14 x 14 pixels: N = 49, 196), which a vector block would compute at r / W of its speed. B's column is copied to a
+/// contiguous stack buffer x, K in chunks of simd_panel_rows, and y = op(A) x (rows of C in chunks of
+/// simd_panel_rows) is accumulated over the K chunks: the N T GEMV (simd_row_dots) for A [M x K], the N N GEMV (one
+/// row, simd_block_nn) for A stored [K x M]. Then C's column = y + beta C (C not read if beta == 0).
+template <class T, bool TransA>
+inline void simd_tail_columns(std::size_t m, std::size_t j0, std::size_t r, std::size_t k, T alpha, const T* a,
+                       std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) noexcept {
+    alignas(64) std::array<T, simd_panel_rows> x, y;
+    for (std::size_t j = j0; j < j0 + r; ++j)
+        for (std::size_t i0 = 0; i0 < m; i0 += simd_panel_rows) {
+            const std::size_t mi = std::min(simd_panel_rows, m - i0);
+            for (std::size_t p0 = 0; p0 < k; p0 += simd_panel_rows) {
+                const std::size_t kk = std::min(simd_panel_rows, k - p0);
+                for (std::size_t p = 0; p < kk; ++p) x[p] = b[(p0 + p) * ldb + j];
+                const T acc = p0 == 0 ? T(0) : T(1);
+                if constexpr (TransA)  // y[i] += sum_p x[p] a[p, i]: a row vector times A's rows
+                    simd_gemm_nn<T, false>(1, mi, kk, alpha, x.data(), kk, a + p0 * lda + i0, lda, acc, y.data(), mi);
+                else  // y[i] += a[i, :] . x
+                    simd_gemm_nt<T>(1, mi, kk, alpha, x.data(), kk, a + i0 * lda + p0, lda, acc, y.data(), mi);
+            }
+            for (std::size_t i = 0; i < mi; ++i) {
+                T& cij = c[(i0 + i) * ldc + j];
+                cij = beta != T(0) ? y[i] + beta * cij : y[i];
+            }
+        }
+}
+
 /// C = alpha op(A) B + beta C with B [K x N] not transposed.
+/// K <= 2 (rank-1 / rank-2 updates): simd_rank_update_row per row of C. M < 4 with N >= W (GEMV-shaped): one C row at
+/// a time in blocks of up to 8 vectors, B read from aligned addresses (see there). Otherwise column blocks of 2
+/// vectors x simd_rows_2v rows (B's [K x 2 W] panel stays in L1 while every row block uses it), then the last full
+/// vector in blocks of simd_rows_1v rows; the last N - N_full (< W) columns: at most W / 2 of them one GEMV each
+/// (simd_tail_columns), more of them as lanes of one vector block over [N - W, N) that loads B's last W columns
+/// (overlapping the columns already done) where N >= W, K panels of those columns packed zero-padded on the stack
+/// where N < W.
 template <class T, bool TransA>
 inline void simd_gemm_nn(std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
                          const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) noexcept {
@@ -103,55 +194,98 @@ inline void simd_gemm_nn(std::size_t m, std::size_t n, std::size_t k, T alpha, c
     const std::size_t n_full = n / w * w;
     if (k <= 2) {
         // Rank-1 / rank-2 updates (weight gradients at b = 1) are memory bound on C: stream C one row at a time.
+        for (std::size_t i = 0; i < m; ++i)
+            simd_rank_update_row<T, TransA>(k, n, alpha, a_rows(i), lda, b, ldb, beta, c + i * ldc);
+        return;
+    }
+    if (m < 4 && n >= w) {
+        // GEMV-shaped (dense backward-p1 dx = W^T dy at b < 4): one C row at a time in blocks of 8, 4, 2 and 1
+        // vectors, so that up to 8 independent accumulator chains hide the FMA latency (a 6 x 2 block would give a
+        // single row only 2). B's rows (a weight matrix streamed once) are read from vector-aligned addresses where
+        // their stride allows it: the first j0 < W columns are lanes of a vector block over [0, W), the last ones
+        // lanes of one over [N - W, N), and every element is the same arithmetic whichever block stores it
+        // (simd_block_nn), so the result does not depend on the buffers' alignment.
+        constexpr std::size_t align = sizeof(xsimd::batch<T>) / sizeof(T);
+        const std::size_t j0 = (align - reinterpret_cast<std::uintptr_t>(b) / sizeof(T) % align) % align;
         for (std::size_t i = 0; i < m; ++i) {
-            std::size_t j = 0;
-            for (; j + 4 * w <= n_full; j += 4 * w)
-                simd_block_nn<T, 1, 4, TransA>(k, w, alpha, a_rows(i), lda, b + j, ldb, beta, c + i * ldc + j, ldc);
-            for (; j < n_full; j += w)
-                simd_block_nn<T, 1, 1, TransA>(k, w, alpha, a_rows(i), lda, b + j, ldb, beta, c + i * ldc + j, ldc);
+            const T* ai = a_rows(i);
+            T* ci = c + i * ldc;
+            if (j0 > 0) simd_block_nn<T, 1, 1, TransA>(k, 0, j0, alpha, ai, lda, b, ldb, beta, ci, ldc);
+            const std::size_t end = j0 + (n - j0) / w * w;
+            std::size_t j = j0;
+            for (; j + 8 * w <= end; j += 8 * w)
+                simd_block_nn<T, 1, 8, TransA>(k, 0, w, alpha, ai, lda, b + j, ldb, beta, ci + j, ldc);
+            if (j + 4 * w <= end) {
+                simd_block_nn<T, 1, 4, TransA>(k, 0, w, alpha, ai, lda, b + j, ldb, beta, ci + j, ldc);
+                j += 4 * w;
+            }
+            if (j + 2 * w <= end) {
+                simd_block_nn<T, 1, 2, TransA>(k, 0, w, alpha, ai, lda, b + j, ldb, beta, ci + j, ldc);
+                j += 2 * w;
+            }
+            if (j < end) simd_block_nn<T, 1, 1, TransA>(k, 0, w, alpha, ai, lda, b + j, ldb, beta, ci + j, ldc);
+            if (end < n)
+                simd_block_nn<T, 1, 1, TransA>(k, w - (n - end), w, alpha, ai, lda, b + n - w, ldb, beta,
+                                               ci + n - w, ldc);
         }
-    } else {
-        // 6 x 2 vectors = 12 accumulators: fits the 16 (AVX2) and 32 (AVX-512) vector registers. Column panels
-        // outside, row blocks inside: the [K x 2 W] panel of B stays in L1 while every row block uses it.
+        return;
+    }
+    if (m >= 4) {
         std::size_t j = 0;
         for (; j + 2 * w <= n_full; j += 2 * w)
-            for_row_blocks<6>(m, [&]<std::size_t MR>(std::size_t i) {
-                simd_block_nn<T, MR, 2, TransA>(k, w, alpha, a_rows(i), lda, b + j, ldb, beta, c + i * ldc + j, ldc);
+            for_row_blocks<simd_rows_2v<T>>(m, [&]<std::size_t MR>(std::size_t i) {
+                simd_block_nn<T, MR, 2, TransA>(k, 0, w, alpha, a_rows(i), lda, b + j, ldb, beta, c + i * ldc + j,
+                                                ldc);
             });
         if (j < n_full)
-            for_row_blocks<6>(m, [&]<std::size_t MR>(std::size_t i) {
-                simd_block_nn<T, MR, 1, TransA>(k, w, alpha, a_rows(i), lda, b + j, ldb, beta, c + i * ldc + j, ldc);
+            for_row_blocks<simd_rows_1v<T>>(m, [&]<std::size_t MR>(std::size_t i) {
+                simd_block_nn<T, MR, 1, TransA>(k, 0, w, alpha, a_rows(i), lda, b + j, ldb, beta, c + i * ldc + j,
+                                                ldc);
             });
     }
     if (n_full == n) return;
-    // The last n - n_full (< W) columns: pack them once per K panel, zero-padded to one vector.
+    if (2 * (n - n_full) <= w) {
+        // At most W / 2 columns left: one GEMV each (an overlapping vector block would do W times their work).
+        simd_tail_columns<T, TransA>(m, n_full, n - n_full, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    if (n >= w) {
+        // The last n - n_full columns as lanes [w - (n - n_full), w) of the vector over columns [n - w, n).
+        const std::size_t j = n - w, skip = w - (n - n_full);
+        for_row_blocks<simd_rows_1v<T>>(m, [&]<std::size_t MR>(std::size_t i) {
+            simd_block_nn<T, MR, 1, TransA>(k, skip, w, alpha, a_rows(i), lda, b + j, ldb, beta, c + i * ldc + j, ldc);
+        });
+        return;
+    }
+    // N < W: pack the columns once per K panel, zero-padded to one vector.
     alignas(64) std::array<T, simd_panel_rows * w> panel;
     for (std::size_t p0 = 0; p0 < k || p0 == 0; p0 += simd_panel_rows) {
         const std::size_t kk = std::min(simd_panel_rows, k - p0);
-        pack_columns(b, ldb, p0, kk, n_full, n - n_full, panel.data(), w);
+        pack_columns(b, ldb, p0, kk, 0, n, panel.data(), w);
         const T beta_p = p0 == 0 ? beta : T(1);
         const auto a_p = [&](std::size_t i) { return TransA ? a + p0 * lda + i : a + i * lda + p0; };
-        for_row_blocks<6>(m, [&]<std::size_t MR>(std::size_t i) {
-            simd_block_nn<T, MR, 1, TransA>(kk, n - n_full, alpha, a_p(i), lda, panel.data(), w, beta_p,
-                                            c + i * ldc + n_full, ldc);
+        for_row_blocks<simd_rows_1v<T>>(m, [&]<std::size_t MR>(std::size_t i) {
+            simd_block_nn<T, MR, 1, TransA>(kk, 0, n, alpha, a_p(i), lda, panel.data(), w, beta_p, c + i * ldc, ldc);
         });
         if (k == 0) break;
     }
 }
 
 /// C block [MR x NR] of C = alpha A B^T + beta C, A [M x K] and B [N x K] row-major, for few rows M: every C element
-/// is a dot product along K, vectorized over K (MR + NR loads and MR NR fused multiply-adds per vector of K), then
-/// reduced; the K remainder is added in scalar arithmetic.
+/// is a dot product along K, vectorized over K (MR + NR loads and MR NR fused multiply-adds per vector of K), the K
+/// remainder (< W) as one more vector zero-padded on the stack, then reduced by xsimd::hadd. With beta == 0 C is
+/// not read.
 template <class T, std::size_t MR, std::size_t NR>
-inline void simd_block_dot(std::size_t k, T alpha, const T* __restrict a, std::size_t lda, const T* __restrict b,
-                           std::size_t ldb, T beta, T* __restrict c, std::size_t ldc) noexcept {
+[[gnu::noinline]] inline void simd_block_dot(std::size_t k, T alpha, const T* __restrict a, std::size_t lda,
+                                             const T* __restrict b, std::size_t ldb, T beta, T* __restrict c,
+                                             std::size_t ldc) noexcept {
     using batch = xsimd::batch<T>;
     constexpr std::size_t w = batch::size;
     std::array<std::array<batch, NR>, MR> acc;
     for (auto& row : acc)
         for (auto& v : row) v = batch(T(0));
-    std::size_t p = 0;
-    for (; p + w <= k; p += w) {
+    const std::size_t k_full = k / w * w;
+    for (std::size_t p = 0; p < k_full; p += w) {
         std::array<batch, NR> bv;
         for (std::size_t q = 0; q < NR; ++q) bv[q] = batch::load_unaligned(b + q * ldb + p);
         for (std::size_t r = 0; r < MR; ++r) {
@@ -159,25 +293,56 @@ inline void simd_block_dot(std::size_t k, T alpha, const T* __restrict a, std::s
             for (std::size_t q = 0; q < NR; ++q) acc[r][q] = kernels::fma(av, bv[q], acc[r][q]);
         }
     }
+    if (k_full < k) {
+        alignas(64) std::array<std::array<T, w>, MR> at{};
+        alignas(64) std::array<std::array<T, w>, NR> bt{};
+        for (std::size_t t = k_full; t < k; ++t) {
+            for (std::size_t r = 0; r < MR; ++r) at[r][t - k_full] = a[r * lda + t];
+            for (std::size_t q = 0; q < NR; ++q) bt[q][t - k_full] = b[q * ldb + t];
+        }
+        std::array<batch, NR> bv;
+        for (std::size_t q = 0; q < NR; ++q) bv[q] = batch::load_aligned(bt[q].data());
+        for (std::size_t r = 0; r < MR; ++r) {
+            const batch av = batch::load_aligned(at[r].data());
+            for (std::size_t q = 0; q < NR; ++q) acc[r][q] = kernels::fma(av, bv[q], acc[r][q]);
+        }
+    }
     for (std::size_t r = 0; r < MR; ++r)
         for (std::size_t q = 0; q < NR; ++q) {
-            T s = xsimd::hadd(acc[r][q]);
-            for (std::size_t t = p; t < k; ++t) s += a[r * lda + t] * b[q * ldb + t];
+            const T s = alpha * reduce_add(acc[r][q]);
             T& out = c[r * ldc + q];
-            out = beta != T(0) ? alpha * s + beta * out : alpha * s;
+            out = beta != T(0) ? s + beta * out : s;
         }
 }
 
+/// Rows of A per block of simd_block_dot (with 4 rows of B): 4 x 4 = 16 accumulators where there are 32 vector
+/// registers, 3 x 4 = 12 where there are 16.
+template <class T>
+inline constexpr std::size_t simd_dot_rows = sizeof(xsimd::batch<T>) >= 64 ? 4 : 3;
+
 /// C = alpha A B^T + beta C, B [N x K] row-major.
-/// M < 4 (dense forward at small b) or N < W: dot products along K. Otherwise B^T is packed, 2 W columns by at most
-/// simd_panel_rows rows of K at a time, into a zero-padded stack panel that all row blocks share, and multiplied
-/// with the N N block kernel.
+/// M < 4 (dense forward at small b: GEMV-shaped): each row of C from simd_row_dots, 8 rows of B at a time. N < W, or
+/// M <= 2 W with K >= 16 W: dot products along K in blocks of simd_dot_rows x 4. Otherwise B^T is packed, 2 W
+/// columns by at most simd_panel_rows rows of K at a time, into a zero-padded stack panel that all row blocks share,
+/// and multiplied with the N N block kernel.
 template <class T>
 inline void simd_gemm_nt(std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
                          const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) noexcept {
     constexpr std::size_t w = xsimd::batch<T>::size;
-    if (m < 4 || n < w) {
-        for_row_blocks<3>(m, [&]<std::size_t MR>(std::size_t i) {
+    if (m < 4) {
+        for (std::size_t i = 0; i < m; ++i) {
+            std::size_t j = 0;
+            for (; j + 8 <= n; j += 8)
+                simd_row_dots<T, 8>(k, alpha, a + i * lda, b + j * ldb, ldb, beta, c + i * ldc + j);
+            simd_row_dots_remainder<T, 4>(n - j, k, alpha, a + i * lda, b + j * ldb, ldb, beta, c + i * ldc + j);
+        }
+        return;
+    }
+    if (n < w || (m <= 2 * w && k >= 16 * w)) {
+        // Few columns, or few rows of C against a long K (conv2d backward-p2 at 28 x 28 pixels: 16 x 144 x 784):
+        // packing B^T (a scalar transpose of N K values) would cost more than the M N K / W fused multiply-adds it
+        // feeds, so dot products along K, where A and B both are contiguous.
+        for_row_blocks<simd_dot_rows<T>>(m, [&]<std::size_t MR>(std::size_t i) {
             std::size_t j = 0;
             for (; j + 4 <= n; j += 4)
                 simd_block_dot<T, MR, 4>(k, alpha, a + i * lda, lda, b + j * ldb, ldb, beta, c + i * ldc + j, ldc);
@@ -199,14 +364,16 @@ inline void simd_gemm_nt(std::size_t m, std::size_t n, std::size_t k, T alpha, c
             for (std::size_t jj = nj; jj < nc; ++jj)
                 for (std::size_t p = 0; p < kk; ++p) panel[p * nc + jj] = T(0);
             const T beta_p = p0 == 0 ? beta : T(1);
-            for_row_blocks<6>(m, [&]<std::size_t MR>(std::size_t i) {
-                if (nj > w)
-                    simd_block_nn<T, MR, 2, false>(kk, nj - w, alpha, a + i * lda + p0, lda, panel.data(), nc, beta_p,
+            if (nj > w)
+                for_row_blocks<simd_rows_2v<T>>(m, [&]<std::size_t MR>(std::size_t i) {
+                    simd_block_nn<T, MR, 2, false>(kk, 0, nj - w, alpha, a + i * lda + p0, lda, panel.data(), nc,
+                                                   beta_p, c + i * ldc + j0, ldc);
+                });
+            else
+                for_row_blocks<simd_rows_1v<T>>(m, [&]<std::size_t MR>(std::size_t i) {
+                    simd_block_nn<T, MR, 1, false>(kk, 0, nj, alpha, a + i * lda + p0, lda, panel.data(), nc, beta_p,
                                                    c + i * ldc + j0, ldc);
-                else
-                    simd_block_nn<T, MR, 1, false>(kk, nj, alpha, a + i * lda + p0, lda, panel.data(), nc, beta_p,
-                                                   c + i * ldc + j0, ldc);
-            });
+                });
             if (k == 0) break;
         }
     }

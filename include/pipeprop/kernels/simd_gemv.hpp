@@ -1,0 +1,148 @@
+// pipeprop/kernels/simd_gemv.hpp: the GEMV- and GER-shaped kernels behind kernels::simd_gemm (simd_gemm.hpp) at
+// micro-batch size 1 and 2, written once over xsimd::batch: a dense layer's forward y = W x (dot products of W's rows
+// with x) and its backward-p2 dW += dy x^T (a rank-1 update streamed over dW's rows). Its backward-p1 dx = W^T dy
+// runs simd_gemm's one-row register blocks (8 vectors wide). Measured against OpenBLAS cblas_sgemv / cblas_sger in
+// bench/gemm_choice.cpp and bench/layers_bench.cpp (bench/README.md, "Kernels at b = 1"). Kernels with a K loop
+// are [[gnu::noinline]], for the reason given at simd_block_nn (simd_gemm.hpp).
+#pragma once
+
+#include <xsimd/xsimd.hpp>
+
+#include "pipeprop/kernels/fma.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+namespace pipeprop::kernels::detail {
+
+/// xsimd::hadd(v), the sum of v's lanes. GCC 12 reports its own _mm512_undefined_pd (used by xsimd 8.1's AVX-512
+/// hadd of doubles) as uninitialized wherever that hadd is inlined into a kernel; the false warning is silenced here.
+template <class T, class A>
+[[nodiscard]] inline T reduce_add(const xsimd::batch<T, A>& v) noexcept {
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+    return xsimd::hadd(v);
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+}
+
+/// Independent accumulator chains the GEMV-shaped dot products keep in registers: half the vector registers (16 of
+/// AVX-512's 32, 8 of AVX2's or SSE's 16), enough to cover the FMA latency times the FMA units of current x86 cores.
+template <class T>
+inline constexpr std::size_t simd_dot_chains = sizeof(xsimd::batch<T>) >= 64 ? 16 : 8;
+
+/// c[q] = alpha a . b_q + beta c[q] for q < NR: dot products of one row a [K] with NR rows of B (row q at b + q ldb),
+/// the GEMV y = W x of a dense forward at b = 1. Vectorized over K with U = simd_dot_chains / NR accumulators per row
+/// of B (k unrolled U vectors deep), so NR U independent chains of fused multiply-adds hide the FMA latency while
+/// only NR rows of B are streamed at a time. The last full vectors of K go to each row's first accumulator, the K
+/// remainder (< W) as one more vector zero-padded on the stack; a row's U accumulators are added in order and
+/// reduced by xsimd::hadd. With beta == 0 c is not read. (xsimd::haddp, which would reduce W rows at once, is not
+/// used: GCC 12 warns inside xsimd 8.1's AVX-512 version of it.)
+template <class T, std::size_t NR>
+[[gnu::noinline]] inline void simd_row_dots(std::size_t k, T alpha, const T* __restrict a, const T* __restrict b,
+                                            std::size_t ldb, T beta, T* __restrict c) noexcept {
+    using batch = xsimd::batch<T>;
+    constexpr std::size_t w = batch::size;
+    constexpr std::size_t u = simd_dot_chains<T> / NR > 0 ? simd_dot_chains<T> / NR : 1;
+    std::array<std::array<batch, u>, NR> acc;
+    for (auto& row : acc)
+        for (auto& v : row) v = batch(T(0));
+    std::size_t p = 0;
+    for (; p + u * w <= k; p += u * w)
+        for (std::size_t v = 0; v < u; ++v) {
+            const batch av = batch::load_unaligned(a + p + v * w);
+            for (std::size_t q = 0; q < NR; ++q)
+                acc[q][v] = kernels::fma(av, batch::load_unaligned(b + q * ldb + p + v * w), acc[q][v]);
+        }
+    for (; p + w <= k; p += w) {
+        const batch av = batch::load_unaligned(a + p);
+        for (std::size_t q = 0; q < NR; ++q)
+            acc[q][0] = kernels::fma(av, batch::load_unaligned(b + q * ldb + p), acc[q][0]);
+    }
+    if (p < k) {
+        alignas(64) std::array<T, w> at{}, bt{};
+        for (std::size_t t = p; t < k; ++t) at[t - p] = a[t];
+        const batch av = batch::load_aligned(at.data());
+        for (std::size_t q = 0; q < NR; ++q) {
+            for (std::size_t t = p; t < k; ++t) bt[t - p] = b[q * ldb + t];
+            acc[q][0] = kernels::fma(av, batch::load_aligned(bt.data()), acc[q][0]);
+        }
+    }
+    for (std::size_t q = 0; q < NR; ++q) {
+        batch sum = acc[q][0];
+        for (std::size_t v = 1; v < u; ++v) sum += acc[q][v];
+        const T s = alpha * reduce_add(sum);
+        c[q] = beta != T(0) ? s + beta * c[q] : s;
+    }
+}
+
+/// The last r (< 2 NR2) rows of B for simd_row_dots: blocks of NR2, NR2 / 2, ..., 1 rows (at most one each).
+template <class T, std::size_t NR2>
+inline void simd_row_dots_remainder(std::size_t r, std::size_t k, T alpha, const T* a, const T* b, std::size_t ldb,
+                                    T beta, T* c) noexcept {
+    if constexpr (NR2 >= 1) {
+        if (r & NR2) {
+            simd_row_dots<T, NR2>(k, alpha, a, b, ldb, beta, c);
+            b += NR2 * ldb;
+            c += NR2;
+        }
+        simd_row_dots_remainder<T, NR2 / 2>(r, k, alpha, a, b, ldb, beta, c);
+    }
+}
+
+/// One row [N] of C = alpha op(A) B + beta C for K <= 2: the rank-1 / rank-2 updates of dense backward-p2 at b = 1, 2
+/// (dW += dy x^T), memory bound on C, which is streamed once, 4 vectors per step, from the first vector-aligned
+/// element of the row (the elements before it and after the last whole vector one at a time). a points at the
+/// row's first element of op(A) (op(A)(i, p) = a[p lda] when TransA, else a[p]). Every element is the same
+/// arithmetic, vector lane or scalar (std::fma rounds once, as kernels::fma does): fused multiply-adds from 0 over
+/// k, then alpha acc + beta c with one rounding (alpha acc when beta == 0; C not read), so the result does not depend
+/// on C's alignment. (One call per row: with the loop over rows inside, GCC 12 compiled the 4-vector loop a third
+/// slower.)
+template <class T, bool TransA>
+[[gnu::noinline]] inline void simd_rank_update_row(std::size_t k, std::size_t n, T alpha, const T* a, std::size_t lda,
+                                                   const T* __restrict b, std::size_t ldb, T beta,
+                                                   T* __restrict c) noexcept {
+    using batch = xsimd::batch<T>;
+    constexpr std::size_t w = batch::size;
+    const T s0 = k > 0 ? a[0] : T(0), s1 = k > 1 ? (TransA ? a[lda] : a[1]) : T(0);
+    const batch a0(s0), a1(s1), va(alpha), vb(beta);
+    const std::size_t head =
+        std::min(n, (w - reinterpret_cast<std::uintptr_t>(c) / sizeof(T) % w) % w);  // elements before alignment
+    const auto run = [&]<std::size_t K, bool ReadC>() {
+        const auto scalar = [&](std::size_t j) {
+            T acc = T(0);
+            if constexpr (K > 0) acc = std::fma(s0, b[j], acc);
+            if constexpr (K > 1) acc = std::fma(s1, b[ldb + j], acc);
+            c[j] = ReadC ? std::fma(alpha, acc, beta * c[j]) : alpha * acc;
+        };
+        const auto vector = [&](std::size_t j) {
+            batch acc(T(0));
+            if constexpr (K > 0) acc = kernels::fma(a0, batch::load_unaligned(b + j), acc);
+            if constexpr (K > 1) acc = kernels::fma(a1, batch::load_unaligned(b + ldb + j), acc);
+            const batch res = ReadC ? kernels::fma(va, acc, vb * batch::load_unaligned(c + j)) : va * acc;
+            res.store_unaligned(c + j);
+        };
+        std::size_t j = 0;
+        for (; j < head; ++j) scalar(j);
+        for (; j + 4 * w <= n; j += 4 * w) {
+            vector(j);
+            vector(j + w);
+            vector(j + 2 * w);
+            vector(j + 3 * w);
+        }
+        for (; j + w <= n; j += w) vector(j);
+        for (; j < n; ++j) scalar(j);
+    };
+    const bool read_c = beta != T(0);
+    if (k == 0) read_c ? run.template operator()<0, true>() : run.template operator()<0, false>();
+    if (k == 1) read_c ? run.template operator()<1, true>() : run.template operator()<1, false>();
+    if (k == 2) read_c ? run.template operator()<2, true>() : run.template operator()<2, false>();
+}
+
+}  // namespace pipeprop::kernels::detail
