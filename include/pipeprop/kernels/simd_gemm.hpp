@@ -205,8 +205,8 @@ inline void simd_gemm_nn(std::size_t m, std::size_t n, std::size_t k, T alpha, c
         // their stride allows it: the first j0 < W columns are lanes of a vector block over [0, W), the last ones
         // lanes of one over [N - W, N), and every element is the same arithmetic whichever block stores it
         // (simd_block_nn), so the result does not depend on the buffers' alignment.
-        constexpr std::size_t align = sizeof(xsimd::batch<T>) / sizeof(T);
-        const std::size_t j0 = (align - reinterpret_cast<std::uintptr_t>(b) / sizeof(T) % align) % align;
+        // Peeled only where N is 16 vectors or more: the two extra one-vector blocks cost more on short rows.
+        const std::size_t j0 = n >= 16 * w ? (w - reinterpret_cast<std::uintptr_t>(b) / sizeof(T) % w) % w : 0;
         for (std::size_t i = 0; i < m; ++i) {
             const T* ai = a_rows(i);
             T* ci = c + i * ldc;

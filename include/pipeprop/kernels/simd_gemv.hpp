@@ -98,7 +98,8 @@ inline void simd_row_dots_remainder(std::size_t r, std::size_t k, T alpha, const
 
 /// One row [N] of C = alpha op(A) B + beta C for K <= 2: the rank-1 / rank-2 updates of dense backward-p2 at b = 1, 2
 /// (dW += dy x^T), memory bound on C, which is streamed once, 4 vectors per step, from the first vector-aligned
-/// element of the row (the elements before it and after the last whole vector one at a time). a points at the
+/// element of the row when the row is 16 vectors or longer (the elements before it and after the last whole vector
+/// one at a time). a points at the
 /// row's first element of op(A) (op(A)(i, p) = a[p lda] when TransA, else a[p]). Every element is the same
 /// arithmetic, vector lane or scalar (std::fma rounds once, as kernels::fma does): fused multiply-adds from 0 over
 /// k, then alpha acc + beta c with one rounding (alpha acc when beta == 0; C not read), so the result does not depend
@@ -112,8 +113,9 @@ template <class T, bool TransA>
     constexpr std::size_t w = batch::size;
     const T s0 = k > 0 ? a[0] : T(0), s1 = k > 1 ? (TransA ? a[lda] : a[1]) : T(0);
     const batch a0(s0), a1(s1), va(alpha), vb(beta);
+    // Elements before the first vector-aligned one; not worth it for short rows (dense -> 10 outputs: n = 64, 128).
     const std::size_t head =
-        std::min(n, (w - reinterpret_cast<std::uintptr_t>(c) / sizeof(T) % w) % w);  // elements before alignment
+        n >= 16 * w ? (w - reinterpret_cast<std::uintptr_t>(c) / sizeof(T) % w) % w : std::size_t(0);
     const auto run = [&]<std::size_t K, bool ReadC>() {
         const auto scalar = [&](std::size_t j) {
             T acc = T(0);
