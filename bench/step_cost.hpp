@@ -164,7 +164,8 @@ concept has_kind_cost = requires(const N* n) { kind_cost(n); };
 
 template <class N>
 struct wrapped_cost {
-    static_assert(has_kind_cost<N>, "bench/step_cost.hpp has no FLOP / byte formula for this layer kind: add one there.");
+    static_assert(has_kind_cost<N>,
+                  "bench/step_cost.hpp has no FLOP / byte formula for this layer kind: add one there.");
     static constexpr node_cost value = [] {
         if constexpr (has_kind_cost<N>)
             return kind_cost(static_cast<const N*>(nullptr));

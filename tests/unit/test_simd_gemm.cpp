@@ -122,6 +122,7 @@ TEST_CASE("simd_gemm gives the same bits whatever the operands' alignment", "[ke
         {false, true, 1, 128, 1568, 1.0f, 1.0f, 0},  {false, false, 1, 1568, 128, 0.7f, 1.3f, 0},
         {true, false, 128, 1568, 1, 0.7f, 1.3f, 0},  {false, false, 2, 100, 37, 0.7f, 1.3f, 0},
         {true, false, 3, 300, 2, 0.7f, 1.3f, 0},     {false, false, 1, 300, 40, 0.7f, 1.3f, 0},
+        {true, false, 64, 1568, 1, 1.0f, 1.0f, 0},   {true, false, 3, 300, 2, 1.0f, 1.0f, 0},
         {true, false, 10, 70, 2, 0.7f, 0.3f, 0},     {false, false, 64, 49, 576, 1.0f, 1.0f, 0},
         {true, false, 576, 49, 64, 1.0f, 0.0f, 0},   {false, true, 16, 144, 784, 1.0f, 1.0f, 0},
         {false, true, 32, 144, 196, 1.0f, 1.0f, 0},  {false, false, 1, 23, 40, 0.7f, 1.3f, 0},

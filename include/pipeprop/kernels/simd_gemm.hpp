@@ -179,13 +179,13 @@ inline void simd_tail_columns(std::size_t m, std::size_t j0, std::size_t r, std:
 }
 
 /// C = alpha op(A) B + beta C with B [K x N] not transposed.
-/// K <= 2 (rank-1 / rank-2 updates): simd_rank_update_row per row of C. M < 4 with N >= W (GEMV-shaped): one C row at
-/// a time in blocks of up to 8 vectors, B read from aligned addresses (see there). Otherwise column blocks of 2
-/// vectors x simd_rows_2v rows (B's [K x 2 W] panel stays in L1 while every row block uses it), then the last full
-/// vector in blocks of simd_rows_1v rows; the last N - N_full (< W) columns: at most W / 2 of them one GEMV each
-/// (simd_tail_columns), more of them as lanes of one vector block over [N - W, N) that loads B's last W columns
-/// (overlapping the columns already done) where N >= W, K panels of those columns packed zero-padded on the stack
-/// where N < W.
+/// K <= 2 (rank-1 / rank-2 updates): simd_rank_update_row per row of C (short rows: all in one call). M < 4 with
+/// N >= W (GEMV-shaped): one C row at a time in blocks of up to 8 vectors, B read from aligned addresses (see there).
+/// Otherwise column blocks of 2 vectors x simd_rows_2v rows (B's [K x 2 W] panel stays in L1 while every row block
+/// uses it), then the last full vector in blocks of simd_rows_1v rows; of the last N - N_full (< W) columns, at most
+/// W / 2 are one GEMV each (simd_tail_columns), more are lanes of one vector block over [N - W, N) that loads B's last
+/// W columns (overlapping the columns already done) where N >= W, or K panels of those columns packed zero-padded on
+/// the stack where N < W.
 template <class T, bool TransA>
 inline void simd_gemm_nn(std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
                          const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) noexcept {
@@ -194,8 +194,11 @@ inline void simd_gemm_nn(std::size_t m, std::size_t n, std::size_t k, T alpha, c
     const std::size_t n_full = n / w * w;
     if (k <= 2) {
         // Rank-1 / rank-2 updates (weight gradients at b = 1) are memory bound on C: stream C one row at a time.
-        for (std::size_t i = 0; i < m; ++i)
-            simd_rank_update_row<T, TransA>(k, n, alpha, a_rows(i), lda, b, ldb, beta, c + i * ldc);
+        if (n < 16 * w)
+            simd_rank_update_short_rows<T, TransA>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        else
+            for (std::size_t i = 0; i < m; ++i)
+                simd_rank_update_row<T, TransA>(k, n, alpha, a_rows(i), lda, b, ldb, beta, c + i * ldc);
         return;
     }
     if (m < 4 && n >= w) {

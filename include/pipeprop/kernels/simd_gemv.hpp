@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 namespace pipeprop::kernels::detail {
 
@@ -99,16 +100,15 @@ inline void simd_row_dots_remainder(std::size_t r, std::size_t k, T alpha, const
 /// One row [N] of C = alpha op(A) B + beta C for K <= 2: the rank-1 / rank-2 updates of dense backward-p2 at b = 1, 2
 /// (dW += dy x^T), memory bound on C, which is streamed once, 4 vectors per step, from the first vector-aligned
 /// element of the row when the row is 16 vectors or longer (the elements before it and after the last whole vector
-/// one at a time). a points at the
-/// row's first element of op(A) (op(A)(i, p) = a[p lda] when TransA, else a[p]). Every element is the same
-/// arithmetic, vector lane or scalar (std::fma rounds once, as kernels::fma does): fused multiply-adds from 0 over
-/// k, then alpha acc + beta c with one rounding (alpha acc when beta == 0; C not read), so the result does not depend
-/// on C's alignment. (One call per row: with the loop over rows inside, GCC 12 compiled the 4-vector loop a third
-/// slower.)
+/// one at a time). a points at the row's first element of op(A) (op(A)(i, p) = a[p lda] when TransA, else a[p]).
+/// Every element is the same arithmetic, vector lane or scalar (std::fma rounds once, as kernels::fma does), so the
+/// result does not depend on C's alignment: with alpha = beta = 1, fused multiply-adds over k starting from c;
+/// otherwise fused multiply-adds from 0 over k, then alpha acc + beta c with one rounding (alpha acc when beta == 0;
+/// C not read). Called through simd_rank_update_row (one call per row: with the loop over rows inside, GCC 12
+/// compiled the 4-vector loop a third slower) or, for short rows, simd_rank_update_short_rows.
 template <class T, bool TransA>
-[[gnu::noinline]] inline void simd_rank_update_row(std::size_t k, std::size_t n, T alpha, const T* a, std::size_t lda,
-                                                   const T* __restrict b, std::size_t ldb, T beta,
-                                                   T* __restrict c) noexcept {
+inline void simd_rank_update_row_body(std::size_t k, std::size_t n, T alpha, const T* a, std::size_t lda,
+                                      const T* __restrict b, std::size_t ldb, T beta, T* __restrict c) noexcept {
     using batch = xsimd::batch<T>;
     constexpr std::size_t w = batch::size;
     const T s0 = k > 0 ? a[0] : T(0), s1 = k > 1 ? (TransA ? a[lda] : a[1]) : T(0);
@@ -116,19 +116,33 @@ template <class T, bool TransA>
     // Elements before the first vector-aligned one; not worth it for short rows (dense -> 10 outputs: n = 64, 128).
     const std::size_t head =
         n >= 16 * w ? (w - reinterpret_cast<std::uintptr_t>(c) / sizeof(T) % w) % w : std::size_t(0);
-    const auto run = [&]<std::size_t K, bool ReadC>() {
+    // Mode 2, accumulate (alpha = beta = 1, what dense backward-p2 calls): C's element starts the chain,
+    // c = fma(a1, b1, fma(a0, b0, c)), one arithmetic operation per multiply-add (AVX2 is bound by their count here,
+    // not by memory). Mode 1: the general form, C read. Mode 0: beta == 0, C not read.
+    const auto run = [&]<std::size_t K, int Mode>() {
         const auto scalar = [&](std::size_t j) {
             T acc = T(0);
+            if constexpr (Mode == 2) acc = c[j];
             if constexpr (K > 0) acc = std::fma(s0, b[j], acc);
             if constexpr (K > 1) acc = std::fma(s1, b[ldb + j], acc);
-            c[j] = ReadC ? std::fma(alpha, acc, beta * c[j]) : alpha * acc;
+            if constexpr (Mode == 2)
+                c[j] = acc;
+            else if constexpr (Mode == 1)
+                c[j] = std::fma(alpha, acc, beta * c[j]);
+            else
+                c[j] = alpha * acc;
         };
         const auto vector = [&](std::size_t j) {
             batch acc(T(0));
+            if constexpr (Mode == 2) acc = batch::load_unaligned(c + j);
             if constexpr (K > 0) acc = kernels::fma(a0, batch::load_unaligned(b + j), acc);
             if constexpr (K > 1) acc = kernels::fma(a1, batch::load_unaligned(b + ldb + j), acc);
-            const batch res = ReadC ? kernels::fma(va, acc, vb * batch::load_unaligned(c + j)) : va * acc;
-            res.store_unaligned(c + j);
+            if constexpr (Mode == 2)
+                acc.store_unaligned(c + j);
+            else if constexpr (Mode == 1)
+                kernels::fma(va, acc, vb * batch::load_unaligned(c + j)).store_unaligned(c + j);
+            else
+                (va * acc).store_unaligned(c + j);
         };
         std::size_t j = 0;
         for (; j < head; ++j) scalar(j);
@@ -141,10 +155,33 @@ template <class T, bool TransA>
         for (; j + w <= n; j += w) vector(j);
         for (; j < n; ++j) scalar(j);
     };
-    const bool read_c = beta != T(0);
-    if (k == 0) read_c ? run.template operator()<0, true>() : run.template operator()<0, false>();
-    if (k == 1) read_c ? run.template operator()<1, true>() : run.template operator()<1, false>();
-    if (k == 2) read_c ? run.template operator()<2, true>() : run.template operator()<2, false>();
+    const int mode = beta == T(0) ? 0 : alpha == T(1) && beta == T(1) ? 2 : 1;
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+        ((k == K ? (mode == 0   ? run.template operator()<K, 0>()
+                    : mode == 1 ? run.template operator()<K, 1>()
+                                : run.template operator()<K, 2>())
+                 : void()),
+         ...);
+    }(std::make_index_sequence<3>{});
+}
+
+/// simd_rank_update_row_body for one row, a function of its own (see there).
+template <class T, bool TransA>
+[[gnu::noinline]] inline void simd_rank_update_row(std::size_t k, std::size_t n, T alpha, const T* a, std::size_t lda,
+                                                   const T* b, std::size_t ldb, T beta, T* c) noexcept {
+    simd_rank_update_row_body<T, TransA>(k, n, alpha, a, lda, b, ldb, beta, c);
+}
+
+/// simd_rank_update_row_body for rows i < m of C (row stride ldc; op(A)'s row i at a + i when TransA, else
+/// a + i lda) in one call: for short rows (a dense layer to 10 outputs, rows of 64 or 128), where a call per row
+/// costs as much as the row.
+template <class T, bool TransA>
+[[gnu::noinline]] inline void simd_rank_update_short_rows(std::size_t m, std::size_t n, std::size_t k, T alpha,
+                                                          const T* a, std::size_t lda, const T* b, std::size_t ldb,
+                                                          T beta, T* c, std::size_t ldc) noexcept {
+    for (std::size_t i = 0; i < m; ++i)
+        simd_rank_update_row_body<T, TransA>(k, n, alpha, TransA ? a + i : a + i * lda, lda, b, ldb, beta,
+                                             c + i * ldc);
 }
 
 }  // namespace pipeprop::kernels::detail
