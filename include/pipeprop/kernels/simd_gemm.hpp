@@ -194,7 +194,7 @@ inline void simd_gemm_nn(std::size_t m, std::size_t n, std::size_t k, T alpha, c
     const std::size_t n_full = n / w * w;
     if (k <= 2) {
         // Rank-1 / rank-2 updates (weight gradients at b = 1) are memory bound on C: stream C one row at a time.
-        if (n < 16 * w)
+        if (n < simd_long_row<T>)
             simd_rank_update_short_rows<T, TransA>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         else
             for (std::size_t i = 0; i < m; ++i)
@@ -208,8 +208,9 @@ inline void simd_gemm_nn(std::size_t m, std::size_t n, std::size_t k, T alpha, c
         // their stride allows it: the first j0 < W columns are lanes of a vector block over [0, W), the last ones
         // lanes of one over [N - W, N), and every element is the same arithmetic whichever block stores it
         // (simd_block_nn), so the result does not depend on the buffers' alignment.
-        // Peeled only where N is 16 vectors or more: the two extra one-vector blocks cost more on short rows.
-        const std::size_t j0 = n >= 16 * w ? (w - reinterpret_cast<std::uintptr_t>(b) / sizeof(T) % w) % w : 0;
+        // Peeled only on long rows (simd_long_row): the two extra one-vector blocks cost more on short ones.
+        const std::size_t j0 =
+            n >= simd_long_row<T> ? (w - reinterpret_cast<std::uintptr_t>(b) / sizeof(T) % w) % w : std::size_t(0);
         for (std::size_t i = 0; i < m; ++i) {
             const T* ai = a_rows(i);
             T* ci = c + i * ldc;

@@ -33,6 +33,11 @@ template <class T, class A>
 #endif
 }
 
+/// Rows of at least this many elements (1 KiB) are worth peeling to vector-aligned addresses and a call per row;
+/// shorter ones (a dense layer to 10 outputs: 64, 128) are not.
+template <class T>
+inline constexpr std::size_t simd_long_row = 1024 / sizeof(T);
+
 /// Independent accumulator chains the GEMV-shaped dot products keep in registers: half the vector registers (16 of
 /// AVX-512's 32, 8 of AVX2's or SSE's 16), enough to cover the FMA latency times the FMA units of current x86 cores.
 template <class T>
@@ -98,14 +103,14 @@ inline void simd_row_dots_remainder(std::size_t r, std::size_t k, T alpha, const
 }
 
 /// One row [N] of C = alpha op(A) B + beta C for K <= 2: the rank-1 / rank-2 updates of dense backward-p2 at b = 1, 2
-/// (dW += dy x^T), memory bound on C, which is streamed once, 4 vectors per step, from the first vector-aligned
-/// element of the row when the row is 16 vectors or longer (the elements before it and after the last whole vector
-/// one at a time). a points at the row's first element of op(A) (op(A)(i, p) = a[p lda] when TransA, else a[p]).
-/// Every element is the same arithmetic, vector lane or scalar (std::fma rounds once, as kernels::fma does), so the
-/// result does not depend on C's alignment: with alpha = beta = 1, fused multiply-adds over k starting from c;
-/// otherwise fused multiply-adds from 0 over k, then alpha acc + beta c with one rounding (alpha acc when beta == 0;
-/// C not read). Called through simd_rank_update_row (one call per row: with the loop over rows inside, GCC 12
-/// compiled the 4-vector loop a third slower) or, for short rows, simd_rank_update_short_rows.
+/// (dW += dy x^T), memory bound on C, which is streamed once, 256 bytes per step, from the first vector-aligned
+/// element of the row when the row has simd_long_row elements or more (the elements before it and after the last
+/// whole vector one at a time). a points at the row's first element of op(A) (op(A)(i, p) = a[p lda] when TransA,
+/// else a[p]). Every element is the same arithmetic, vector lane or scalar (std::fma rounds once, as kernels::fma
+/// does), so the result does not depend on C's alignment: with alpha = beta = 1, fused multiply-adds over k starting
+/// from c; otherwise fused multiply-adds from 0 over k, then alpha acc + beta c with one rounding (alpha acc when
+/// beta == 0; C not read). Called through simd_rank_update_row (one call per row: with the loop over rows inside,
+/// GCC 12 compiled the unrolled loop a third slower) or, for short rows, simd_rank_update_short_rows.
 template <class T, bool TransA>
 inline void simd_rank_update_row_body(std::size_t k, std::size_t n, T alpha, const T* a, std::size_t lda,
                                       const T* __restrict b, std::size_t ldb, T beta, T* __restrict c) noexcept {
@@ -115,7 +120,7 @@ inline void simd_rank_update_row_body(std::size_t k, std::size_t n, T alpha, con
     const batch a0(s0), a1(s1), va(alpha), vb(beta);
     // Elements before the first vector-aligned one; not worth it for short rows (dense -> 10 outputs: n = 64, 128).
     const std::size_t head =
-        n >= 16 * w ? (w - reinterpret_cast<std::uintptr_t>(c) / sizeof(T) % w) % w : std::size_t(0);
+        n >= simd_long_row<T> ? (w - reinterpret_cast<std::uintptr_t>(c) / sizeof(T) % w) % w : std::size_t(0);
     // Mode 2, accumulate (alpha = beta = 1, what dense backward-p2 calls): C's element starts the chain,
     // c = fma(a1, b1, fma(a0, b0, c)), one arithmetic operation per multiply-add (AVX2 is bound by their count here,
     // not by memory). Mode 1: the general form, C read. Mode 0: beta == 0, C not read.
@@ -146,12 +151,9 @@ inline void simd_rank_update_row_body(std::size_t k, std::size_t n, T alpha, con
         };
         std::size_t j = 0;
         for (; j < head; ++j) scalar(j);
-        for (; j + 4 * w <= n; j += 4 * w) {
-            vector(j);
-            vector(j + w);
-            vector(j + 2 * w);
-            vector(j + 3 * w);
-        }
+        constexpr std::size_t unroll = 256 / sizeof(batch) > 0 ? 256 / sizeof(batch) : 1;  // 256 bytes per step
+        for (; j + unroll * w <= n; j += unroll * w)
+            for (std::size_t u = 0; u < unroll; ++u) vector(j + u * w);
         for (; j + w <= n; j += w) vector(j);
         for (; j < n; ++j) scalar(j);
     };
