@@ -6,15 +6,25 @@
 # produce bit-identical weights (the tests check it); the script checks that every run ends with the same test
 # accuracy and loss. Extra options replace the defaults they name (e.g. --max-samples 3000).
 #
-# Usage: bench/pb_executors.sh [build-dir (default build)] [repeats (default 5)] [extra pipeprop_train options]
-# Default run: the main job's PB configuration (small CNN, --stages fine, b = 1, --mitigation sc_lwp,
-# hyperparameters scaled from B = 32, lr 0.05, momentum 0.9) on --max-samples 6000 of Fashion-MNIST.
+# Usage: bench/pb_executors.sh [--compete] [build-dir (default build)] [repeats (default 5)] [extra pipeprop_train
+#        options]
+# Default run: the main job's PB pipeline (scripts/main-job.sh: ResNet-20 with group norm, --stages layer: 20
+# stages, delays 38 ... 0, b = 1, --mitigation sc_lwp, hyperparameters scaled from B = 32, lr 0.05, momentum 0.9)
+# on --max-samples 4000 of Fashion-MNIST. build-main-job (the main job's build, ResNet-20 only) compiles fastest.
+# --compete: a CPU-bound process pinned to core 1 (taskset) runs during every run of both executors (issue 16 item
+# 3: another program on the machine); the concurrent runs' load adaptation lines are printed, and the verdict
+# whether the concurrent executor stays within 5% of the sequential one.
 # Each executor runs `repeats` times (alternating); the best run of each and the median of the per-round ratios
 # (back-to-back runs, so slow drifts of a shared machine cancel) are reported.
 # Before and after the runs it prints the cores' cache-line round trip (bench/core_round_trip.cpp): the concurrent
 # executor moves stages and activations between cores, so its speed-up depends on that (see bench/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+compete=0
+if [[ ${1:-} == --compete ]]; then
+  compete=1
+  shift
+fi
 build=${1:-build}
 repeats=${2:-5}
 shift $(( $# >= 2 ? 2 : $# ))
@@ -26,11 +36,22 @@ if ! [[ $repeats =~ ^[1-9][0-9]*$ ]]; then
   exit 2
 fi
 source bench/merge_options.sh
-defaults=(--mode pb --network cnn --stages fine --mitigation sc_lwp --reference-batch 32 --lr 0.05 --momentum 0.9
-          --max-samples 6000 --max-test-samples 2000 --progress log --data /usr/share/datasets/fashion-mnist)
+defaults=(--mode pb --network resnet20 --norm gn --stages layer --mitigation sc_lwp --batch 1 --reference-batch 32
+          --lr 0.05 --momentum 0.9 --max-samples 4000 --max-test-samples 1000 --progress log
+          --data /usr/share/datasets/fashion-mnist)
 merge_options args "${defaults[@]}" -- "$@"  # extra options replace the defaults they name
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+competitor=
+trap 'if [[ -n "$competitor" ]]; then kill "$competitor" 2>/dev/null || true; fi; rm -rf "$work"' EXIT
+if ((compete)); then
+  if (( $(nproc) < 2 )) || ! command -v taskset >/dev/null; then
+    echo "pb_executors: --compete needs 2 or more cores and taskset (util-linux)" >&2
+    exit 2
+  fi
+  taskset -c 1 sh -c 'while :; do :; done' &
+  competitor=$!
+  echo "competing process: pid $competitor, a CPU-bound loop pinned to core 1, running during every run"
+fi
 
 # The machine state the ratio depends on: how fast one core sees what the other wrote (bench/core_round_trip.cpp).
 machine_state() {
@@ -73,12 +94,21 @@ for ex in sequential concurrent; do
     "$(field "$out.json" test_accuracy)" "$(field "$out.json" test_loss)"
   grep -E '^pb: stage .* busy' "$out.log" | sed 's/^/    /'
 done
+for ((r = 1; r <= repeats; r++)); do  # what the concurrent runs' load adaptation did (pb/load_adaptation.hpp)
+  grep -E '^pb: load adaptation' "$work/concurrent.$r.log" | sed "s/^/    round $r: /" || true
+done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 machine_state
 echo "per-round ratios (concurrent / sequential, back-to-back runs): ${ratios[*]}"
 printf '%s\n' "${ratios[@]}" | sort -n | awk '{ v[NR] = $1 } END {
   m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
   printf "median per-round ratio: %.3f\n", m }'
+if ((compete)); then
+  printf '%s\n' "${ratios[@]}" | sort -n | awk '{ v[NR] = $1 } END {
+    m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+    printf "with the competing process: concurrent within 5%% of sequential (median ratio >= 0.95): %s\n",
+      m >= 0.95 ? "yes" : "no" }'
+fi
 awk -v c="${best[concurrent]}" -v s="${best[sequential]}" \
   'BEGIN { printf "ratio concurrent / sequential (best of each): %.3f  (%s cores on this machine)\n", c / s, "'"$(nproc)"'" }'
 # Every run of either executor must end with the same test accuracy and loss (the runs are bit-identical).

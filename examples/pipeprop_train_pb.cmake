@@ -16,6 +16,14 @@ if(PIPEPROP_BUILD_TESTS)
          --max-test-samples 1000 --progress log --flush-subnormals --data ${pipeprop_train_data}
     LAST_LINE_REGEX "^\\{\"mode\":\"pb\",.*\"test_accuracy\":0\\.[5-9][0-9]*,.*\"flush_subnormals\":true.*\\}$")
 
+  # The load adaptation (pb/load_adaptation.hpp) runs both ways with a probe after every measured run, and says so.
+  pipeprop_train_test(pb_load_adaptation EXPECT 0
+    ARGS --mode pb --network mlp --stages fine --mitigation sc_lwp --reference-batch 32 --max-samples 1500
+         --max-test-samples 1000 --progress log --lanes 2 --push-buffer 4 --load-probe-period 1
+         --data ${pipeprop_train_data}
+    REGEX "pb: load adaptation: [1-9][0-9]* graph runs on the lanes, [1-9][0-9]* inline on one thread .[1-9][0-9]* of them probes., [0-9]+ switches"
+    LAST_LINE_REGEX "^\\{\"mode\":\"pb\",.*\"test_accuracy\":0\\.[5-9][0-9]*,.*\"inline_runs\":[1-9][0-9]*,\"load_switches\":[0-9]+.*\\}$")
+
   # Bit-identical resume from PB checkpoints, both executors, policies with and without extra state.
   foreach(case IN ITEMS concurrent:sc_lwp sequential:pipemare)
     string(REPLACE ":" ";" parts ${case})

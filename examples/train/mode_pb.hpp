@@ -9,7 +9,9 @@
 // scaled values are printed and used (the learning-rate schedule, in samples, is applied to the scaled rate).
 // Options: --mitigation none|sc|lwp|lwp_wd|sc_lwp|stash|pipemare, --stages layer|fine|fine-own|<split points>,
 // --executor concurrent|sequential, --push-buffer K (concurrent: micro-batches buffered per graph run), --lanes L
-// (concurrent: serial nodes the stages are grouped into; 0 = one per core),
+// (concurrent: serial nodes the stages are grouped into; 0 = one per core), --load-probe-period N (concurrent with
+// several lanes: every N graph runs one run goes the other way, lanes or inline on one thread, and the faster is
+// kept: pb/load_adaptation.hpp; 0 = always the lanes; every switch is logged),
 // --pipemare-warmup (epochs), --pipemare-decay.
 // Networks: the image networks (softmax cross-entropy, heavy-ball momentum SGD) and the text network llama-tiny
 // (next-token sequences of the text corpus, one sequence per sample, token cross-entropy), where --optimizer auto
@@ -19,11 +21,13 @@
 // are --mode sgd's options, read here too.
 // Printed: per-stage layers, D_s, stash bytes and weight bytes at the start; samples/s and per-stage busy time and
 // utilization at the end. The JSON result gains mitigation, executor, reference_batch, stages, delays,
-// utilization (arrays as comma-separated strings: the result object is flat) and pb_samples_per_second.
+// utilization (arrays as comma-separated strings: the result object is flat), pb_samples_per_second, inline_runs
+// and load_switches (the load adaptation's runs inline and switches; with it, one line per switch in the log).
 #pragma once
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <pipeprop/optim/scaling_rules.hpp>
 #include <pipeprop/pb/checkpoint.hpp>
@@ -199,6 +203,12 @@ public:
                      "balanced by measured cost); 0 = one per core, at most one per stage")
             ->check(CLI::Range(std::size_t{0}, std::size_t{4096}))
             ->capture_default_str();
+        g.add_option("--load-probe-period", load_probe_period_,
+                     "Concurrent executor with several lanes: every N graph runs, one run goes the other way (lanes "
+                     "or inline on the calling thread) and the faster is kept, so that a competing process on a core "
+                     "does not make the pipeline slower than one thread; 0 = always the lanes")
+            ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 20))
+            ->capture_default_str();
         g.add_flag("--flush-subnormals", flush_subnormals_,
                    "Run the stages' work with subnormal numbers flushed to zero (x86 FTZ + DAZ; pb::options::"
                    "flush_subnormals): much faster when momentum near 1 decays velocities into the subnormal range");
@@ -294,6 +304,7 @@ private:
         opt.executor = pipeprop::pb::parse_executor(executor_);
         opt.push_buffer = push_buffer_;
         opt.lanes = lanes_;
+        opt.load_probe_period = load_probe_period_;
         opt.flush_subnormals = flush_subnormals_;
         opt.eval_batch = 256;
         opt.seed = o.seed;
@@ -376,6 +387,23 @@ private:
         }
         note(o, fmt::format("pb: {:.1f} samples/s over {:.2f} s inside the pipeline ({} executor)",
                             st.samples_per_second, st.wall_seconds, executor_));
+        if (st.load.enabled) {
+            note(o, fmt::format("pb: load adaptation: {} graph runs on the lanes, {} inline on one thread ({} of "
+                                "them probes), {} switches",
+                                st.load.lane_runs, st.load.inline_runs, st.load.probes, st.load.switch_count));
+            const std::size_t shown = std::min<std::size_t>(st.load.switches.size(), 8);
+            for (std::size_t i = 0; i < shown; ++i) {
+                const auto& w = st.load.switches[i];
+                note(o, fmt::format("pb: load adaptation: from micro-batch {} {} (measured {:.1f} micro-batches/s "
+                                    "on the lanes, {:.1f} inline)",
+                                    w.micro_batch,
+                                    w.to_inline ? "inline on one thread: the lanes ran slower (other work on the cores)"
+                                                : "on the lanes again: they ran faster",
+                                    w.lanes_rate, w.inline_rate));
+            }
+            if (st.load.switch_count > shown)
+                note(o, fmt::format("pb: load adaptation: {} more switches", st.load.switch_count - shown));
+        }
         json_line j = r.to_json();
         j.add("mitigation", mitigation_name)
             .add("executor", executor_)
@@ -385,6 +413,8 @@ private:
             .add("utilization", utilization)
             .add("lanes", executor_ == "concurrent" && o.ranks == nullptr ? lanes : std::string())
             .add("pb_samples_per_second", st.samples_per_second)
+            .add("inline_runs", st.load.inline_runs)
+            .add("load_switches", st.load.switch_count)
             .add("flush_subnormals", flush_subnormals_);
         if (reference_batch_ > 0) j.add("reference_lr", reference_lr_).add("reference_momentum", reference_momentum_);
         if (o.ranks != nullptr) j.add("transport", "mpi").add("ranks", ranks);
@@ -397,6 +427,7 @@ private:
     std::size_t reference_batch_ = 0;
     std::size_t push_buffer_ = 64;
     std::size_t lanes_ = 0;
+    std::size_t load_probe_period_ = 16;
     bool flush_subnormals_ = false;
     double pipemare_warmup_epochs_ = 0.25;
     double pipemare_decay_ = 0.9;

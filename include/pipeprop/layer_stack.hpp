@@ -190,9 +190,9 @@ public:
         /// Input of layer k (k in [begin, end]), [b, activation_size[k]].
         [[nodiscard]] T* a(std::size_t k) noexcept { return a_.data() + offset_[k - range_.begin]; }
         [[nodiscard]] const T* a(std::size_t k) const noexcept { return a_.data() + offset_[k - range_.begin]; }
-        /// Gradient w.r.t. a(k).
-        [[nodiscard]] T* g(std::size_t k) noexcept { return g_.data() + offset_[k - range_.begin]; }
-        [[nodiscard]] const T* g(std::size_t k) const noexcept { return g_.data() + offset_[k - range_.begin]; }
+        /// Gradient w.r.t. a(k) (in the owner's buffers when made by make_activations_sharing_gradients).
+        [[nodiscard]] T* g(std::size_t k) noexcept { return g_base_ + offset_[k - range_.begin]; }
+        [[nodiscard]] const T* g(std::size_t k) const noexcept { return g_base_ + offset_[k - range_.begin]; }
         [[nodiscard]] T* input() noexcept { return a(range_.begin); }
         [[nodiscard]] T* output() noexcept { return a(range_.end); }
         [[nodiscard]] const T* output() const noexcept { return a(range_.end); }
@@ -203,8 +203,11 @@ public:
         [[nodiscard]] std::size_t input_size() const noexcept { return activation_size[range_.begin]; }
         [[nodiscard]] std::size_t output_size() const noexcept { return activation_size[range_.end]; }
 
-        /// Bytes of activations, gradients and stashes held for one micro-batch (the "stash bytes" of PB).
+        /// Bytes this object holds for one micro-batch: its activations a(k), its own gradients g(k) (none when it
+        /// shares another's) and its layers' stashes (the "stash bytes" of PB).
         [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
+        /// Bytes of the gradient buffers g(k) it owns: as many as of a(k), or 0 when it shares another's.
+        [[nodiscard]] std::size_t gradient_bytes() const noexcept { return g_.size() * sizeof(T); }
 
         template <std::size_t I>
         [[nodiscard]] stash_t<layer_type<I>>& stash() noexcept {
@@ -222,7 +225,8 @@ public:
         std::size_t bytes_ = 0;
         std::vector<std::size_t> offset_;
         aligned_vector<T> a_;
-        aligned_vector<T> g_;
+        aligned_vector<T> g_;  // empty when the gradients are another object's
+        T* g_base_ = nullptr;  // g_.data(), or the owner's (a moved vector keeps its buffer, so moves keep it valid)
         boost::mp11::mp_rename<boost::mp11::mp_transform<std::optional, boost::mp11::mp_transform<stash_t, layer_list>>,
                                std::tuple>
             stashes_;
@@ -253,26 +257,16 @@ public:
     /// Buffers for one micro-batch of up to max_b samples of range r. Throws std::invalid_argument for an empty or
     /// out-of-bounds range or max_b == 0.
     [[nodiscard]] activations make_activations(layer_range r, std::size_t max_b) const {
-        check_range(r, "make_activations");
-        if (max_b == 0) throw std::invalid_argument("pipeprop::layer_stack::make_activations: max_b must be >= 1");
-        activations act;
-        act.range_ = r;
-        act.max_b_ = max_b;
-        act.offset_.resize(r.size() + 2);
-        std::size_t off = 0;
-        for (std::size_t k = r.begin; k <= r.end; ++k) {
-            act.offset_[k - r.begin] = off;
-            off += activation_size[k] * max_b;
-        }
-        act.a_.assign(off, T(0));
-        act.g_.assign(off, T(0));
-        act.bytes_ = 2 * off * sizeof(T);
-        for_each_in(r, [&](auto I) {
-            auto& st = std::get<I>(act.stashes_);
-            st.emplace(pipeprop::make_stash(std::get<I>(layers_), max_b));
-            act.bytes_ += pipeprop::stash_bytes(std::get<I>(layers_), *st);
-        });
-        return act;
+        return make_activations_with(r, max_b, nullptr);
+    }
+
+    /// Buffers for one more micro-batch of owner's range and max_b whose gradients g(k) are owner's: only the
+    /// activations a(k) and the stashes are allocated. For a runner that keeps several micro-batches' activations of
+    /// one range (PB's activation slots) but runs at most one backward of the range at a time, and copies the input
+    /// gradient out before the next one (a PB stage: issue 16 item 4). owner must outlive the result (and stay where
+    /// it is: not moved into or destroyed) and must not be one that shares itself.
+    [[nodiscard]] activations make_activations_sharing_gradients(activations& owner) const {
+        return make_activations_with(owner.range_, owner.max_b_, owner.g_base_);
     }
 
     /// Workspaces of the layers of range r for micro-batches of up to max_b samples.
@@ -487,6 +481,31 @@ private:
         if (w.empty()) return {};  // backward_weight without weights (no layer of the network reads them)
         return w.subspan(parameter_offset[I] - parameter_offset[r.begin], layer_type<I>::parameter_count);
     }
+    // make_activations; with shared_gradients, g(k) points into those instead of buffers of its own.
+    [[nodiscard]] activations make_activations_with(layer_range r, std::size_t max_b, T* shared_gradients) const {
+        check_range(r, "make_activations");
+        if (max_b == 0) throw std::invalid_argument("pipeprop::layer_stack::make_activations: max_b must be >= 1");
+        activations act;
+        act.range_ = r;
+        act.max_b_ = max_b;
+        act.offset_.resize(r.size() + 2);
+        std::size_t off = 0;
+        for (std::size_t k = r.begin; k <= r.end; ++k) {
+            act.offset_[k - r.begin] = off;
+            off += activation_size[k] * max_b;
+        }
+        act.a_.assign(off, T(0));
+        if (shared_gradients == nullptr) act.g_.assign(off, T(0));
+        act.g_base_ = shared_gradients == nullptr ? act.g_.data() : shared_gradients;
+        act.bytes_ = (act.a_.size() + act.g_.size()) * sizeof(T);
+        for_each_in(r, [&](auto I) {
+            auto& st = std::get<I>(act.stashes_);
+            st.emplace(pipeprop::make_stash(std::get<I>(layers_), max_b));
+            act.bytes_ += pipeprop::stash_bytes(std::get<I>(layers_), *st);
+        });
+        return act;
+    }
+
     static void check_range(layer_range r, const char* what) {
         if (r.begin >= r.end || r.end > layer_count)
             throw std::invalid_argument(std::string("pipeprop::layer_stack::") + what + ": range [" +

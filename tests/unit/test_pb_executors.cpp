@@ -11,6 +11,8 @@
 
 #include "unit/test_pb_support.hpp"
 
+#include <boost/mp11/algorithm.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -91,6 +93,140 @@ TEST_CASE("concurrent == sequential bitwise: sc_lwp, stash, pipemare", "[pb][exe
         check_executors_agree<pb::policy::weight_stashing>(b, last);
         check_executors_agree<pb::policy::pipemare>(b, last);
     }
+}
+
+TEST_CASE("per-stage activation bytes follow the layer types; a concurrent stage keeps one set of gradients",
+          "[pb][executors][memory]") {
+    // Per stage [begin, end) and micro-batch capacity b: values A = sum over k in [begin, end] of
+    // activation_size[k] b floats (inputs of its layers and its output), as many gradient floats, and the layers'
+    // stashes L. The sequential executor holds one micro-batch (2 A + L); the concurrent one D_s + 1 activation slots
+    // (A + L + b int32 targets each) and one set of gradients A (issue 16 item 4: before, every slot had its own).
+    openblas_set_num_threads(1);
+    using policy = pb::policy::sc_lwp<>;
+    using pipe = fine_cnn<policy>;
+    using stack = pipe::stack_type;
+    const std::size_t b = 3;
+    pipe seq(opts<policy>(pb::executor_kind::sequential, b));
+    pipe con(opts<policy>(pb::executor_kind::concurrent, b, 4));
+    (void)drive(seq, 30, b, 0, 30, false);
+    (void)drive(con, 30, b, 0, 30, false);
+    const auto ss = seq.stats(), sc = con.stats();
+    const stack net{};
+    std::size_t slot_total = 0, shared_total = 0;
+    for (std::size_t s = 0; s < pipe::stage_count; ++s) {
+        const pp::layer_range r = sc.stages[s].layers;
+        std::size_t values = 0;
+        for (std::size_t k = r.begin; k <= r.end; ++k) values += stack::activation_size[k] * b * sizeof(float);
+        std::size_t stashes = 0;
+        boost::mp11::mp_for_each<boost::mp11::mp_iota_c<stack::layer_count>>([&](auto I) {
+            if (I >= r.begin && I < r.end) {
+                const auto& layer = std::get<I>(net.layers());
+                stashes += pp::stash_bytes(layer, pp::make_stash(layer, b));
+            }
+        });
+        const std::size_t slots = pipe::delays[s] + 1, targets = b * sizeof(std::int32_t);
+        INFO("stage " << s << ", layers [" << r.begin << ", " << r.end << "), D = " << pipe::delays[s]);
+        CHECK(ss.stages[s].stash_bytes == 2 * values + stashes);
+        CHECK(sc.stages[s].activation_slots == slots);
+        CHECK(sc.stages[s].stash_bytes == slots * (values + stashes + targets) + values);
+        slot_total += slots * (2 * values + stashes + targets);
+        shared_total += sc.stages[s].stash_bytes;
+    }
+    // This pipeline's stashes are small (max-pool indices, group-norm statistics): sharing the gradients brings the
+    // concurrent executor's activation memory close to half of one gradient set per slot.
+    CHECK(2 * shared_total < slot_total * 11 / 10);
+    CHECK(shared_total < slot_total);
+}
+
+TEST_CASE("load adaptation: probes the other mode, switches to the faster, backs off while one wins clearly",
+          "[pb][executors][load]") {
+    pb::load_adapter off;  // probe period 0: always the lanes
+    off.measured(0, 16, 1.0);
+    CHECK_FALSE(off.enabled());
+    CHECK_FALSE(off.next_inline());
+    CHECK(off.stats().lane_runs == 0);
+
+    pb::load_adapter a(4);
+    std::size_t id = 0;
+    const auto run = [&](double micro_batches_per_second) {  // one measured run of 16 micro-batches
+        a.measured(id, 16, 16.0 / micro_batches_per_second);
+        id += 16;
+    };
+    for (int i = 0; i < 4; ++i) {
+        CHECK_FALSE(a.next_inline());
+        run(100.0);  // lanes
+    }
+    CHECK(a.next_inline());  // the probe
+    run(200.0);              // inline twice as fast (a competing process on one core): switch
+    REQUIRE(a.stats().switch_count == 1);
+    CHECK(a.stats().switches[0].to_inline);
+    CHECK(a.stats().switches[0].micro_batch == 80);
+    CHECK(a.stats().switches[0].lanes_rate == 100.0);
+    CHECK(a.stats().switches[0].inline_rate == 200.0);
+    // After a switch the next probe comes after 4 runs; won clearly (2x > 1.15x), after 8, 16, 32 (8 periods at
+    // most).
+    for (const std::size_t wait : {4, 8, 16, 32, 32}) {
+        for (std::size_t i = 0; i < wait; ++i) {
+            CHECK(a.next_inline());
+            run(200.0);
+        }
+        CHECK_FALSE(a.next_inline());  // probe the lanes
+        run(100.0);
+    }
+    CHECK(a.stats().switch_count == 1);
+    // The load is gone: the next probe finds the lanes faster and switches back; a close call resets the period.
+    for (std::size_t i = 0; i < 32; ++i) run(200.0);
+    CHECK_FALSE(a.next_inline());
+    run(330.0);
+    CHECK(a.stats().switch_count == 2);
+    CHECK_FALSE(a.stats().switches[1].to_inline);
+    for (std::size_t i = 0; i < 4; ++i) {  // a switch: the next probe after 4 runs
+        CHECK_FALSE(a.next_inline());
+        run(330.0);
+    }
+    CHECK(a.next_inline());
+    run(333.0);  // inline 1% faster: within the margin, no switch; close call: back to 4 runs
+    CHECK(a.stats().switch_count == 2);
+    for (std::size_t i = 0; i < 4; ++i) {
+        CHECK_FALSE(a.next_inline());
+        run(330.0);
+    }
+    CHECK(a.next_inline());
+    CHECK(a.stats().probes == 8);
+    CHECK(a.stats().lane_runs + a.stats().inline_runs == id / 16);
+}
+
+TEST_CASE("load adaptation: runs that alternate between lanes and inline give the sequential reference's bits",
+          "[pb][executors][load]") {
+    openblas_set_num_threads(1);
+    using policy = pb::policy::sc_lwp<>;
+    using pipe = fine_cnn<policy>;
+    const std::size_t b = 1, count = 200, drain_at = 92;
+    pipe seq(opts<policy>(pb::executor_kind::sequential, b));
+    auto o = opts<policy>(pb::executor_kind::concurrent, b, 4);
+    o.lane_starts = {0, 4, 7};   // three lanes on any machine
+    o.load_probe_period = 1;     // a probe after every measured run: both modes run, whatever they measure
+    pipe con(o);
+    const run_record rs = drive(seq, count, b, 0, drain_at, false);
+    const run_record rc = drive(con, count, b, 0, drain_at, false);
+    REQUIRE(rs.ids.size() == count);
+    CHECK(rc.ids == rs.ids);
+    CHECK(bitwise_equal(rc.losses, rs.losses));
+    CHECK(bitwise_equal(rc.weights, rs.weights));
+    CHECK(bitwise_equal(rc.velocities, rs.velocities));
+    const pb::load_adaptation_stats load = con.stats().load;
+    CHECK(load.enabled);
+    CHECK(load.inline_runs > 5);
+    CHECK(load.lane_runs > 5);
+    CHECK(load.probes > 5);
+    CHECK(load.lane_runs + load.inline_runs == count / 4 + 2);  // the runs of 4 pushes and the two drains
+    CHECK_FALSE(seq.stats().load.enabled);
+    // One lane, or adaptation off: nothing to adapt.
+    o.lane_starts = {0};
+    CHECK_FALSE(pipe(o).stats().load.enabled);
+    o.lane_starts = {0, 4, 7};
+    o.load_probe_period = 0;
+    CHECK_FALSE(pipe(o).stats().load.enabled);
 }
 
 TEST_CASE("the lane count does not change the results", "[pb][executors][lanes]") {

@@ -21,20 +21,20 @@
 
 namespace pipeprop {
 
-/// Stash of conv2d for one micro-batch: the im2col column matrices of its samples, kept for backward-p2 (so p2 is
-/// one GEMM per sample and does not redo im2col). columns: [max_b, C * K * K, OH * OW]; empty for a 1x1 kernel with
-/// stride 1 and no padding, whose column matrix is the input itself.
+/// Stash of conv2d for one micro-batch: only the micro-batch capacity. The column matrices are not kept: backward-p2
+/// rebuilds each sample's column matrix from the layer input x (which every runner keeps for p2 anyway) in the
+/// workspace, so a PB activation slot holds the input once instead of K^2 / S^2 times (issue 16 item 4).
 template <class T>
 struct conv2d_stash {
-    detail::aligned_buffer<T> columns;
     std::size_t max_b = 0;
 };
 
-/// Workspace of conv2d (one per runner): the column gradient dcol [C * K * K, OH * OW] of one sample, written by
-/// the GEMM of backward-p1 and folded back into dx by col2im.
+/// Workspace of conv2d (one per runner): one sample's column matrix [C * K * K, OH * OW], written by im2col in the
+/// forward and in backward-p2 (the GEMM's right operand), and by the GEMM of backward-p1 as the column gradient dcol
+/// that col2im folds back into dx. Each pass uses it only within its own call. Empty for an identity im2col.
 template <class T>
 struct conv2d_workspace {
-    detail::aligned_buffer<T> column_gradient;
+    detail::aligned_buffer<T> columns;
 };
 
 /// 2-D convolution, bound form. Input [b, C, H, W], output [b, OutChannels, OH, OW] with
@@ -44,12 +44,14 @@ struct conv2d_workspace {
 /// Parameter block: weight [OutChannels, C, Kernel, Kernel] followed by bias [OutChannels].
 /// forward:  per sample n: cols_n = im2col(x_n) [C K K, OH OW]; y_n = W cols_n + bias   (GEMM OC x OHW x CKK)
 /// p1:       per sample n: dcol = W^T dy_n (GEMM CKK x OHW x OC); dx_n = col2im(dcol)   (assigned)
-/// p2:       dW += sum_n dy_n cols_n^T (GEMM OC x CKK x OHW per sample); dbias += sum over n, OH, OW of dy (added)
+/// p2:       per sample n: cols_n = im2col(x_n) again; dW += dy_n cols_n^T (GEMM OC x CKK x OHW); dbias += sum over
+///           n, OH, OW of dy (added)
 /// Init: weight ~ U(-sqrt(6 / (C K K)), sqrt(6 / (C K K))) (He uniform), bias = 0, from the given seed.
-/// Stash: the column matrices (see conv2d_stash), C K K * OH OW values per sample, about K^2 / S^2 times the input
-/// (9x for 3x3, stride 1; the small CNN's 16x14x14 -> 32 conv keeps 28224 floats = 110 KiB per sample);
-/// stash_bytes reports it. p1 reads only w (the current weights in PB) and dy; p2 reads only dy and the stash.
-/// Workspace: one sample's column gradient (see conv2d_workspace).
+/// Stash: none beyond its size (see conv2d_stash): p2 rebuilds the column matrices from x, one sample at a time in the
+/// workspace (an im2col per sample and p2, memory-bound and small next to the GEMM), instead of keeping C K K * OH OW
+/// values per sample (9x the input for 3x3, stride 1) for every micro-batch in flight. p1 reads only w (the current
+/// weights in PB) and dy; p2 reads only dy and x.
+/// Workspace: one sample's column matrix / column gradient (see conv2d_workspace).
 /// im2col / col2im: branch-free inner loops over compile-time valid ranges; with stride 1 and OW == W (e.g. 3x3 with
 /// padding 1) one contiguous block per kernel offset (see contiguous_rows).
 /// Static-asserts: the input is rank 3; the padded input is at least one kernel wide and high.
@@ -103,16 +105,15 @@ struct conv2d_layer {
     [[nodiscard]] stash_type make_stash(std::size_t max_b) const {
         stash_type st;
         st.max_b = max_b;
-        if constexpr (!identity_columns) st.columns.assign(max_b * patch * pixels, T(0));
         return st;
     }
     [[nodiscard]] workspace_type make_workspace(std::size_t) const {
         workspace_type ws;
-        if constexpr (!identity_columns) ws.column_gradient.assign(patch * pixels, T(0));
+        if constexpr (!identity_columns) ws.columns.assign(patch * pixels, T(0));
         return ws;
     }
     [[nodiscard]] std::size_t stash_bytes(const stash_type& st) const noexcept {
-        return sizeof(stash_type) + st.columns.size() * sizeof(T);
+        return sizeof(st);
     }
 
     void init_parameters(std::span<T> w, std::uint64_t seed) const {
@@ -122,12 +123,11 @@ struct conv2d_layer {
         for (std::size_t i = OutChannels * patch; i < parameter_count; ++i) w[i] = T(0);
     }
 
-    void forward(std::span<const T> w, const T* x, T* y, std::size_t b, stash_type& st, workspace_type&) const {
+    void forward(std::span<const T> w, const T* x, T* y, std::size_t b, stash_type& st, workspace_type& ws) const {
         detail::check_micro_batch(b, st.max_b, "pipeprop::conv2d::forward");
         const T* bias = w.data() + OutChannels * patch;
         for (std::size_t n = 0; n < b; ++n) {
-            const T* cols = columns_of(st, x, n);
-            if constexpr (!identity_columns) im2col(x + n * input_shape::size, st.columns.data() + n * patch * pixels);
+            const T* cols = columns_of(ws, x, n);
             T* yn = y + n * output_shape::size;
             for (std::size_t o = 0; o < OutChannels; ++o) std::fill_n(yn + o * pixels, pixels, bias[o]);
             kernels::gemm(false, false, OutChannels, pixels, patch, T(1), w.data(), patch, cols, pixels, T(1), yn,
@@ -144,7 +144,7 @@ struct conv2d_layer {
                 kernels::gemm(true, false, patch, pixels, OutChannels, T(1), w.data(), patch, dyn, pixels, T(0), dxn,
                               pixels);
             } else {
-                T* dcol = ws.column_gradient.data();
+                T* dcol = ws.columns.data();
                 kernels::gemm(true, false, patch, pixels, OutChannels, T(1), w.data(), patch, dyn, pixels, T(0), dcol,
                               pixels);
                 col2im(dcol, dxn);
@@ -152,24 +152,27 @@ struct conv2d_layer {
         }
     }
 
-    void backward_weight(std::span<T> dw, const T* x, const T*, const T* dy, std::size_t b, const stash_type& st,
-                         workspace_type&) const {
+    void backward_weight(std::span<T> dw, const T* x, const T*, const T* dy, std::size_t b, const stash_type&,
+                         workspace_type& ws) const {
         T* dbias = dw.data() + OutChannels * patch;
         for (std::size_t n = 0; n < b; ++n) {
             const T* dyn = dy + n * output_shape::size;
-            kernels::gemm(false, true, OutChannels, patch, pixels, T(1), dyn, pixels, columns_of(st, x, n), pixels,
+            kernels::gemm(false, true, OutChannels, patch, pixels, T(1), dyn, pixels, columns_of(ws, x, n), pixels,
                           T(1), dw.data(), patch);
             for (std::size_t o = 0; o < OutChannels; ++o) dbias[o] += kernels::sum(pixels, dyn + o * pixels);
         }
     }
 
 private:
-    /// Column matrix of sample n: the stash's copy, or the input itself for an identity im2col.
-    static const T* columns_of(const stash_type& st, const T* x, std::size_t n) noexcept {
-        if constexpr (identity_columns)
+    /// Column matrix of sample n of x: the input itself for an identity im2col, otherwise im2col(x_n) written into
+    /// the workspace.
+    static const T* columns_of(workspace_type& ws, const T* x, std::size_t n) noexcept {
+        if constexpr (identity_columns) {
             return x + n * input_shape::size;
-        else
-            return st.columns.data() + n * patch * pixels;
+        } else {
+            im2col(x + n * input_shape::size, ws.columns.data());
+            return ws.columns.data();
+        }
     }
 
     /// Valid output range [lo, hi) along one axis for kernel offset k: the outputs o whose input coordinate

@@ -24,13 +24,18 @@
 // messages and stage state stay on the core that runs the lane (with one node per stage, TBB's work stealing moves
 // them between cores; bench/README.md has the measurements). The results do not depend on the lanes; the tests run
 // L = 1, 2, 3, S and the default.
+// Load (pb/load_adaptation.hpp): with more than one lane and a load_probe_period, a run may instead go inline: the
+// calling thread runs every stage's ready ops, stage after stage, until none is (no flow graph), the faster of the
+// two as measured on the run's own micro-batches, re-measured now and then; the same ops in the same stream order.
 //
-// Bounded memory. Stage s holds at most D_s + 1 micro-batches (its activation slots). A forward channel s -> s + 1
-// holds at most D_s + 1 messages: after a drain stage s may run D_s + 1 forwards before its first backward is due;
-// later, its F(n) comes after its BW(n - 1 - D_s), which came after stage s + 1's F(n - 3). A backward channel
-// s + 1 -> s holds at most D_{s+1} + 3: while the forwards flow, stage s + 1's BW(k) comes after its F(k + D_{s+1}),
-// whose message stage s sent after its BW(k - 3); once the last forward has passed (a drain), stage s + 1 runs its
-// D_{s+1} remaining backwards without waiting for stage s. The input channel holds push_buffer micro-batches.
+// Bounded memory. Stage s holds at most D_s + 1 micro-batches (its activation slots: each keeps its layers' inputs
+// and stashes; the gradients g(k) are one set per stage, as BW(n) runs alone and sends dx before BW(n + 1)). A
+// forward channel s -> s + 1 holds at most D_s + 1 messages: after a drain stage s may run D_s + 1 forwards before
+// its first backward is due; later, its F(n) comes after its BW(n - 1 - D_s), which came after stage s + 1's
+// F(n - 3). A backward channel s + 1 -> s holds at most D_{s+1} + 3: while the forwards flow, stage s + 1's BW(k)
+// comes after its F(k + D_{s+1}), whose message stage s sent after its BW(k - 3); once the last forward has passed
+// (a drain), stage s + 1 runs its D_{s+1} remaining backwards without waiting for stage s. The input channel holds
+// push_buffer micro-batches.
 // Exceeding a capacity throws std::logic_error naming the channel. Nothing grows with the number of micro-batches.
 //
 // Driving: push() copies the micro-batch into the input channel and returns; every push_buffer pushes (and at
@@ -74,6 +79,7 @@
 #include "pipeprop/op.hpp"
 #include "pipeprop/pb/executor.hpp"
 #include "pipeprop/pb/lane_plan.hpp"
+#include "pipeprop/pb/load_adaptation.hpp"
 #include "pipeprop/pb/op_stream.hpp"
 #include "pipeprop/pb/stage_state.hpp"
 #include "pipeprop/remote_transport.hpp"
@@ -102,9 +108,11 @@ public:
     /// zero (flush_subnormals.hpp).
     /// remote: the transport to the stages other processes run (nullptr: every stage runs here); with one, the
     /// local stages (a contiguous group; std::invalid_argument otherwise) run on one lane and `lanes` is not read.
+    /// load_probe_period: the load adaptation's probe period in runs (pb/load_adaptation.hpp; 0: off; it is off
+    /// anyway with one lane or a transport).
     concurrent_executor(const stack_type& stack, std::vector<stage_type>& stages, std::size_t max_b,
                         std::size_t push_buffer, const lane_plan& lanes, bool flush_subnormals = false,
-                        remote_transport* remote = nullptr)
+                        remote_transport* remote = nullptr, std::size_t load_probe_period = 0)
         : stack_(stack),
           stages_(stages),
           remote_(remote),
@@ -144,9 +152,14 @@ public:
                 per_.push_back(std::move(p));
                 continue;
             }
+            // One set of gradient buffers per stage: the stage runs one BW at a time and sends its input gradient
+            // out before the next, so slots 1 .. D_s hold only activations and stashes. Not the last stage: its F
+            // writes the loss gradient of its micro-batch (it has D = 0 in PB's layout: one slot anyway).
             p->slots.resize(st.delay() + 1);
-            for (slot& sl : p->slots) {
-                sl.act = stack.make_activations(st.range(), max_b);
+            for (std::size_t k = 0; k < p->slots.size(); ++k) {
+                slot& sl = p->slots[k];
+                sl.act = k == 0 || s + 1 == count ? stack.make_activations(st.range(), max_b)
+                                                  : stack.make_activations_sharing_gradients(p->slots[0].act);
                 sl.labels.assign(max_b * targets_per_sample, 0);
             }
             p->ws = stack.make_workspaces(st.range(), max_b);
@@ -181,6 +194,7 @@ public:
             graph_ = std::make_unique<lane_graph<concurrent_executor>>(
                 *this, typename lane_graph<concurrent_executor>::lane_map{lane_of});
         }
+        if (remote_ == nullptr && graph_->lane_count() > 1) load_ = load_adapter(load_probe_period);
         resynchronize();
     }
 
@@ -193,7 +207,9 @@ public:
         if (!open_) {  // the first micro-batch after construction or a drain starts a segment
             for (auto& p : per_) p->stream.open(mb.id);
             open_ = true;
+            pushed_in_segment_ = 0;
         }
+        ++pushed_in_segment_;
         if (local_[0]) {
             const std::size_t buffer = input_->acquire();
             std::copy_n(x, mb.batch * stack_type::activation_size[stages_.front().range().begin],
@@ -243,6 +259,8 @@ public:
             out[s].lane = graph_->lane_of(s);  // lane_graph's remote_lane: another process runs it
         }
     }
+
+    [[nodiscard]] load_adaptation_stats load_adaptation() const override { return load_.stats(); }
 
     /// Number of lanes (serial flow-graph nodes), 1 <= L <= S.
     [[nodiscard]] std::size_t lane_count() const noexcept { return graph_->lane_count(); }
@@ -362,16 +380,23 @@ private:
 
     std::span<const completed_micro_batch<T>> run(bool closing) {
         completed_.clear();
+        const bool go_inline = load_.next_inline();
+        const std::size_t runs_micro_batches = pushes_since_run_;
+        const auto start = std::chrono::steady_clock::now();
         try {
-            if (closing)  // before any op runs: the streams are only touched by their lanes while the graph runs
+            if (closing)  // before any op runs: while the graph (or the inline loop) runs, only it touches them
                 for (auto& p : per_) p->stream.close(next_id_);
-            for (const boundary_message& m : pending_) graph_->put(0, m);
-            pending_.clear();
-            pushes_since_run_ = 0;
-            if (remote_ != nullptr) deliver_backlog();
-            if (closing) graph_->wake_all();
-            graph_->wait();
-            if (remote_ != nullptr) run_with_remote();
+            if (go_inline) {
+                run_inline();
+            } else {
+                for (const boundary_message& m : pending_) graph_->put(0, m);
+                pending_.clear();
+                pushes_since_run_ = 0;
+                if (remote_ != nullptr) deliver_backlog();
+                if (closing) graph_->wake_all();
+                graph_->wait();
+                if (remote_ != nullptr) run_with_remote();
+            }
         } catch (...) {
             failed_ = true;
             if (remote_ != nullptr) {  // messages already put into the graph may still run: let them end first
@@ -391,7 +416,31 @@ private:
             open_ = false;
         }
         completed_total_ += completed_.size();
+        if (load_.enabled()) {  // comparable runs only: push_buffer micro-batches, none in the fill of stage 0's slots
+            if (!closing && pushed_in_segment_ >= push_buffer_ + per_[0]->slots.size())
+                load_.measured(next_id_ - runs_micro_batches, runs_micro_batches,
+                               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+            else
+                load_.unmeasured(go_inline);
+        }
         return completed_;
+    }
+
+    // A run without the flow graph: the calling thread runs every stage's ready ops, stage after stage, until none
+    // is (what one lane's node does for its stages, lane_graph.hpp, here for all of them).
+    void run_inline() {
+        for (const boundary_message& m : pending_) deliver(0, m);
+        pending_.clear();
+        pushes_since_run_ = 0;
+        auto send = [this](std::size_t to, const boundary_message& m) { deliver(to, m); };
+        for (bool progress = true; progress;) {
+            progress = false;
+            for (std::size_t s = 0; s < per_.size(); ++s)
+                while (ready(s)) {
+                    run_next(s, send);
+                    progress = true;
+                }
+        }
     }
 
     // Whether every local stage has run its ops of this run: its stream is done, or waits for the forward of a
@@ -599,6 +648,8 @@ private:
     std::size_t pushed_ = 0;
     std::size_t completed_total_ = 0;
     bool open_ = false;  // a segment is open (pushes since the last drain)
+    std::size_t pushed_in_segment_ = 0;  // micro-batches pushed since the segment opened
+    load_adapter load_;  // lanes or inline (off: always the lanes)
     bool failed_ = false;
 
     // Declared last: destroyed first (it waits for the running bodies, which use the members above).

@@ -377,6 +377,7 @@ public:
             o.full_delay_count = st.full_delay_count();
         }
         executor_->fill_stats(r.stages);
+        r.load = executor_->load_adaptation();
         return r;
     }
 

@@ -51,6 +51,11 @@ struct options {
     /// plan_lanes over measure_tick_costs or one's own); when given, `lanes` is not read and nothing is measured.
     /// Throws std::invalid_argument at engine construction when it is not a plan for the engine's S stages.
     std::vector<std::size_t> lane_starts{};
+    /// Concurrent executor in one process with more than one lane: adapt to the cores' load (pb/load_adaptation.hpp,
+    /// issue 16 item 3): every `load_probe_period` graph runs (of push_buffer micro-batches), one run goes the other
+    /// way (inline on the calling thread when on the lanes, and back), and the faster of the two is kept; run_stats::load
+    /// says what it did. 0: always the lanes. The results do not depend on it.
+    std::size_t load_probe_period = 16;
     /// Run every stage's forward, backward and update with subnormal numbers flushed to zero
     /// (flush_subnormals.hpp: much faster where momentum near 1 decays velocities into the subnormal range; results
     /// can differ from an unflushed run, never between the executors). Default off.
@@ -90,6 +95,8 @@ public:
     /// Fills the executor's part of each stage's figures (slots, in-flight max, stash bytes, busy time, its own
     /// weight copies added to weight_bytes / weight_copies).
     virtual void fill_stats(std::vector<stage_stats>& stages) const = 0;
+    /// What the load adaptation did (pb/load_adaptation.hpp; nothing for an executor without one).
+    [[nodiscard]] virtual load_adaptation_stats load_adaptation() const { return {}; }
 };
 
 }  // namespace pipeprop::pb

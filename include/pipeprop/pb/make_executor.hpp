@@ -62,7 +62,7 @@ std::unique_ptr<executor<T>> make_executor(const layer_stack<Net, T>& stack,
                                                                                       opt.flush_subnormals);
     return std::make_unique<concurrent_executor<Net, Policy, T, Loss, Optimizer>>(
         stack, stages, opt.max_batch, opt.push_buffer, lane_plan_for<Net, Policy, T>(opt, ranges),
-        opt.flush_subnormals, opt.remote);
+        opt.flush_subnormals, opt.remote, opt.load_probe_period);
 }
 
 }  // namespace pipeprop::pb

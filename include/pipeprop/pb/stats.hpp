@@ -17,7 +17,8 @@ struct stage_stats {
     std::size_t parameters = 0;        ///< elements of the stage's parameter block
     std::size_t activation_slots = 0;  ///< micro-batch buffers the executor allocated for this stage
     std::size_t in_flight_max = 0;     ///< most micro-batches held at once (forwarded, backward not yet done)
-    std::size_t stash_bytes = 0;       ///< bytes of those buffers (activations, gradients, layer stashes)
+    /// bytes of those buffers (activations and layer stashes per slot; gradients: one set per stage, concurrent)
+    std::size_t stash_bytes = 0;
     std::size_t weight_bytes = 0;      ///< bytes of weights, velocity, gradient and policy copies (LWP, stashes, ...)
     std::size_t weight_copies = 0;     ///< parameter-sized buffers among weight_bytes (3 = w, v, g only)
     double busy_seconds = 0.0;         ///< time spent in this stage's work (forward, backward, update, copies)
@@ -29,6 +30,25 @@ struct stage_stats {
     std::size_t full_delay_count = 0;  ///< of those, how many saw exactly D_s updates in between
 };
 
+/// A switch of the concurrent executor between its lanes and running every stage inline on the calling thread
+/// (pb/load_adaptation.hpp), with the micro-batches per second each mode had in its latest measured runs.
+struct load_switch {
+    std::size_t micro_batch = 0;  ///< the first micro-batch run in the new mode
+    bool to_inline = false;       ///< true: lanes -> inline; false: inline -> lanes
+    double lanes_rate = 0.0;      ///< micro-batches / s on the lanes
+    double inline_rate = 0.0;     ///< micro-batches / s inline
+};
+
+/// What the concurrent executor's load adaptation did (pb/load_adaptation.hpp; options::load_probe_period).
+struct load_adaptation_stats {
+    bool enabled = false;                ///< false: the sequential executor, one lane, or adaptation off
+    std::size_t lane_runs = 0;           ///< graph runs (push_buffer micro-batches each) on the lanes
+    std::size_t inline_runs = 0;         ///< runs inline on the calling thread
+    std::size_t probes = 0;              ///< runs made in the other mode to measure it
+    std::size_t switch_count = 0;        ///< switches of mode
+    std::vector<load_switch> switches;   ///< the first 64 switches, oldest first
+};
+
 /// Whole-run figures. utilization(s) = busy_seconds(s) / wall_seconds.
 struct run_stats {
     std::string executor;             ///< "sequential" or "concurrent"
@@ -38,6 +58,7 @@ struct run_stats {
     double wall_seconds = 0.0;        ///< time spent inside push() and drain()
     double samples_per_second = 0.0;  ///< samples / wall_seconds
     std::vector<stage_stats> stages;
+    load_adaptation_stats load;       ///< concurrent executor: lanes or inline, by the measured load
     [[nodiscard]] double utilization(std::size_t s) const noexcept {
         return wall_seconds > 0 ? stages[s].busy_seconds / wall_seconds : 0.0;
     }
