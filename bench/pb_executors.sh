@@ -107,7 +107,7 @@ if ((compete)); then
   printf '%s\n' "${ratios[@]}" | sort -n | awk '{ v[NR] = $1 } END {
     m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
     printf "with the competing process: concurrent within 5%% of sequential (median ratio >= 0.95): %s\n",
-      m >= 0.95 ? "yes" : "no" }'
+      (m >= 0.95 ? "yes" : "no") }'
 fi
 awk -v c="${best[concurrent]}" -v s="${best[sequential]}" \
   'BEGIN { printf "ratio concurrent / sequential (best of each): %.3f  (%s cores on this machine)\n", c / s, "'"$(nproc)"'" }'
