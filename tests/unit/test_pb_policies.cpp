@@ -290,7 +290,16 @@ TEST_CASE("stats report delays, slots and bytes per stage", "[pb][stats]") {
         CHECK(sc.stages[s].parameters == P);
         CHECK(sc.stages[s].activation_slots == pipe::delays[s] + 1);
         CHECK(ss.stages[s].activation_slots == 1);
-        CHECK(sc.stages[s].stash_bytes > ss.stages[s].stash_bytes * pipe::delays[s]);
+        // D_s + 1 slots of activations, stashes and labels (one per sample: cross-entropy), but one set of
+        // gradient buffers per stage (slots 1 .. D_s share slot 0's); the last stage (D = 0) has one slot anyway.
+        // The sequential reference's one activations object has no labels.
+        const auto one = pp::layer_stack<probed, float>{}.make_activations(pipe::layout::stage(s), o.max_batch);
+        REQUIRE(one.gradient_bytes() > 0);
+        CHECK(ss.stages[s].stash_bytes == one.bytes());
+        const std::size_t labels = o.max_batch * sizeof(std::int32_t);
+        CHECK(sc.stages[s].stash_bytes ==
+              (pipe::delays[s] + 1) * (one.bytes() + labels) - pipe::delays[s] * one.gradient_bytes());
+        if (pipe::delays[s] > 0) CHECK(sc.stages[s].stash_bytes < (pipe::delays[s] + 1) * one.bytes());
         // w, v, g plus D_s + 1 stashed weight copies (none needed where D_s = 0); the reference keeps the same
         // number of versions as a history.
         const std::size_t copies = 3 + (pipe::delays[s] > 0 ? pipe::delays[s] + 1 : 0);

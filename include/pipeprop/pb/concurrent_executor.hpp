@@ -452,20 +452,22 @@ private:
         }
         return true;
     }
-    // The op a local stage waits for, for the timeout's message.
+    // The message a local stage waits for from another process, for the timeout's message. A stage waiting for a
+    // local neighbour (which itself waits for a remote one) is named only when no stage waits for a remote one.
     [[nodiscard]] std::string waiting_for() const {
+        std::string local_wait;
         for (std::size_t s = first_local_; s <= last_local_; ++s) {
             const std::optional<op> o = per_[s]->stream.current();
-            if (o && !(o->kind == op_kind::forward && o->micro_batch >= next_id_))
-                {
-                    const bool fwd = o->kind == op_kind::forward;
-                    const std::size_t from = fwd ? s - 1 : s + 1;
-                    return "stage " + std::to_string(s) + " waits for the " + (fwd ? "forward" : "backward") +
-                           " message of micro-batch " + std::to_string(o->micro_batch) + " from stage " +
-                           std::to_string(from) + " on rank " + std::to_string(remote_->rank_of(from));
-                }
+            if (!o || (o->kind == op_kind::forward && o->micro_batch >= next_id_)) continue;
+            const bool fwd = o->kind == op_kind::forward;
+            const std::size_t from = fwd ? s - 1 : s + 1;
+            std::string what = "stage " + std::to_string(s) + " waits for the " + (fwd ? "forward" : "backward") +
+                               " message of micro-batch " + std::to_string(o->micro_batch) + " from stage " +
+                               std::to_string(from) + " on rank " + std::to_string(remote_->rank_of(from));
+            if (from < first_local_ || from > last_local_) return what;
+            if (local_wait.empty()) local_wait = std::move(what);
         }
-        return "no stage waits";
+        return local_wait.empty() ? "no stage waits" : local_wait;
     }
     // The graph is idle: receive from the other processes (delivering into the graph) until the local stages are,
     // then until this process's sends have reached their processes (receiving drives the transport; what arrives

@@ -817,8 +817,10 @@ private:
         return true;
     }
 
-    // The message a local stage waits for, for the timeout's message.
+    // The message a local stage waits for from another process, for the timeout's message. A stage waiting for a
+    // local neighbour (which itself waits for a remote one) is named only when no stage waits for a remote one.
     [[nodiscard]] std::string waiting_for() const {
+        std::string local_wait;
         for (std::size_t s = 0; s < ranges_.size(); ++s) {
             const auto& rt = runner_.runtime(s);
             if (!local_[s] || rt.updated || rt.next >= rt.ops->size()) continue;
@@ -826,12 +828,14 @@ private:
             const bool fwd = o.kind == op_kind::forward;
             if (!fwd && o.kind != op_kind::backward_input && o.kind != op_kind::backward_fused) continue;
             const std::size_t from = fwd ? s - 1 : s + 1;
-            return "stage " + std::to_string(s) + " waits for the " + (fwd ? "forward" : "backward") +
-                   " message of micro-batch " + std::to_string(o.micro_batch % remote_m_) + " of step " +
-                   std::to_string(remote_first_ + o.micro_batch / remote_m_) + " from stage " + std::to_string(from) +
-                   " on rank " + std::to_string(opt_.remote->rank_of(from));
+            std::string what = "stage " + std::to_string(s) + " waits for the " + (fwd ? "forward" : "backward") +
+                               " message of micro-batch " + std::to_string(o.micro_batch % remote_m_) + " of step " +
+                               std::to_string(remote_first_ + o.micro_batch / remote_m_) + " from stage " +
+                               std::to_string(from) + " on rank " + std::to_string(opt_.remote->rank_of(from));
+            if (!local_[from]) return what;
+            if (local_wait.empty()) local_wait = std::move(what);
         }
-        return "no stage waits for a message";
+        return local_wait.empty() ? "no stage waits for a message" : local_wait;
     }
 
     // A message from another process: copied into this process's channel and put into the graph, or kept until its
