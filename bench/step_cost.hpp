@@ -14,7 +14,9 @@
 //     (flatten) costs nothing.
 //   - Update: momentum SGD (optim/momentum_update.hpp, heavy-ball, no weight decay, the sequential trainer's default):
 //     v = m v + g, w = w - lr v: 4 FLOP per parameter; reads w, v, g and writes w, v, and the trainer zeroes the
-//     gradient block before the backward: 6 sizeof(T) bytes per parameter.
+//     gradient block before the backward: 6 sizeof(T) bytes per parameter. At b = 1 a layer that fuses its p2 into
+//     the update (dense: layer_stack::backward_momentum_update) neither stores nor zeroes a gradient: its p2 reads
+//     x and dy only, and the update reads w, v and writes w, v: 4 sizeof(T) bytes per parameter.
 //   - Loss: softmax cross-entropy over K classes: forward 4 K (max, subtract, exp, sum) + 1 (log), p1 2 K.
 //
 // Per layer kind (T = sizeof(value)):
@@ -220,15 +222,23 @@ constexpr step_cost step_cost_of(std::size_t b) noexcept {
     using stack = layer_stack<Net, T>;
     step_cost s;
     const double n = double(b);
+    double fused = 0;  // parameters of layers whose p2 is fused into the update (b = 1)
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<stack::layer_count>>([&](auto I) {
         constexpr node_cost c = node_cost_of<typename stack::template layer_type<I>>;
         s.forward += {n * c.forward.flops, n * c.forward.bytes};
         if (I > 0) s.backward_input += {n * c.backward_input.flops, n * c.backward_input.bytes};
         s.backward_weight += {n * c.backward_weight.flops, n * c.backward_weight.bytes};
+        if constexpr (stack::template fuses_momentum_update<I>) {
+            if (b == 1) {  // no gradient read and written by p2
+                const double wt = double(stack::template layer_type<I>::parameter_count);
+                s.backward_weight.bytes -= detail::bytes_of<T>(2 * wt);
+                fused += wt;
+            }
+        }
     });
     const double k = double(stack::output_shape::size), p = double(stack::parameter_count);
     s.loss = {n * (4 * k + 1 + 2 * k), detail::bytes_of<T>(n * 2 * k)};
-    s.update = {4 * p, detail::bytes_of<T>(6 * p)};
+    s.update = {4 * p, detail::bytes_of<T>(6 * (p - fused) + 4 * fused)};
     return s;
 }
 

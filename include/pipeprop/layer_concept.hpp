@@ -81,6 +81,7 @@
 #include <span>
 #include <type_traits>
 
+#include "pipeprop/optim/momentum_update.hpp"
 #include "pipeprop/parameter_tensor.hpp"
 #include "pipeprop/shape.hpp"
 
@@ -179,6 +180,18 @@ void call_backward_weight(const L& l, std::span<const T> w, std::span<T> dw, con
     else
         l.backward_weight(dw, x, y, dy, b, st, ws);
 }
+
+/// Optional: backward-p2 of one sample fused into the momentum update (dense_layer; issue 16 item 1):
+/// l.backward_weight_momentum_update(w, v, x, dy, c) updates the layer's weights w [P] and velocity v [P] in place
+/// as optim::momentum_update with coefficients c would after backward_weight at b = 1 into a zeroed gradient, bit
+/// for bit, without storing that gradient. layer_stack::backward_momentum_update uses it at b = 1.
+template <class L>
+concept layer_has_fused_momentum_update =
+    requires(const L& l, std::span<typename L::value_type> w, std::span<typename L::value_type> v,
+             const typename L::value_type* x, const typename L::value_type* dy,
+             const optim::update_coefficients<typename L::value_type>& c) {
+        { l.backward_weight_momentum_update(w, v, x, dy, c) } -> std::same_as<void>;
+    };
 
 /// Sub-concept: deterministic, seeded parameter initialization.
 template <class L>

@@ -25,6 +25,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "pipeprop/layer_concept.hpp"
@@ -405,22 +406,61 @@ public:
     template <class Range = dynamic_range>
     void backward(std::span<const T> w, std::span<T> dw, activations& act, std::size_t b, workspaces& ws,
                   bool input_gradient_needed = true, std::span<T> state = {}, Range range = {}) const {
-        const layer_range r = act.range_;
-        check_state(state, r, "backward");
-        for_each_in_reverse(loop_range(act, range), [&](auto I) {
-            auto& l = std::get<I>(layers_);
-            if constexpr (state_count_v<layer_type<I>> > 0)
-                l.backward_input(layer_weights<I>(w, r), act.a(I), act.a(I + 1), act.g(I + 1), act.g(I), b,
-                                 act.template stash<I>(), ws.template get<I>(), layer_state<I>(state, r));
-            else if (I != r.begin || input_gradient_needed)
-                l.backward_input(layer_weights<I>(w, r), act.a(I), act.a(I + 1), act.g(I + 1), act.g(I), b,
-                                 act.template stash<I>(), ws.template get<I>());
-            if constexpr (layer_type<I>::parameter_count > 0)
-                call_backward_weight(
-                    l, layer_weights<I>(w, r),
-                    dw.subspan(parameter_offset[I] - parameter_offset[r.begin], layer_type<I>::parameter_count),
-                    act.a(I), act.a(I + 1), act.g(I + 1), b, act.template stash<I>(), ws.template get<I>());
+        backward_layers(w, act, b, ws, input_gradient_needed, state, range, "backward", [&](auto I, auto& l) {
+            const layer_range r = act.range_;
+            call_backward_weight(
+                l, layer_weights<I>(w, r),
+                dw.subspan(parameter_offset[I] - parameter_offset[r.begin], layer_type<I>::parameter_count), act.a(I),
+                act.a(I + 1), act.g(I + 1), b, act.template stash<I>(), ws.template get<I>());
         });
+    }
+
+    /// True when layer I updates its weights in backward_momentum_update (layer_has_fused_momentum_update).
+    template <std::size_t I>
+    static constexpr bool fuses_momentum_update =
+        layer_type<I>::parameter_count > 0 && layer_has_fused_momentum_update<layer_type<I>>;
+
+    /// The parts of range r's parameter block [parameter_count_of(r)] that backward_momentum_update does NOT update,
+    /// as {offset in the block, count} in order (the whole block, or nothing for a parameter-free range, when no
+    /// layer of r fuses). Setup time (allocates).
+    static std::vector<std::pair<std::size_t, std::size_t>> unfused_parameter_runs(layer_range r) {
+        std::vector<std::pair<std::size_t, std::size_t>> runs;
+        std::size_t start = parameter_offset[r.begin];
+        boost::mp11::mp_for_each<boost::mp11::mp_iota_c<layer_count>>([&](auto I) {
+            if constexpr (fuses_momentum_update<I>) {
+                if (!r.contains(I)) return;
+                if (parameter_offset[I] > start)
+                    runs.emplace_back(start - parameter_offset[r.begin], parameter_offset[I] - start);
+                start = parameter_offset[I + 1];
+            }
+        });
+        if (parameter_offset[r.end] > start)
+            runs.emplace_back(start - parameter_offset[r.begin], parameter_offset[r.end] - start);
+        return runs;
+    }
+
+    /// Fused backward of ONE sample (b = 1) with the momentum update of the layers that fuse their p2 into it
+    /// (issue 16 item 1): as backward(wb, dw, act, 1, ...), except that a layer with fuses_momentum_update updates
+    /// its part of w and v [parameter_count_of(range)] in place with coefficients c (after its p1 has read wb; wb
+    /// may be w) instead of adding its gradient into dw, whose part of dw is not touched. The other layers' parts
+    /// of w and v are not touched: the caller applies their update from dw (unfused_parameter_runs). Together the
+    /// same bits as backward followed by optim::momentum_update over the whole block.
+    template <class Range = dynamic_range>
+    void backward_momentum_update(std::span<const T> wb, std::span<T> dw, std::span<T> w, std::span<T> v,
+                                  const optim::update_coefficients<T>& c, activations& act, workspaces& ws,
+                                  bool input_gradient_needed = true, std::span<T> state = {}, Range range = {}) const {
+        backward_layers(wb, act, 1, ws, input_gradient_needed, state, range, "backward_momentum_update",
+                        [&](auto I, auto& l) {
+                            constexpr std::size_t P = layer_type<I>::parameter_count;
+                            const std::size_t off = parameter_offset[I] - parameter_offset[act.range_.begin];
+                            if constexpr (fuses_momentum_update<I>)
+                                l.backward_weight_momentum_update(w.subspan(off, P), v.subspan(off, P), act.a(I),
+                                                                  act.g(I + 1), c);
+                            else
+                                call_backward_weight(l, layer_weights<I>(wb, act.range_), dw.subspan(off, P),
+                                                     act.a(I), act.a(I + 1), act.g(I + 1), std::size_t{1},
+                                                     act.template stash<I>(), ws.template get<I>());
+                        });
     }
 
     /// Calls f(std::integral_constant<std::size_t, I>) for each layer position I in [B, E), in order: the loop of a
@@ -452,6 +492,26 @@ public:
     }
 
 private:
+    // The fused backward's loop: per layer, last first, p1 (as backward_input), then p2(I, layer) for a layer with
+    // parameters.
+    template <class Range, class P2>
+    void backward_layers(std::span<const T> w, activations& act, std::size_t b, workspaces& ws,
+                         bool input_gradient_needed, std::span<T> state, Range range, const char* what,
+                         P2&& p2) const {
+        const layer_range r = act.range_;
+        check_state(state, r, what);
+        for_each_in_reverse(loop_range(act, range), [&](auto I) {
+            auto& l = std::get<I>(layers_);
+            if constexpr (state_count_v<layer_type<I>> > 0)
+                l.backward_input(layer_weights<I>(w, r), act.a(I), act.a(I + 1), act.g(I + 1), act.g(I), b,
+                                 act.template stash<I>(), ws.template get<I>(), layer_state<I>(state, r));
+            else if (I != r.begin || input_gradient_needed)
+                l.backward_input(layer_weights<I>(w, r), act.a(I), act.a(I + 1), act.g(I + 1), act.g(I), b,
+                                 act.template stash<I>(), ws.template get<I>());
+            if constexpr (layer_type<I>::parameter_count > 0) p2(I, l);
+        });
+    }
+
     static layer_range loop_range(const activations& act, dynamic_range) noexcept { return act.range_; }
     template <std::size_t B, std::size_t E>
     static static_range<B, E> loop_range(const activations& act, static_range<B, E> r) {

@@ -11,7 +11,9 @@
 //   the update: the learning rate lr(t) of the schedule at t = samples consumed before this batch and the config's
 //   momentum and weight decay, or those the caller passes for this batch.
 // This is the reference every pipeline executor is compared with, so its arithmetic is kept plain and fixed: the
-// same inputs give bit-identical results (no threads, fixed summation order).
+// same inputs give bit-identical results (no threads, fixed summation order). At b = 1 with momentum SGD a layer
+// that can (dense_layer) applies its update in its backward-p2 without storing its gradient
+// (layer_stack::backward_momentum_update): the same bits, one pass over its weights and velocity fewer.
 #pragma once
 
 #include <algorithm>
@@ -21,6 +23,8 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "pipeprop/check_policies.hpp"
@@ -106,6 +110,8 @@ public:
         state_.resize(stack_type::state_count);
         state_backup_.resize(stack_type::state_count);
         if constexpr (stack_type::state_count > 0) stack_.init_state(std::span<T>(state_));
+        unfused_runs_ = stack_type::unfused_parameter_runs(stack_type::all());
+        fuses_update_ = !(unfused_runs_.size() == 1 && unfused_runs_[0].second == parameter_count);
     }
 
     [[nodiscard]] const config_type& config() const noexcept { return config_; }
@@ -172,6 +178,21 @@ public:
                     " samples, learning rate " + std::to_string(h.learning_rate) +
                     "); the update was not applied. Lower the learning rate or check the data.",
                 step_count(), samples_seen_);
+        }
+        if constexpr (std::is_same_v<Optimizer, optim::sgd<T>>) {
+            if (b == 1 && fuses_update_) {  // dense layers' p2 fused into the update (issue 16 item 1); same bits
+                const optim::update_coefficients<T> c = optimizer_.coefficients(h);
+                for (const auto& [offset, count] : unfused_runs_) std::fill_n(gradient_.data() + offset, count, T(0));
+                stack_.backward_momentum_update(std::span<const T>(parameters_), std::span<T>(gradient_),
+                                                std::span<T>(parameters_), optimizer_.velocity(), c, act_, ws_,
+                                                /*input_gradient_needed=*/false, std::span<T>(state_));
+                for (const auto& [offset, count] : unfused_runs_)
+                    optim::momentum_update(count, parameters_.data() + offset, optimizer_.velocity().data() + offset,
+                                           gradient_.data() + offset, c);
+                optimizer_.set_step_count(optimizer_.step_count() + 1);
+                samples_seen_ += b;
+                return loss;
+            }
         }
         std::fill(gradient_.begin(), gradient_.end(), T(0));
         stack_.backward(std::span<const T>(parameters_), std::span<T>(gradient_), act_, b, ws_,
@@ -241,7 +262,9 @@ private:
     config_type config_;
     stack_type stack_{};
     std::vector<T> parameters_;  // [P]
-    std::vector<T> gradient_;    // [P], zeroed per batch
+    std::vector<T> gradient_;    // [P], zeroed per batch (at b = 1 with fuses_update_: its unfused runs only)
+    std::vector<std::pair<std::size_t, std::size_t>> unfused_runs_;  // layer_stack::unfused_parameter_runs
+    bool fuses_update_ = false;  // a layer fuses backward-p2 into the momentum update (dense_layer)
     std::vector<T> state_;       // [state_count] running state of the stateful layers
     std::vector<T> state_backup_;  // [state_count] state before the current batch
     Optimizer optimizer_;

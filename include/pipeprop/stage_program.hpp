@@ -1,11 +1,12 @@
 // pipeprop/stage_program.hpp: the code of one pipeline stage, instantiated from its stage type (issue 10 item 4).
 //
-// A stage's passes (forward, infer, backward-p1, backward-p2, fused backward) over its layers. For a static pipeline
-// the stage type (stage_type<Layout, S>, pipeline_layout.hpp) fixes the layers [B, E) at compile time and
-// static_stage_programs<Layout>() instantiates each stage's passes for exactly its layers (layer_stack with a
-// static_range<B, E>: no per-layer range test at run time). The dynamic variant (a cut chosen at run time, e.g. the
-// main program's --stages 2,5,8) runs the same layer code over a runtime range (dynamic_stage_programs). The
-// executors hold one program per stage and call through it; results are the same bits either way.
+// A stage's passes (forward, infer, backward-p1, backward-p2, fused backward, fused backward with the momentum update
+// at b = 1) over its layers. For a static pipeline the stage type (stage_type<Layout, S>, pipeline_layout.hpp) fixes
+// the layers [B, E) at compile time and static_stage_programs<Layout>() instantiates each stage's passes for exactly
+// its layers (layer_stack with a static_range<B, E>: no per-layer range test at run time). The dynamic variant (a cut
+// chosen at run time, e.g. the main program's --stages 2,5,8) runs the same layer code over a runtime range
+// (dynamic_stage_programs). The executors hold one program per stage and call through it; results are the same bits
+// either way.
 #pragma once
 
 #include <boost/mp11/algorithm.hpp>
@@ -43,6 +44,9 @@ struct stage_program {
                             std::size_t b, workspaces& ws) = nullptr;
     void (*backward)(const Stack& stack, std::span<const T> w, std::span<T> dw, activations& act, std::size_t b,
                      workspaces& ws, bool input_gradient_needed, std::span<T> state) = nullptr;
+    void (*backward_momentum_update)(const Stack& stack, std::span<const T> wb, std::span<T> dw, std::span<T> w,
+                                     std::span<T> v, const optim::update_coefficients<T>& c, activations& act,
+                                     workspaces& ws, bool input_gradient_needed, std::span<T> state) = nullptr;
 };
 
 /// The program of a stage over `range`, its passes instantiated for Range (dynamic_range or static_range<B, E>).
@@ -66,6 +70,11 @@ template <class Stack, class Range>
                            ws_t& ws) { s.backward_weight(w, dw, a, b, ws, Range{}); };
     p.backward = [](const Stack& s, std::span<const T> w, std::span<T> dw, act_t& a, std::size_t b, ws_t& ws,
                     bool need, std::span<T> st) { s.backward(w, dw, a, b, ws, need, st, Range{}); };
+    p.backward_momentum_update = [](const Stack& s, std::span<const T> wb, std::span<T> dw, std::span<T> w,
+                                    std::span<T> v, const optim::update_coefficients<T>& c, act_t& a, ws_t& ws,
+                                    bool need, std::span<T> st) {
+        s.backward_momentum_update(wb, dw, w, v, c, a, ws, need, st, Range{});
+    };
     return p;
 }
 

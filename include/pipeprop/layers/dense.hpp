@@ -10,6 +10,7 @@
 
 #include "pipeprop/kernels/gemm.hpp"
 #include "pipeprop/layer_concept.hpp"
+#include "pipeprop/optim/momentum_update.hpp"
 #include "pipeprop/parameter_tensor.hpp"
 #include "pipeprop/seed.hpp"
 #include "pipeprop/shape.hpp"
@@ -66,6 +67,17 @@ struct dense_layer {
         T* dbias = dw.data() + out * in;
         for (std::size_t n = 0; n < b; ++n)
             for (std::size_t o = 0; o < out; ++o) dbias[o] += dy[n * out + o];
+    }
+
+    /// Backward-p2 of ONE sample (b = 1) fused into the momentum update (issue 16 item 1): w [P] and its velocity
+    /// v [P] are updated in place with the gradient dW = dy x^T, dbias = dy, which is never stored (x [1, In],
+    /// dy [1, Out]). The same bits as backward_weight into a zeroed gradient followed by optim::momentum_update
+    /// with c (test_layers_fused_update).
+    void backward_weight_momentum_update(std::span<T> w, std::span<T> v, const T* x, const T* dy,
+                                         const optim::update_coefficients<T>& c) const noexcept {
+        static constexpr T one = T(1);
+        optim::momentum_update_outer(out, in, w.data(), v.data(), dy, x, c);
+        optim::momentum_update_outer(1, out, w.data() + out * in, v.data() + out * in, &one, dy, c);  // 0 + 1 dy
     }
 };
 

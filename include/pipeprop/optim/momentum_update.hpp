@@ -17,6 +17,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <type_traits>
 
 namespace pipeprop::optim {
 
@@ -52,6 +53,24 @@ constexpr update_coefficients<T> spike_compensation(T lr, T m, T wd, std::size_t
     return {lr, m, wd, md, b, T(0)};
 }
 
+namespace detail {
+// The update of one element or one vector of elements (see the file comment): every function below runs exactly this
+// arithmetic, so they agree bit for bit.
+template <class B, class S>
+inline void momentum_element(B& w, B& v, const B& gl, const S& m, const S& wd, const S& lr, const S& a, const S& bl,
+                             const S& bd) noexcept {
+    if constexpr (std::is_floating_point_v<B>) {
+        v = std::fma(m, v, std::fma(wd, w, gl));
+        const B step = std::fma(a, v, std::fma(bl, gl, bd * w));
+        w = std::fma(-lr, step, w);
+    } else {
+        v = kernels::fma(m, v, kernels::fma(wd, w, gl));
+        const B step = kernels::fma(a, v, kernels::fma(bl, gl, bd * w));
+        w = kernels::fnma(lr, step, w);
+    }
+}
+}  // namespace detail
+
 /// Applies one update to n parameters in place: w [n], v [n] (velocity), g_loss [n] (loss gradient, read only).
 /// Element-wise, so the result does not depend on n's split into calls. No allocation, no exceptions.
 template <class T>
@@ -62,20 +81,46 @@ void momentum_update(std::size_t n, T* w, T* v, const T* g_loss, const update_co
         bd(c.b_decay * c.weight_decay);
     std::size_t i = 0;
     for (; i + width <= n; i += width) {
-        const batch wi = batch::load_unaligned(w + i);
-        const batch gl = batch::load_unaligned(g_loss + i);
-        const batch vi = kernels::fma(m, batch::load_unaligned(v + i), kernels::fma(wd, wi, gl));
+        batch wi = batch::load_unaligned(w + i), vi = batch::load_unaligned(v + i);
+        detail::momentum_element(wi, vi, batch::load_unaligned(g_loss + i), m, wd, lr, a, bl, bd);
         vi.store_unaligned(v + i);
-        const batch step = kernels::fma(a, vi, kernels::fma(bl, gl, bd * wi));
-        kernels::fnma(lr, step, wi).store_unaligned(w + i);
+        wi.store_unaligned(w + i);
     }
-    for (; i < n; ++i) {
-        const T wi = w[i];
-        const T gl = g_loss[i];
-        const T vi = std::fma(c.momentum, v[i], std::fma(c.weight_decay, wi, gl));
-        v[i] = vi;
-        const T step = std::fma(c.a, vi, std::fma(c.b_loss, gl, c.b_decay * c.weight_decay * wi));
-        w[i] = std::fma(-c.learning_rate, step, wi);
+    const T bds = c.b_decay * c.weight_decay;
+    for (; i < n; ++i)
+        detail::momentum_element(w[i], v[i], g_loss[i], c.momentum, c.weight_decay, c.learning_rate, c.a, c.b_loss,
+                                 bds);
+}
+
+/// momentum_update of a rows x cols block w, v (row-major) whose loss gradient is the outer product of one sample,
+/// g_loss[r cols + j] = 0 + dy[r] x[j], never stored: backward-p2 of a dense layer at b = 1 fused into the update
+/// (issue 16 item 1; one pass over w and v instead of writing, reading and zeroing a gradient). Each element of
+/// g_loss is formed as a backward-p2 into a zeroed gradient forms it (one rounding; a zero product gives +0), so the
+/// result equals backward-p2 followed by momentum_update bit for bit. No allocation, no exceptions.
+template <class T>
+void momentum_update_outer(std::size_t rows, std::size_t cols, T* w, T* v, const T* dy, const T* x,
+                           const update_coefficients<T>& c) noexcept {
+    using batch = xsimd::batch<T>;
+    constexpr std::size_t width = batch::size;
+    const batch m(c.momentum), wd(c.weight_decay), lr(c.learning_rate), a(c.a), bl(c.b_loss),
+        bd(c.b_decay * c.weight_decay), zero(T(0));
+    const T bds = c.b_decay * c.weight_decay;
+    for (std::size_t r = 0; r < rows; ++r) {
+        T* wr = w + r * cols;
+        T* vr = v + r * cols;
+        const T d = dy[r];
+        const batch db(d);
+        std::size_t j = 0;
+        for (; j + width <= cols; j += width) {
+            batch wi = batch::load_unaligned(wr + j), vi = batch::load_unaligned(vr + j);
+            detail::momentum_element(wi, vi, kernels::fma(db, batch::load_unaligned(x + j), zero), m, wd, lr, a, bl,
+                                     bd);
+            vi.store_unaligned(vr + j);
+            wi.store_unaligned(wr + j);
+        }
+        for (; j < cols; ++j)
+            detail::momentum_element(wr[j], vr[j], std::fma(d, x[j], T(0)), c.momentum, c.weight_decay,
+                                     c.learning_rate, c.a, c.b_loss, bds);
     }
 }
 

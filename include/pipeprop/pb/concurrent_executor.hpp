@@ -594,7 +594,10 @@ private:
                                           ? st.backward_weights()
                                           : std::span<const T>(p.stash.data() + (id % p.slots.size()) * pc, pc);
         try {
-            st.program().backward(stack_, bw, st.gradient(), sl.act, b, p.ws, s > 0, st.state());
+            if (st.fuses_update(b))  // dense layers' p2 fused into this micro-batch's update (U follows at once)
+                st.backward_fusing_update(stack_, bw, sl.act, p.ws, s > 0, sl.info);
+            else
+                st.program().backward(stack_, bw, st.gradient(), sl.act, b, p.ws, s > 0, st.state());
         } catch (...) {
             rethrow_as_stage_error(who, s, id, "backward");
         }

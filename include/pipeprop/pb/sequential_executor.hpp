@@ -99,7 +99,11 @@ public:
             stage_type& st = stages_[s];
             per_stage& p = per_[s];
             try {
-                st.program().backward(stack_, backward_weights(s), st.gradient(), p.act, b, p.ws, s > 0, st.state());
+                if (st.fuses_update(b))  // dense layers' p2 fused into the update of step 4
+                    st.backward_fusing_update(stack_, backward_weights(s), p.act, p.ws, s > 0, mb);
+                else
+                    st.program().backward(stack_, backward_weights(s), st.gradient(), p.act, b, p.ws, s > 0,
+                                          st.state());
             } catch (...) {
                 rethrow_as_stage_error(who, s, n, "backward");
             }

@@ -23,6 +23,8 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "pipeprop/layer_stack.hpp"
 #include "pipeprop/stage_program.hpp"
@@ -55,6 +57,9 @@ public:
 
     /// Elements processed per pass of the fused update loop (fits L1 together with its w, v, g slices).
     static constexpr std::size_t update_chunk = 1024;
+    /// The update needs each chunk's weights before it (LWP weight-difference form, PipeMare).
+    static constexpr bool keeps_old_weights =
+        (Policy::predicts_weights && Policy::form == lwp_form::weight_difference) || Policy::corrects_discrepancy;
 
     /// Stage `index` of `stage_count`, layers `range`; its weights are copied from the network's parameter block
     /// `network_block` [stack_type::parameter_count] (initialized by layer_stack::init_parameters, so they do not
@@ -103,6 +108,11 @@ public:
         }
         if constexpr (Policy::spike_compensated && Policy::fixed_momentum)
             fixed_sc_ = Policy::template coefficients<T>(delay_);
+        if constexpr (!adaptive && !keeps_old_weights) {
+            unfused_runs_ = stack_type::unfused_parameter_runs(core_.range());
+            fusable_ = !(unfused_runs_.size() == 1 && unfused_runs_[0].second == parameter_count_) &&
+                       parameter_count_ > 0;
+        }
     }
 
     stage_state(stage_state&&) noexcept = default;
@@ -210,16 +220,54 @@ public:
         }
     }
 
+    /// Whether the backward of a micro-batch of b samples also applies the update of the layers that fuse backward-p2
+    /// into it (issue 16 item 1: b = 1, momentum SGD, a policy that needs no weights from before the update, and a
+    /// layer such as dense_layer in the stage). The executors then call backward_fusing_update instead of the
+    /// program's backward; update() applies the rest.
+    [[nodiscard]] bool fuses_update(std::size_t b) const noexcept { return fusable_ && b == 1; }
+
+    /// The backward of micro-batch mb (fuses_update(mb.batch)) with the update of mb applied in place by the layers
+    /// that fuse it (layer_stack::backward_momentum_update, with coefficients_for(mb)); bw: the weights the backward
+    /// reads (weights(), or a stashed copy); act / ws: the micro-batch's buffers. update(mb, ...) must follow
+    /// before the stage runs anything else (PB's op streams run U right after BW); it then updates only the other
+    /// layers' parts. The same bits as the program's backward followed by update.
+    void backward_fusing_update(const stack_type& stack, std::span<const T> bw,
+                                typename stack_type::activations& act, typename stack_type::workspaces& ws,
+                                bool input_gradient_needed, const micro_batch_info<T>& mb) {
+        if constexpr (!adaptive) {
+            program().backward_momentum_update(stack, bw, gradient(), weights(), velocity_,
+                                               momentum_coefficients_for(mb, learning_rate_for(mb)), act, ws,
+                                               input_gradient_needed, state());
+            fused_pending_ = true;
+        }
+    }
+
     /// Applies the update of micro-batch mb from gradient() (pb-semantics.md §1: after the forward and the backward
     /// of the tick), zeroes gradient(), advances the policy state (LWP step, PipeMare EMA and correction) and, when
     /// forward_out is not null, writes the forward weights of the new state into it [P] (see forward_weights).
     /// One fused pass over the block in chunks of update_chunk elements; optim::momentum_update is element-wise, so
-    /// the chunking does not change any result. No allocation, no exceptions.
+    /// the chunking does not change any result. After backward_fusing_update: only the parts of the layers that did
+    /// not fuse (their fused parts are updated already). No allocation, no exceptions.
     void update(const micro_batch_info<T>& mb, T* forward_out) noexcept {
         const T learning_rate = learning_rate_for(mb);  // once per update (PipeMare: a pow)
         const auto c = coefficients_for(mb, learning_rate);
-        constexpr bool keeps_old =
-            (Policy::predicts_weights && Policy::form == lwp_form::weight_difference) || Policy::corrects_discrepancy;
+        constexpr bool keeps_old = keeps_old_weights;
+        if constexpr (!adaptive && !keeps_old) {
+            if (fused_pending_) {  // the fusing layers' parts are updated (backward_fusing_update)
+                fused_pending_ = false;
+                for (const auto& [offset, count] : unfused_runs_)
+                    for (std::size_t i = offset; i < offset + count; i += update_chunk) {
+                        const std::size_t n = std::min(update_chunk, offset + count - i);
+                        optim::momentum_update(n, core_.weights().data() + i, velocity_.data() + i,
+                                               core_.gradient().data() + i, c);
+                        std::fill_n(core_.gradient().data() + i, n, T(0));
+                    }
+                last_learning_rate_ = learning_rate;
+                if (forward_out != nullptr) forward_weights(forward_out);
+                ++updates_;
+                return;
+            }
+        }
         alignas(64) T old[keeps_old ? update_chunk : 1];
         for (std::size_t i = 0; i < parameter_count_; i += update_chunk) {
             const std::size_t n = std::min(update_chunk, parameter_count_ - i);
@@ -305,6 +353,9 @@ private:
     aligned_vector<T> corrected_;    // [P] PipeMare only
     T last_learning_rate_ = T(0);
     std::size_t updates_ = 0;
+    std::vector<std::pair<std::size_t, std::size_t>> unfused_runs_;  // layer_stack::unfused_parameter_runs
+    bool fusable_ = false;
+    bool fused_pending_ = false;  // backward_fusing_update ran; update() applies the rest of that micro-batch's update
 
     std::size_t observed_min_ = 0;
     std::size_t observed_max_ = 0;
