@@ -75,9 +75,13 @@ struct dense_layer {
     /// with c (test_layers_fused_update).
     void backward_weight_momentum_update(std::span<T> w, std::span<T> v, const T* x, const T* dy,
                                          const optim::update_coefficients<T>& c) const noexcept {
-        static constexpr T one = T(1);
         optim::momentum_update_outer(out, in, w.data(), v.data(), dy, x, c);
-        optim::momentum_update_outer(1, out, w.data() + out * in, v.data() + out * in, &one, dy, c);  // 0 + 1 dy
+        T* wb = w.data() + out * in;
+        T* vb = v.data() + out * in;
+        const T bd = c.b_decay * c.weight_decay;
+        for (std::size_t o = 0; o < out; ++o)  // dbias = 0 + dy, as p2 adds it into a zeroed gradient
+            optim::detail::momentum_element(wb[o], vb[o], T(0) + dy[o], c.momentum, c.weight_decay, c.learning_rate,
+                                            c.a, c.b_loss, bd);
     }
 };
 

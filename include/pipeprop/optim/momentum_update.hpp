@@ -110,15 +110,15 @@ void momentum_update_outer(std::size_t rows, std::size_t cols, T* w, T* v, const
         T* vr = v + r * cols;
         const T d = dy[r];
         const batch db(d);
-        std::size_t j = 0;
-        for (; j + width <= cols; j += width) {
+        const std::size_t vector_end = cols - cols % width;
+        for (std::size_t j = 0; j < vector_end; j += width) {
             batch wi = batch::load_unaligned(wr + j), vi = batch::load_unaligned(vr + j);
             detail::momentum_element(wi, vi, kernels::fma(db, batch::load_unaligned(x + j), zero), m, wd, lr, a, bl,
                                      bd);
             vi.store_unaligned(vr + j);
             wi.store_unaligned(wr + j);
         }
-        for (; j < cols; ++j)
+        for (std::size_t j = vector_end; j < cols; ++j)
             detail::momentum_element(wr[j], vr[j], std::fma(d, x[j], T(0)), c.momentum, c.weight_decay,
                                      c.learning_rate, c.a, c.b_loss, bds);
     }
