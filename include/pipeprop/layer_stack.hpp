@@ -420,6 +420,15 @@ public:
     static constexpr bool fuses_momentum_update =
         layer_type<I>::parameter_count > 0 && layer_has_fused_momentum_update<layer_type<I>>;
 
+    /// True when some layer of range r updates its weights in backward_momentum_update.
+    static constexpr bool fuses_momentum_update_in(layer_range r) noexcept {
+        bool any = false;
+        boost::mp11::mp_for_each<boost::mp11::mp_iota_c<layer_count>>([&](auto I) {
+            if constexpr (fuses_momentum_update<I>) any = any || r.contains(I);
+        });
+        return any;
+    }
+
     /// The parts of range r's parameter block [parameter_count_of(r)] that backward_momentum_update does NOT update,
     /// as {offset in the block, count} in order (the whole block, or nothing for a parameter-free range, when no
     /// layer of r fuses). Setup time (allocates).

@@ -111,7 +111,7 @@ public:
         state_backup_.resize(stack_type::state_count);
         if constexpr (stack_type::state_count > 0) stack_.init_state(std::span<T>(state_));
         unfused_runs_ = stack_type::unfused_parameter_runs(stack_type::all());
-        fuses_update_ = !(unfused_runs_.size() == 1 && unfused_runs_[0].second == parameter_count);
+        fuses_update_ = stack_type::fuses_momentum_update_in(stack_type::all());
     }
 
     [[nodiscard]] const config_type& config() const noexcept { return config_; }
@@ -186,10 +186,7 @@ public:
                 stack_.backward_momentum_update(std::span<const T>(parameters_), std::span<T>(gradient_),
                                                 std::span<T>(parameters_), optimizer_.velocity(), c, act_, ws_,
                                                 /*input_gradient_needed=*/false, std::span<T>(state_));
-                for (const auto& [offset, count] : unfused_runs_)
-                    optim::momentum_update(count, parameters_.data() + offset, optimizer_.velocity().data() + offset,
-                                           gradient_.data() + offset, c);
-                optimizer_.set_step_count(optimizer_.step_count() + 1);
+                optimizer_.step_parts(std::span<T>(parameters_), std::span<const T>(gradient_), c, unfused_runs_);
                 samples_seen_ += b;
                 return loss;
             }

@@ -142,6 +142,10 @@ TEST_CASE("which parts of a block the fused backward leaves to the optimizer", "
     // the stage [2, 8) of cnn starts after the conv: nothing left; [0, 4): the conv and the norm, all unfused
     CHECK(pp::layer_stack<cnn, float>::unfused_parameter_runs({2, 8}).empty());
     CHECK(pp::layer_stack<cnn, float>::unfused_parameter_runs({0, 4}) == runs_t{{0, 84}});
+    CHECK(pp::layer_stack<cnn, float>::fuses_momentum_update_in({0, 8}));
+    CHECK(pp::layer_stack<cnn, float>::fuses_momentum_update_in({5, 6}));
+    CHECK_FALSE(pp::layer_stack<cnn, float>::fuses_momentum_update_in({0, 5}));  // conv, norm, parameter-free
+    CHECK_FALSE(pp::layer_stack<cnn, float>::fuses_momentum_update_in({6, 7}));  // relu alone
     // with_block: dense 6->6 (42), the residual block's dense layers are inside a block (not fused: 35 + 36),
     // then dense 6->4 (28)
     CHECK(pp::layer_stack<with_block, float>::unfused_parameter_runs(pp::layer_stack<with_block, float>::all()) ==

@@ -16,6 +16,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pipeprop/optim/hyperparameters.hpp"
@@ -106,6 +107,17 @@ public:
     void step_with(std::span<T> w, std::span<const T> g, const update_coefficients<T>& c) {
         check_sizes(w.size(), g.size());
         momentum_update(velocity_.size(), w.data(), velocity_.data(), g.data(), c);
+        ++steps_;
+    }
+
+    /// One update with explicit coefficients of the parts {offset, count} of w and g only (the rest of w was updated
+    /// elsewhere, e.g. by a backward-p2 fused into the update: layer_stack::backward_momentum_update); counts as one
+    /// step. Same size requirements as step; a part beyond the block is a precondition violation.
+    void step_parts(std::span<T> w, std::span<const T> g, const update_coefficients<T>& c,
+                    std::span<const std::pair<std::size_t, std::size_t>> parts) {
+        check_sizes(w.size(), g.size());
+        for (const auto& [offset, count] : parts)
+            momentum_update(count, w.data() + offset, velocity_.data() + offset, g.data() + offset, c);
         ++steps_;
     }
 

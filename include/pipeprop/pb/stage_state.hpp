@@ -110,8 +110,7 @@ public:
             fixed_sc_ = Policy::template coefficients<T>(delay_);
         if constexpr (!adaptive && !keeps_old_weights) {
             unfused_runs_ = stack_type::unfused_parameter_runs(core_.range());
-            fusable_ = !(unfused_runs_.size() == 1 && unfused_runs_[0].second == parameter_count_) &&
-                       parameter_count_ > 0;
+            fusable_ = stack_type::fuses_momentum_update_in(core_.range());
         }
     }
 
