@@ -8,7 +8,12 @@
                                    samples/s (CPU time; the wall-clock ratios too), pipeprop / PyTorch and pipeprop /
                                    libtorch, and the losses after the run with their relative differences; exits
                                    with 3 when a float64 loss of PyTorch or libtorch differs from pipeprop's by more
-                                   than --tolerance (relative, default 1e-9): the same-math check.
+                                   than --tolerance (relative, default 1e-9): the same-math check. With
+                                   "peak peak_gflops=..." lines (side_by_side_train --peak) and the result lines'
+                                   flop_per_sample, also what issue 16's targets ask of this core: each side's
+                                   GFLOP/s, the GFLOP/s pipeprop would need for the target ratio against each
+                                   other side, and the highest ratio any direct-convolution step could reach
+                                   (this core's peak / the other side's GFLOP/s).
   ratios.py pairs JSON --base B --other O [--filter REGEX]
                                    JSON: Google Benchmark output (--benchmark_out_format=json, with repetitions);
                                    benchmarks named <key>/<variant>; prints per key the median GFLOP/s (or samples/s)
@@ -22,15 +27,55 @@ import sys
 from collections import defaultdict
 
 
-def parse_results(path):
+def parse_results(path, kind="result"):
+    """The key=value fields of every line of `path` that starts with `kind` ("result" or "peak")."""
     runs = []
     with open(path, encoding="utf-8") as f:
         for line in f:
-            if not line.startswith("result "):
+            if not line.startswith(kind + " "):
                 continue
             fields = dict(item.split("=", 1) for item in line.split()[1:])
             runs.append(fields)
     return runs
+
+
+def target_ratio(batch):
+    """Issue 16's target for pipeprop / PyTorch and pipeprop / libtorch samples/s at micro-batch size b."""
+    return 5.0 if batch == 1 else 2.5
+
+
+def ceilings(groups, others, networks, peaks):
+    """Prints what the targets ask of this core: GFLOP/s = samples/s (CPU time, median) x FLOP per sample of the
+    step (from the layer types, bench/step_cost.hpp: the multiply-adds of direct, GEMM-shaped convolutions)."""
+    peak = max(float(p["peak_gflops"]) for p in peaks)
+    arch = peaks[0].get("xsimd_arch", "?")
+    print(f"### What the targets ask of this core (float32; peak {peak:.1f} GFLOP/s, FMA loop, xsimd {arch}, best "
+          f"of {len(peaks)} measurements in this run)\n")
+    print("| network | b | MFLOP per sample | pipeprop GFLOP/s (% of peak) | " +
+          "".join(f"{name} GFLOP/s (% of peak) | " for _, name in others) + "target | " +
+          "".join(f"pipeprop needs vs {name} (% of peak) | " for _, name in others) +
+          "".join(f"highest ratio vs {name} at the peak | " for _, name in others) + "target within the peak |")
+    print("|---" * (6 + 3 * len(others)) + "|")
+    for network in networks:
+        for batch in sorted({b for (n, p, b, _) in groups if n == network and p == "float"}):
+            ours = groups.get((network, "float", batch, "pipeprop"))
+            if not ours or "flop_per_sample" not in ours[0]:
+                continue
+            flop = float(ours[0]["flop_per_sample"])
+            rate = lambda rs: statistics.median(float(r["cpu_samples_per_s"]) for r in rs) * flop / 1e9
+            mine = rate(ours)
+            theirs = [groups.get((network, "float", batch, impl)) for impl, _ in others]
+            given = [rate(t) if t else None for t in theirs]
+            target = target_ratio(batch)
+            cells = [f"{g:.1f} ({100 * g / peak:.0f}%)" if g else "-" for g in given]
+            needs = [f"{target * g:.1f} ({100 * target * g / peak:.0f}%)" if g else "-" for g in given]
+            highest = [f"{peak / g:.2f}x" if g else "-" for g in given]
+            within = all(target * g <= peak for g in given if g)
+            print(f"| {network} | {batch} | {flop / 1e6:.2f} | {mine:.1f} ({100 * mine / peak:.0f}%) | " +
+                  " | ".join(cells) + f" | {target:g}x | " + " | ".join(needs) + " | " + " | ".join(highest) +
+                  f" | {'yes' if within else 'NO: above the peak'} |")
+    print("\n(A target above the peak cannot be met by any step that does these multiply-adds on one core of this "
+          "host; only fewer multiply-adds, e.g. Winograd or FFT convolutions, could.)")
 
 
 OTHERS = (("torch", "PyTorch"), ("libtorch", "libtorch"))  # impl field -> name in the tables
@@ -82,7 +127,10 @@ def side_by_side(path, tolerance):
     rounds = max(len(v) for v in groups.values())
     print(f"(samples/s from CPU time of the training loop, medians over up to {rounds} interleaved rounds; "
           "wall-clock ratios in the order of the ratio columns; losses from round 1; rel. diff: |pipeprop - other| / "
-          "|other|)")
+          "|other|)\n")
+    peaks = parse_results(path, "peak")
+    if peaks:
+        ceilings(groups, others, networks, peaks)
     # Rounding check: each float32 run against the float64 run of the same side on the same samples.
     for network in networks:
         for batch in sorted({b for (n, p, b, _) in groups if n == network and p == "double"}):

@@ -1,9 +1,7 @@
 // bench/roofline.cpp: where one b = 1 training step stands against one core's roofline (issue 16).
 //
 // Measures, on one thread:
-//   - the fp32 peak of one core: a loop of independent fused multiply-adds over xsimd batches of the compiled
-//     architecture (16 accumulators with 64-byte vectors, 12 otherwise: more than FMA latency x FMA units), best of
-//     several runs;
+//   - the fp32 peak of one core for the compiled architecture (bench/fp32_peak.hpp: an FMA loop, best of runs);
 //   - the bandwidth of a read-modify-write stream y = y + s x (12 bytes per element) over a buffer the size of the
 //     step's working set (parameters, gradient, velocity, activations and their gradients), and over 128 MiB (memory);
 //   - the b = 1 step of the small CNN (bench/small_cnn.hpp) and of ResNet-20 (examples/train/networks.hpp), timed
@@ -22,7 +20,6 @@
 #include <xsimd/xsimd.hpp>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -37,6 +34,7 @@
 #include "pipeprop/kernels/fma.hpp"
 #include "pipeprop/op_cost_probe.hpp"
 #include "pipeprop/sequential_trainer.hpp"
+#include "fp32_peak.hpp"
 #include "small_cnn.hpp"
 #include "step_cost.hpp"
 #include "train/networks.hpp"
@@ -53,32 +51,6 @@ double thread_cpu_seconds() {
     timespec ts{};
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
-
-/// One run of N independent chains of fused multiply-adds (acc = acc * a + b) over batches of T; GFLOP/s.
-template <class T, std::size_t N>
-double fma_loop_gflops(std::size_t iterations) {
-    using batch = xsimd::batch<T>;
-    std::array<batch, N> acc;
-    for (std::size_t i = 0; i < N; ++i) acc[i] = batch(T(i) * T(1e-3));
-    const batch a(T(0.999999)), b(T(1e-7));
-    const auto t0 = clock_type::now();
-    for (std::size_t it = 0; it < iterations; ++it)
-        for (std::size_t i = 0; i < N; ++i) acc[i] = pipeprop::kernels::fma(acc[i], a, b);
-    const double s = std::chrono::duration<double>(clock_type::now() - t0).count();
-    batch sum = acc[0];
-    for (std::size_t i = 1; i < N; ++i) sum += acc[i];
-    volatile T sink = xsimd::hadd(sum);
-    (void)sink;
-    return 2.0 * double(batch::size) * double(N) * double(iterations) / s / 1e9;
-}
-
-/// fp32 peak of this core for the compiled architecture: best of `runs` FMA loops of about 0.05 s each.
-double measure_peak_gflops(int runs) {
-    constexpr std::size_t chains = sizeof(xsimd::batch<float>) >= 64 ? 16 : 12;
-    double best = 0;
-    for (int r = 0; r < runs; ++r) best = std::max(best, fma_loop_gflops<float, chains>(4'000'000));
-    return best;
 }
 
 /// Bandwidth (GB/s) of y = y + s x over two float buffers of `bytes` in all (reads x and y, writes y: 12 bytes
@@ -309,7 +281,7 @@ int main(int argc, char** argv) {
     std::printf("OPENBLAS_CORETYPE=%s (OpenBLAS core: %s; not used by the step, whose GEMMs are pipeprop's)\n",
                 coretype ? coretype : "unset", openblas_get_corename());
     std::printf("load average at start: %s\n", load_average().c_str());
-    const double peak = measure_peak_gflops(quick ? 3 : 9);
+    const double peak = pipeprop::bench::measure_peak_gflops(quick ? 3 : 9);
     const double bw_memory = measure_bandwidth_gbs(std::size_t(128) << 20, quick ? 1 : 3);
     std::printf("peak (FMA loop): %.1f GFLOP/s\n", peak);
     if (network == "cnn" || network == "all")

@@ -5,7 +5,9 @@
 #      frontend: bench/libtorch/libtorch_side_by_side.cpp) in the same run: the small CNN and ResNet-20 (group norm)
 #      trained on the same data, from the same initial weights, with the same hyperparameters, each side on one
 #      thread, at b = 1 and b = 32 (float32, several interleaved rounds, medians), plus one float64 run of each side
-#      per network and b (the same-math check: the three must report the same losses to ~1e-10);
+#      per network and b (the same-math check: the three must report the same losses to ~1e-10); with this core's
+#      fp32 peak (measured before and after), what the targets of issue 16 ask of it: each side's GFLOP/s and the
+#      highest ratio a step of the same multiply-adds could reach against PyTorch and libtorch;
 #   2. layers_bench: conv2d and dense layers vs OpenBLAS sgemm at the GEMM-equivalent shapes, and the training step;
 #   3. gemm_choice: OpenBLAS sgemm vs pipeprop's xsimd GEMM at the layers' GEMM shapes.
 # Usage: bench/side_by_side.sh [--quick] [--rounds R] [--build-dir DIR] [--data DIR] [--no-gbench]
@@ -90,6 +92,8 @@ for c in "${configurations[@]}"; do
       --export "$work/$network-b$b-$precision" >/dev/null
   done
 done
+# This core's fp32 peak before and after the timed runs (ratios.py takes the best): what the targets ask of it.
+"$train" --peak | tee -a "$results" >&2
 for ((r = 1; r <= rounds; r++)); do
   echo "side_by_side.sh: round $r of $rounds" >&2
   for c in "${configurations[@]}"; do
@@ -97,6 +101,7 @@ for ((r = 1; r <= rounds; r++)); do
     three_sides "$work/$network-b$b-float" --network "$network" --batch "$b" --samples "$samples"
   done
 done
+"$train" --peak | tee -a "$results" >&2
 echo "side_by_side.sh: float64 same-math check" >&2
 for c in "${configurations[@]}"; do
   read -r network b samples <<<"$c"

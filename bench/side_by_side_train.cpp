@@ -8,6 +8,7 @@
 //   result impl=pipeprop network=<cnn|resnet20> precision=<float|double> batch=<b> samples=<N> seconds=<s>
 //          samples_per_s=<r> cpu_seconds=<s> cpu_samples_per_s=<r> lr=<eta_b> momentum=<m_b>
 //          last_loss=<mean loss of the last batch, before its update> eval_loss=<mean loss on the first E samples>
+//          flop_per_sample=<FLOP of a training step at b, from the layer types (bench/step_cost.hpp), divided by b>
 // seconds: wall clock of the training loop; cpu_seconds: CPU time of the process over the same loop (std::clock),
 // the figure that stays meaningful when other programs share the cores. --precision double trains in float64
 // (inputs converted exactly from float32, parameters initialized in double): the check that all sides compute the
@@ -27,8 +28,14 @@
 //   - x.npy [N, 1, 28, 28] float32 (the normalized inputs) and labels.npy [N] int32;
 //   - hyperparameters.txt: "batch", "lr", "momentum", "network", "precision" lines ("key value").
 //
+// flop_per_sample is the work any implementation of the step does with direct (GEMM-shaped) convolutions, so
+// samples/s x flop_per_sample is a side's GFLOP/s; bench/ratios.py sets it against this core's peak.
+// With --peak it only measures this core's fp32 peak for the compiled architecture (bench/fp32_peak.hpp) and prints
+//   peak peak_gflops=<GFLOP/s> march=<-march of this build> xsimd_arch=<xsimd architecture>
+//
 // Usage: side_by_side_train --batch 32 --samples 3200 [--network cnn|resnet20] [--data DIR] [--export DIR]
 //                          [--seed S] [--eval E] [--precision float|double]
+//        side_by_side_train --peak
 // Exit code 2 for bad arguments or data (message on stderr).
 #include <cblas.h>
 
@@ -49,8 +56,14 @@
 #include "pipeprop/data/dataset.hpp"
 #include "pipeprop/optim/scaling_rules.hpp"
 #include "pipeprop/sequential_trainer.hpp"
+#include "fp32_peak.hpp"
 #include "small_cnn.hpp"
+#include "step_cost.hpp"
 #include "train/networks.hpp"
+
+#ifndef PIPEPROP_BENCH_MARCH
+#define PIPEPROP_BENCH_MARCH "unknown"
+#endif
 
 namespace {
 
@@ -137,9 +150,11 @@ void run(const options& opt, const pipeprop::data::dataset& train) {
     const auto ev = trainer.evaluate(x, train.labels.data(), eval);
     std::printf(
         "result impl=pipeprop network=%s precision=%s batch=%zu samples=%zu seconds=%.6f samples_per_s=%.2f "
-        "cpu_seconds=%.6f cpu_samples_per_s=%.2f lr=%.9g momentum=%.9g last_loss=%.17g eval_loss=%.17g\n",
+        "cpu_seconds=%.6f cpu_samples_per_s=%.2f lr=%.9g momentum=%.9g last_loss=%.17g eval_loss=%.17g "
+        "flop_per_sample=%.6g\n",
         opt.network.c_str(), opt.precision.c_str(), opt.batch, opt.samples, seconds, double(opt.samples) / seconds,
-        cpu_seconds, double(opt.samples) / cpu_seconds, hp.learning_rate, hp.momentum, double(last_loss), ev.loss);
+        cpu_seconds, double(opt.samples) / cpu_seconds, hp.learning_rate, hp.momentum, double(last_loss), ev.loss,
+        pipeprop::bench::step_cost_of<Net, T>(opt.batch).total().flops / double(opt.batch));
 }
 
 }  // namespace
@@ -160,8 +175,15 @@ int main(int argc, char** argv) {
     app.add_option("--export", opt.export_dir, "write initial parameters, inputs, labels, hyperparameters here");
     app.add_option("--precision", opt.precision, "float (speed) or double (same-math check)")
         ->check(CLI::IsMember({"float", "double"}));
+    bool peak = false;
+    app.add_flag("--peak", peak, "only measure and print this core's fp32 peak (bench/fp32_peak.hpp)");
     CLI11_PARSE(app, argc, argv);
     openblas_set_num_threads(1);
+    if (peak) {
+        std::printf("peak peak_gflops=%.1f march=%s xsimd_arch=%s\n", pipeprop::bench::measure_peak_gflops(9),
+                    PIPEPROP_BENCH_MARCH, xsimd::default_arch::name());
+        return 0;
+    }
 
     try {
         const auto data = pipeprop::data::load_image_dataset(opt.data_dir, {1, 28, 28});
