@@ -30,11 +30,14 @@ struct conv2d_stash {
 };
 
 /// Workspace of conv2d (one per runner): one sample's column matrix [C * K * K, OH * OW], written by im2col in the
-/// forward and in backward-p2 (the GEMM's right operand), and by the GEMM of backward-p1 as the column gradient dcol
-/// that col2im folds back into dx. Each pass uses it only within its own call. Empty for an identity im2col.
+/// forward and in backward-p2 (the GEMM's left operand), and by the GEMM of backward-p1 as the column gradient dcol
+/// that col2im folds back into dx (empty for an identity im2col); with conv2d_layer::transposed_p2, one sample's
+/// output gradient transposed, dy_t [OH * OW, OutChannels], and the weight gradient transposed, dw_t
+/// [C * K * K, OutChannels], accumulated over the micro-batch. Each pass uses it only within its own call.
 template <class T>
 struct conv2d_workspace {
     detail::aligned_buffer<T> columns;
+    detail::aligned_buffer<T> dy_t, dw_t;
 };
 
 /// 2-D convolution, bound form. Input [b, C, H, W], output [b, OutChannels, OH, OW] with
@@ -44,8 +47,10 @@ struct conv2d_workspace {
 /// Parameter block: weight [OutChannels, C, Kernel, Kernel] followed by bias [OutChannels].
 /// forward:  per sample n: cols_n = im2col(x_n) [C K K, OH OW]; y_n = W cols_n + bias   (GEMM OC x OHW x CKK)
 /// p1:       per sample n: dcol = W^T dy_n (GEMM CKK x OHW x OC); dx_n = col2im(dcol)   (assigned)
-/// p2:       per sample n: cols_n = im2col(x_n) again; dW += dy_n cols_n^T (GEMM OC x CKK x OHW); dbias += sum over
-///           n, OH, OW of dy (added)
+/// p2:       per sample n: cols_n = im2col(x_n) again; dW += dy_n cols_n^T (added; dbias += sum over n, OH, OW of
+///           dy). With transposed_p2: dW^T = sum over n of cols_n dy_n^T (GEMM CKK x OC x OHW, B = dy_n^T transposed
+///           into the workspace, beta 0 for n = 0 and 1 after), then dW += (dW^T)^T; otherwise per sample
+///           dW += dy_n cols_n^T (GEMM OC x CKK x OHW with B transposed)
 /// Init: weight ~ U(-sqrt(6 / (C K K)), sqrt(6 / (C K K))) (He uniform), bias = 0, from the given seed.
 /// Stash: none beyond its size (see conv2d_stash): p2 rebuilds the column matrices from x, one sample at a time in the
 /// workspace (an im2col per sample and p2, memory-bound and small next to the GEMM), instead of keeping C K K * OH OW
@@ -89,6 +94,12 @@ struct conv2d_layer {
     /// contiguous block of the input channel, shifted by (kh - P) W + (kw - P). im2col / col2im copy / add that block
     /// in one vectorizable loop and fix the few columns that fall in the padding.
     static constexpr bool contiguous_rows = Stride == 1 && out_width == width;
+    /// Backward-p2 as cols dy^T with dy transposed in the workspace (a GEMM with B [OH OW, OC] row-major: register
+    /// blocks of whole vectors of output channels, B's panel in L1) rather than dy cols^T (B transposed: the GEMM
+    /// packs cols^T, C K K x OH OW values, or forms dot products along OH OW). Where OutChannels fills at least two
+    /// SIMD vectors of T: 1.4-2.3x faster at the small CNN's and ResNet-20's p2 shapes with 32 or 64 output channels
+    /// (AVX-512); with 16 (one AVX-512 vector) it was slower (bench/README.md, "conv2d backward-p2").
+    static constexpr bool transposed_p2 = kernels::simd_gemm_preferred && OutChannels >= 2 * xsimd::batch<T>::size;
 
     using value_type = T;
     using input_shape = InputShape;
@@ -110,6 +121,10 @@ struct conv2d_layer {
     [[nodiscard]] workspace_type make_workspace(std::size_t) const {
         workspace_type ws;
         if constexpr (!identity_columns) ws.columns.assign(patch * pixels, T(0));
+        if constexpr (transposed_p2) {
+            ws.dy_t.assign(pixels * OutChannels, T(0));
+            ws.dw_t.assign(patch * OutChannels, T(0));
+        }
         return ws;
     }
     [[nodiscard]] std::size_t stash_bytes(const stash_type& st) const noexcept {
@@ -157,9 +172,25 @@ struct conv2d_layer {
         T* dbias = dw.data() + OutChannels * patch;
         for (std::size_t n = 0; n < b; ++n) {
             const T* dyn = dy + n * output_shape::size;
-            kernels::gemm(false, true, OutChannels, patch, pixels, T(1), dyn, pixels, columns_of(ws, x, n), pixels,
-                          T(1), dw.data(), patch);
+            if constexpr (transposed_p2) {
+                T* __restrict dyt = ws.dy_t.data();
+                for (std::size_t o = 0; o < OutChannels; ++o)
+                    for (std::size_t q = 0; q < pixels; ++q) dyt[q * OutChannels + o] = dyn[o * pixels + q];
+                kernels::gemm(false, false, patch, OutChannels, pixels, T(1), columns_of(ws, x, n), pixels, dyt,
+                              OutChannels, n == 0 ? T(0) : T(1), ws.dw_t.data(), OutChannels);
+            } else {
+                kernels::gemm(false, true, OutChannels, patch, pixels, T(1), dyn, pixels, columns_of(ws, x, n),
+                              pixels, T(1), dw.data(), patch);
+            }
             for (std::size_t o = 0; o < OutChannels; ++o) dbias[o] += kernels::sum(pixels, dyn + o * pixels);
+        }
+        if constexpr (transposed_p2) {
+            if (b == 0) return;
+            const T* __restrict dwt = ws.dw_t.data();
+            for (std::size_t o = 0; o < OutChannels; ++o) {
+                T* __restrict row = dw.data() + o * patch;
+                for (std::size_t q = 0; q < patch; ++q) row[q] += dwt[q * OutChannels + o];
+            }
         }
     }
 
