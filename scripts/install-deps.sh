@@ -2,9 +2,10 @@
 # Installs everything pipeprop needs on Debian 12 (idempotent: already-installed packages are left alone).
 # clang-14 + libclang-rt-14-dev: libFuzzer and the sanitizer runtimes of the fuzz targets (tests/fuzz).
 # libopenmpi-dev + openmpi-bin: stages in several processes (include/pipeprop/mpi, tests/mpi; -DPIPEPROP_WITH_MPI=ON).
-# Usage: scripts/install-deps.sh [--with-torch] [--with-plots]   (--with-torch: also python3-torch and libtorch-dev
-# for bench/'s side-by-side comparisons with PyTorch and libtorch; the library itself needs neither;
-# --with-plots: python3-matplotlib for bench/plot_fidelity.py)
+# Usage: scripts/install-deps.sh [--with-libtorch] [--with-torch] [--with-plots]   (--with-libtorch: also libtorch-dev,
+# for the libtorch embedding example and its tests (scripts/test.sh asks for it); --with-torch: also python3-torch
+# and libtorch-dev for bench/'s side-by-side comparisons with PyTorch and libtorch; the library itself needs
+# neither; --with-plots: python3-matplotlib for bench/plot_fidelity.py)
 set -euo pipefail
 packages=(
   build-essential cmake
@@ -16,9 +17,10 @@ packages=(
 )
 for option in "$@"; do
   case "$option" in
+    --with-libtorch) packages+=(libtorch-dev) ;;
     --with-torch) packages+=(python3-torch python3-numpy libtorch-dev) ;;
     --with-plots) packages+=(python3-matplotlib) ;;
-    *) echo "install-deps: unknown option '$option' (--with-torch, --with-plots)" >&2; exit 2 ;;
+    *) echo "install-deps: unknown option '$option' (--with-libtorch, --with-torch, --with-plots)" >&2; exit 2 ;;
   esac
 done
 missing=()

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # README's test command (and exactly what .ci/run runs): install the Debian packages, configure, build the
-# library's tests, examples, consumer projects and compile-fail cases, and run every test with ctest.
+# library's tests, examples, consumer projects and compile-fail cases, and run every test with ctest. libtorch-dev is
+# installed too, so that the libtorch embedding example (examples/libtorch) is built and its tests run.
 # Usage: scripts/test.sh [build-dir]   (default: build-tests; the main job builds in build/, -O3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-tests}
 jobs=$(nproc)
-scripts/install-deps.sh
+scripts/install-deps.sh --with-libtorch
 # The TSan build of oneTBB (tests/hardening.cmake) depends only on the installed libtbb-dev version: keep it in a
 # per-user cache outside the build tree, built once per machine and version (a few minutes), not once per clone.
 tsan_tbb=${PIPEPROP_TSAN_TBB_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pipeprop/tsan-tbb}
