@@ -142,23 +142,26 @@ TEST_CASE("conv2d: backward-p1 and backward-p2 match finite differences", "[laye
     check_layer<pp::conv2d_layer<double, shape<3, 5, 7>, 2, 3, 1, 0>>("3x5x7, 3x3, stride 1, no padding");
     check_layer<pp::conv2d_layer<double, shape<2, 4, 1>, 3, 3, 1, 1>>("2x4x1 (one column), 3x3, pad 1");
     check_layer<pp::conv2d_layer<double, shape<1, 1, 5>, 2, 3, 1, 1>>("1x1x5 (one row), 3x3, pad 1");
-    // 16 or more output channels: backward-p2 as cols dy^T through the workspace (transposed_p2) where the build's
-    // GEMM is pipeprop's; 17 and 18 leave a partial vector of output channels.
-    check_layer<pp::conv2d_layer<double, shape<3, 5, 7>, 17, 3, 1, 1>>("3x5x7 -> 17 channels, 3x3, pad 1");
-    check_layer<pp::conv2d_layer<double, shape<3, 6, 5>, 18, 3, 2, 1>>("3x6x5 -> 18 channels, 3x3, stride 2, pad 1");
-    check_layer<pp::conv2d_layer<double, shape<3, 5, 7>, 16, 1, 1, 0>>("3x5x7 -> 16 channels, 1x1 (identity im2col)");
+    // 16 or more output channels and 64 or more output pixels: backward-p2 as cols dy^T through the workspace
+    // (transposed_p2) where the build's GEMM is pipeprop's; 17 and 18 leave a partial vector of output channels.
+    check_layer<pp::conv2d_layer<double, shape<3, 9, 8>, 17, 3, 1, 1>>("3x9x8 -> 17 channels, 3x3, pad 1");
+    check_layer<pp::conv2d_layer<double, shape<3, 16, 15>, 18, 3, 2, 1>>("3x16x15 -> 18 channels, 3x3, stride 2");
+    check_layer<pp::conv2d_layer<double, shape<5, 9, 8>, 16, 1, 1, 0>>("5x9x8 -> 16 channels, 1x1 (identity im2col)");
 }
 
 TEST_CASE("conv2d: the finite-difference and direct checks reach both forms of backward-p2", "[layers][conv2d]") {
-    // With pipeprop's GEMM (FMA, 256-bit vectors or wider) 16+ output channels in double fill two vectors and take
-    // the transposed form (cols dy^T through the workspace); 2-4 channels never do.
+    // With pipeprop's GEMM (FMA, 256-bit vectors or wider) 16+ output channels and 64+ output pixels in double
+    // fill two vectors of channels and eight of pixels and take the transposed form (cols dy^T through the
+    // workspace); 2-4 channels or 35 pixels never do.
     static_assert(!pp::kernels::simd_gemm_preferred ||
-                  (pp::conv2d_layer<double, shape<3, 5, 7>, 17, 3, 1, 1>::transposed_p2 &&
-                   pp::conv2d_layer<double, shape<3, 6, 5>, 18, 3, 2, 1>::transposed_p2 &&
-                   pp::conv2d_layer<double, shape<5, 4, 4>, 16, 1, 1, 0>::transposed_p2));
+                  (pp::conv2d_layer<double, shape<3, 9, 8>, 17, 3, 1, 1>::transposed_p2 &&
+                   pp::conv2d_layer<double, shape<3, 16, 15>, 18, 3, 2, 1>::transposed_p2 &&
+                   pp::conv2d_layer<double, shape<5, 9, 8>, 16, 1, 1, 0>::transposed_p2 &&
+                   pp::conv2d_layer<double, shape<16, 14, 14>, 32, 3, 1, 1>::transposed_p2));
     static_assert(!pp::conv2d_layer<double, shape<3, 5, 7>, 4, 3, 1, 1>::transposed_p2);
-    const auto ws = pp::conv2d_layer<double, shape<3, 5, 7>, 17, 3, 1, 1>{}.make_workspace(3);
-    CHECK(ws.dy_t.size() == (pp::kernels::simd_gemm_preferred ? 5 * 7 * 17 : 0));  // one sample's dy, transposed
+    static_assert(!pp::conv2d_layer<double, shape<3, 5, 7>, 17, 3, 1, 1>::transposed_p2);
+    const auto ws = pp::conv2d_layer<double, shape<3, 9, 8>, 17, 3, 1, 1>{}.make_workspace(3);
+    CHECK(ws.dy_t.size() == (pp::kernels::simd_gemm_preferred ? 9 * 8 * 17 : 0));  // one sample's dy, transposed
     CHECK(ws.dw_t.size() == (pp::kernels::simd_gemm_preferred ? 3 * 9 * 17 : 0));  // the weight gradient, transposed
     CHECK(pp::conv2d_layer<double, shape<3, 5, 7>, 4, 3, 1, 1>{}.make_workspace(3).dy_t.size() == 0);
 }
@@ -175,8 +178,8 @@ TEST_CASE("conv2d: forward, p1 and p2 equal a naive direct convolution", "[layer
         check_conv_against_direct<pp::conv2d_layer<double, shape<2, 4, 1>, 3, 3, 1, 1>>(b);
         check_conv_against_direct<pp::conv2d_layer<double, shape<1, 1, 5>, 2, 3, 1, 1>>(b);
         check_conv_against_direct<pp::conv2d_layer<double, shape<16, 14, 14>, 32, 3, 1, 1>>(b);  // CNN's 2nd conv
-        check_conv_against_direct<pp::conv2d_layer<double, shape<3, 6, 5>, 17, 3, 2, 1>>(b);
-        check_conv_against_direct<pp::conv2d_layer<double, shape<5, 4, 4>, 16, 1, 1, 0>>(b);
+        check_conv_against_direct<pp::conv2d_layer<double, shape<3, 16, 15>, 17, 3, 2, 1>>(b);
+        check_conv_against_direct<pp::conv2d_layer<double, shape<5, 9, 8>, 16, 1, 1, 0>>(b);
     }
 }
 
