@@ -74,6 +74,7 @@
 #include "pipeprop/layer_stack.hpp"
 #include "pipeprop/loss/loss_policy.hpp"
 #include "pipeprop/op.hpp"
+#include "pipeprop/pb/concurrent_stage_buffers.hpp"
 #include "pipeprop/pb/executor.hpp"
 #include "pipeprop/pb/lane_plan.hpp"
 #include "pipeprop/pb/load_adaptation.hpp"
@@ -137,21 +138,9 @@ public:
                 per_.push_back(std::move(p));
                 continue;
             }
-            // One set of gradient buffers per stage: the stage runs one BW at a time and sends its input gradient
-            // out before the next, so slots 1 .. D_s hold only activations and stashes. Not the last stage: its F
-            // writes the loss gradient of its micro-batch (it has D = 0 in PB's layout: one slot anyway).
-            p->slots.resize(st.delay() + 1);
-            for (std::size_t k = 0; k < p->slots.size(); ++k) {
-                slot& sl = p->slots[k];
-                sl.act = k == 0 || s + 1 == count ? stack.make_activations(st.range(), max_b)
-                                                  : stack.make_activations_sharing_gradients(p->slots[0].act);
-                sl.labels.assign(max_b * targets_per_sample, 0);
-            }
-            p->ws = stack.make_workspaces(st.range(), max_b);
-            if (st.predicted_forward()) p->forward_weights.assign(st.parameter_count(), T(0));
-            if (Policy::stashes_weights && st.delay() > 0)
-                p->stash.assign((st.delay() + 1) * st.parameter_count(), T(0));
-            p->stream = op_stream(st.delay());
+            // D_s + 1 activation slots (one set of gradient buffers), workspaces, forward weights, stash, stream
+            detail::allocate_stage_buffers(*p, stack, st, s + 1 == count, max_b, targets_per_sample,
+                                           Policy::stashes_weights);
             p->forward_in.resize(s == 0 ? push_buffer : forward_capacity(stages[s - 1].delay()));
             p->backward_in.resize(s + 1 < count ? backward_capacity(stages[s + 1].delay()) : 1);
             per_.push_back(std::move(p));
@@ -271,8 +260,9 @@ public:
         const per_stage& p = *per_[s];
         const std::optional<op> o = p.stream.current();
         if (!o) return false;
-        if (o->kind == op_kind::forward) return arrived(p.forward_in, o->micro_batch);
-        if (o->kind == op_kind::backward_fused) return s + 1 == stages_.size() || arrived(p.backward_in, o->micro_batch);
+        if (o->kind == op_kind::forward) return detail::arrived(p.forward_in, o->micro_batch);
+        if (o->kind == op_kind::backward_fused)
+            return s + 1 == stages_.size() || detail::arrived(p.backward_in, o->micro_batch);
         return true;  // U
     }
 
@@ -301,47 +291,10 @@ private:
     using remote_type = detail::remote_stages<concurrent_executor, T>;
     friend remote_type;  // the part for stages in other processes (pb/remote_stages.hpp) reads the state below
 
-    struct slot {
-        typename stack_type::activations act;  // one micro-batch's buffers of the stage's range
-        std::vector<std::int32_t> labels;      // [max_b, targets_per_sample]
-        micro_batch_info<T> info{};
-        std::size_t forward_version = 0;  // stage updates when its forward ran
-    };
-    /// A message that arrived for a stage and waits for its op.
-    struct received {
-        boundary_message header{};
-        bool present = false;
-    };
-    /// What the last stage found for a micro-batch (read by stage 0 when the micro-batch completes).
-    struct loss_result {
-        T loss = T(0);
-        std::size_t correct = 0;
-        std::size_t targets = 0;
-    };
-    /// Everything the executor keeps per stage; cache-line aligned, so that stages of different lanes (cores) never
-    /// write to one line.
-    struct alignas(64) per_stage {
-        std::vector<slot> slots;  // D_s + 1, micro-batch n in slot n mod (D_s + 1)
-        typename stack_type::workspaces ws;
-        aligned_vector<T> forward_weights;  // [P] LWP prediction of the current state (predicting stages only)
-        aligned_vector<T> stash;            // [D_s + 1, P] stashed forward weights (weight stashing, D_s > 0)
-        op_stream stream;
-        std::vector<received> forward_in;   // by micro-batch id mod its size (the incoming channel's capacity)
-        std::vector<received> backward_in;  // likewise
-        std::size_t in_flight = 0;
-        std::size_t in_flight_max = 0;
-        std::chrono::steady_clock::duration busy{};
-    };
-
-    static bool arrived(const std::vector<received>& ring, std::size_t id) noexcept {
-        const received& r = ring[id % ring.size()];
-        return r.present && r.header.micro_batch == id;
-    }
-    static boundary_message take(std::vector<received>& ring, std::size_t id) noexcept {
-        received& r = ring[id % ring.size()];
-        r.present = false;
-        return r.header;
-    }
+    using slot = detail::concurrent_slot<stack_type, T>;
+    using received = detail::received_message;
+    using loss_result = detail::loss_result<T>;
+    using per_stage = detail::concurrent_stage_buffers<stack_type, T>;  // pb/concurrent_stage_buffers.hpp
 
     void check_usable() const {
         if (failed_)
@@ -434,7 +387,8 @@ private:
         slot& sl = p.slots[id % p.slots.size()];
         sl.info = infos_[id % ring_];
         const std::size_t b = sl.info.batch;
-        receive(s, s == 0 ? *input_ : *forward_[s - 1], take(p.forward_in, id), b, sl.act.input(), sl.labels.data());
+        receive(s, s == 0 ? *input_ : *forward_[s - 1], detail::take(p.forward_in, id), b, sl.act.input(),
+                sl.labels.data());
         sl.forward_version = st.updates();
         p.in_flight_max = std::max(p.in_flight_max, ++p.in_flight);
         const std::size_t pc = st.parameter_count();
@@ -462,7 +416,7 @@ private:
         slot& sl = p.slots[id % p.slots.size()];
         const std::size_t b = sl.info.batch;
         if (!last)
-            receive(s, *backward_[s], take(p.backward_in, id), b, sl.act.output_gradient(), nullptr);
+            receive(s, *backward_[s], detail::take(p.backward_in, id), b, sl.act.output_gradient(), nullptr);
         const std::size_t pc = st.parameter_count();
         const std::span<const T> bw = p.stash.empty()
                                           ? st.backward_weights()

@@ -30,10 +30,10 @@
 
 namespace pipeprop::pb::detail {
 
-/// The remote part of Executor (a pb::concurrent_executor over values of type T, which befriends it): the backlog of early forward
-/// messages and the functions that send to, receive from and wait for the stages of other processes. It reads the
-/// executor's transport, stages, channels, rings and graph; the executor owns it as a member and calls it only with
-/// a transport.
+/// The remote part of Executor (a pb::concurrent_executor over values of type T, which befriends it): the backlog
+/// of early forward messages and the functions that send to, receive from and wait for the stages of other
+/// processes. It reads the executor's transport, stages, channels, rings and graph; the executor owns it as a member
+/// and calls it only with a transport.
 template <class Executor, class T>
 class remote_stages {
 public:
