@@ -15,7 +15,7 @@
 #include "pipeprop/boundary_channel.hpp"
 #include "pipeprop/remote_transport.hpp"
 
-namespace pipeprop {
+namespace pipeprop::detail {
 
 /// A copy of a message from another process that waits until it is due: the target stage, the header, the payload
 /// bytes (header.batch rows of the target channel's sample size), the targets and the note.
@@ -63,4 +63,4 @@ private:
     std::vector<held_message> held_;
 };
 
-}  // namespace pipeprop
+}  // namespace pipeprop::detail

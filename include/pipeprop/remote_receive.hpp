@@ -12,7 +12,7 @@
 
 #include "pipeprop/remote_transport.hpp"
 
-namespace pipeprop {
+namespace pipeprop::detail {
 
 /// Receives from the other processes through t, accept(const remote_message&) once per message, until idle()
 /// holds; after every wait that brought messages, received() runs (e.g. the graph's wait). Then receives until
@@ -46,4 +46,4 @@ void receive_until_idle(remote_transport& t, std::string_view who, Idle idle, co
     }
 }
 
-}  // namespace pipeprop
+}  // namespace pipeprop::detail

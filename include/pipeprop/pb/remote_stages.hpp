@@ -86,7 +86,7 @@ public:
     // then until this process's sends have reached their processes (receiving drives the transport; what arrives
     // now is a forward message of a later run, which waits in the backlog).
     void run_with_remote() {
-        receive_until_idle(
+        pipeprop::detail::receive_until_idle(
             *ex_.remote_, Executor::who, [this] { return local_stages_idle(); },
             [this](const remote_message& m) { accept_remote(m); },
             [this] {
@@ -99,7 +99,7 @@ public:
 
     // The kept forward messages whose micro-batch has been pushed.
     void deliver_backlog() {
-        backlog_.deliver([this](const held_message& h) { return h.header.micro_batch < ex_.next_id_; },
+        backlog_.deliver([this](const auto& h) { return h.header.micro_batch < ex_.next_id_; },
                          [this](const remote_message& m) { accept_remote(m); });
     }
 
@@ -165,7 +165,7 @@ private:
     }
 
     Executor& ex_;
-    remote_backlog backlog_;  // forward messages that arrived before their micro-batch was pushed here
+    pipeprop::detail::remote_backlog backlog_;  // forward messages that came before their micro-batch's push
 };
 
 }  // namespace pipeprop::pb::detail

@@ -120,7 +120,7 @@ public:
     // The graph is idle: receive the other processes' messages (into the graph) until every local stage has made
     // its optimizer steps, then until this process's sends have arrived (what arrives then is of a later step).
     void run_with_remote() {
-        receive_until_idle(
+        pipeprop::detail::receive_until_idle(
             *ex_.opt_.remote, Executor::who, [this] { return local_stages_updated(); },
             [this](const remote_message& m) { accept_remote(m); }, [this] { ex_.graph_->wait(); },
             [this] { return waiting_for(); });
@@ -129,7 +129,7 @@ public:
 
     // The kept messages whose run (step() or consecutive_steps() call) is now.
     void deliver_backlog() {
-        backlog_.deliver([this](const held_message& h) { return h.note.run <= ex_.run_; },
+        backlog_.deliver([this](const auto& h) { return h.note.run <= ex_.run_; },
                          [this](const remote_message& m) { accept_remote(m); });
     }
 
@@ -218,7 +218,7 @@ private:
     std::uint64_t remote_first_ = 0;  // the running steps: first, count, micro-batches per step
     std::size_t remote_steps_ = 0, remote_m_ = 1;
     std::vector<loss_totals> notes_;  // [steps * m]: the backward notes' loss totals (last stage elsewhere)
-    remote_backlog backlog_;          // messages of a later step
+    pipeprop::detail::remote_backlog backlog_;  // messages of a later step
 };
 
 }  // namespace pipeprop::sync::detail
