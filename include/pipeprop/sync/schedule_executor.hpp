@@ -97,6 +97,7 @@
 #include "pipeprop/sync/schedule.hpp"
 #include "pipeprop/sync/step_plan.hpp"
 #include "pipeprop/sync/executor_options.hpp"
+#include "pipeprop/sync/non_finite_undo.hpp"
 #include "pipeprop/sync/remote_stages.hpp"
 #include "pipeprop/sync/schedule_analysis.hpp"
 #include "pipeprop/sync/stage.hpp"
@@ -357,16 +358,16 @@ public:
     /// the first batch. Otherwise as consecutive_steps().
     std::vector<step_result> consecutive_steps_or_undo(std::span<const batch_view> batches,
                                                        std::uint64_t samples_seen) {
-        save_undo_state();
+        undo_.save_undo_state();
         const std::uint64_t first = steps_;
         auto r = consecutive_steps(batches);
         for (std::size_t n = 0; n < r.size(); ++n)
             if (!std::isfinite(r[n].loss)) {
-                restore_undo_state(r.size());
+                undo_.restore_undo_state(r.size());
                 std::vector<step_result> before;
                 for (std::size_t i = 0; i < n; ++i)
                     before.push_back(step(batches[i].x, batches[i].labels, batches[i].h));
-                throw_non_finite(r[n].loss, first + n, samples_seen + n * r[0].batch, batches[n].h);
+                undo_type::throw_non_finite(r[n].loss, first + n, samples_seen + n * r[0].batch, batches[n].h);
             }
         return r;
     }
@@ -378,11 +379,11 @@ public:
     step_result step_or_undo(std::span<const T> x, std::span<const std::int32_t> labels,
                              const optim::hyperparameters<double>& h, std::uint64_t samples_seen) {
         const std::uint64_t step_number = steps_;
-        save_undo_state();
+        undo_.save_undo_state();
         const step_result r = step(x, labels, h);
         if (!std::isfinite(r.loss)) {
-            restore_undo_state(1);
-            throw_non_finite(r.loss, step_number, samples_seen, h);
+            undo_.restore_undo_state(1);
+            undo_type::throw_non_finite(r.loss, step_number, samples_seen, h);
         }
         return r;
     }
@@ -496,6 +497,8 @@ private:
     using input_type = typename runner_type::step_input;
     using remote_type = detail::remote_stages<schedule_executor>;
     friend remote_type;  // the part for stages in other processes (sync/remote_stages.hpp) reads the state below
+    using undo_type = detail::non_finite_undo<schedule_executor, T>;
+    friend undo_type;  // the non-finite-loss policy's saved state (sync/non_finite_undo.hpp)
 
     // The lane graph's runner: the op interpreter, and the transport for messages to other processes.
     struct graph_runner {
@@ -592,39 +595,6 @@ private:
             slot = std::move(p);
         }
         return *slot;
-    }
-
-    // The state before a step (or consecutive steps), in buffers allocated once (the first call) and filled in place.
-    void save_undo_state() {
-        undo_.resize(2 + optimizer_buffer_count);
-        undo_[0].resize(stack_type::parameter_count);
-        undo_[1].resize(stack_type::state_count);
-        copy_parameters(undo_[0]);
-        gather_network_state<stack_type>(stages_, std::span<T>(undo_[1]), who);
-        for (std::size_t k = 0; k < optimizer_buffer_count; ++k) {
-            undo_[2 + k].resize(stack_type::parameter_count);
-            gather_network_block<stack_type>(
-                stages_, std::span<T>(undo_[2 + k]),
-                [k](const stage_type& s) { return s.optimizer().state_buffer(k); }, who);
-        }
-    }
-    // Restores it and takes back `steps` steps' counts.
-    void restore_undo_state(std::size_t steps) {
-        set_parameters(undo_[0]);
-        for (std::size_t k = 0; k < optimizer_buffer_count; ++k) set_optimizer_state(k, undo_[2 + k]);
-        set_state(undo_[1]);
-        for (std::size_t s = 0; s < stages_.size(); ++s)  // the stages of other processes made no steps here
-            if (local_[s]) stages_[s]->optimizer().set_step_count(stages_[s]->optimizer().step_count() - steps);
-        steps_ -= steps;
-    }
-    [[noreturn]] static void throw_non_finite(double loss, std::uint64_t step_number, std::uint64_t samples_seen,
-                                              const optim::hyperparameters<double>& h) {
-        throw non_finite_loss_error("pipeprop::sync: the loss became " +
-                                        std::string(std::isnan(loss) ? "NaN" : "infinite") + " at update " +
-                                        std::to_string(step_number) + " (after " + std::to_string(samples_seen) +
-                                        " samples, learning rate " + std::to_string(h.learning_rate) +
-                                        "); the update was undone. Lower the learning rate or check the data.",
-                                    step_number, samples_seen);
     }
 
     // The micro-batches a step of `batch` samples runs with: min(m, batch); interleaved 1F1B rounds a count above
@@ -738,7 +708,7 @@ private:
     std::optional<stage_inference<stack_type>> eval_;
     std::uint64_t steps_ = 0;
     std::vector<step_result> results_;  // of the last run_plan, one per step
-    std::vector<std::vector<T>> undo_;  // step_or_undo: parameters, running state, optimizer buffers before the step
+    undo_type undo_{*this};  // step_or_undo: the state before the step (sync/non_finite_undo.hpp)
     // stages in other processes (options::remote)
     std::vector<bool> local_;                  // [p]: the stage runs here (all, without a transport)
     bool remote_stages_current_ = false;       // load_remote_stages since the last step
