@@ -49,15 +49,12 @@
 // undefined: the executor refuses every later push / drain with std::logic_error, and pb::engine refuses every later
 // call (pb/engine.hpp). Call openblas_set_num_threads(1) in programs that use it (stages must not oversubscribe the
 // cores).
-// Stages in several processes (issue 15; remote_transport.hpp, pipeprop/mpi/mpi_transport.hpp): given a transport,
-// the executor runs only the stages the transport calls local (a contiguous group, one lane) and allocates their
-// activation slots only; a message to another process's stage goes through the transport, and the driving thread
-// receives messages from other processes whenever its graph is idle, until every local stage has run its ops of
-// the run. Every process calls push() with the same micro-batch infos (the process of stage 0 with the data, the
-// others with any x of the right size: it is not read); a forward message that arrives before its push() on this
-// process waits for it. Completed micro-batches are reported by each process at its first stage's backward, with
-// the loss the backward messages carried from the last stage, so every process accounts the same micro-batches.
-// No message within the transport's timeout while a local stage waits: remote_timeout_error naming the stage.
+// Stages in several processes (issue 15; remote_transport.hpp, pipeprop/mpi/mpi_transport.hpp; the exchange with
+// the other processes is pb/remote_stages.hpp): given a transport, the executor runs only the stages the transport
+// calls local (a contiguous group, one lane). Every process calls push() with the same micro-batch infos (the process
+// of stage 0 with the data, the others with any x of the right size: it is not read). Completed micro-batches are
+// reported by each process at its first stage's backward, with the loss the backward messages carried from the last
+// stage, so every process accounts the same micro-batches.
 #pragma once
 
 #include <algorithm>
@@ -77,10 +74,12 @@
 #include "pipeprop/layer_stack.hpp"
 #include "pipeprop/loss/loss_policy.hpp"
 #include "pipeprop/op.hpp"
+#include "pipeprop/pb/concurrent_stage_buffers.hpp"
 #include "pipeprop/pb/executor.hpp"
 #include "pipeprop/pb/lane_plan.hpp"
 #include "pipeprop/pb/load_adaptation.hpp"
 #include "pipeprop/pb/op_stream.hpp"
+#include "pipeprop/pb/remote_stages.hpp"
 #include "pipeprop/pb/stage_state.hpp"
 #include "pipeprop/remote_transport.hpp"
 #include "pipeprop/stage_error.hpp"
@@ -125,23 +124,10 @@ public:
         check_lane_plan(lanes.first_stage, stages.size());
         const std::size_t count = stages.size();
         local_.assign(count, true);
-        if (remote_ != nullptr) {
-            for (std::size_t s = 0; s < count; ++s) local_[s] = remote_->is_local(s);
-            first_local_ = count;
-            for (std::size_t s = count; s-- > 0;)
-                if (local_[s]) first_local_ = s;
-            if (first_local_ == count)
-                throw std::invalid_argument(std::string(who) + ": no stage runs in this process (rank " +
-                                            std::to_string(remote_->rank()) + ")");
-            for (std::size_t s = first_local_; s < count && local_[s]; ++s) last_local_ = s;
-            for (std::size_t s = last_local_ + 1; s < count; ++s)
-                if (local_[s])
-                    throw std::invalid_argument(std::string(who) + ": the stages of rank " +
-                                                std::to_string(remote_->rank()) +
-                                                " are not one contiguous group (stage " + std::to_string(s) + ")");
-        } else {
+        if (remote_ != nullptr)
+            remote_stages_.setup_remote();
+        else
             last_local_ = count - 1;
-        }
         per_.reserve(count);
         for (std::size_t s = 0; s < count; ++s) {
             const stage_type& st = stages[s];
@@ -152,21 +138,9 @@ public:
                 per_.push_back(std::move(p));
                 continue;
             }
-            // One set of gradient buffers per stage: the stage runs one BW at a time and sends its input gradient
-            // out before the next, so slots 1 .. D_s hold only activations and stashes. Not the last stage: its F
-            // writes the loss gradient of its micro-batch (it has D = 0 in PB's layout: one slot anyway).
-            p->slots.resize(st.delay() + 1);
-            for (std::size_t k = 0; k < p->slots.size(); ++k) {
-                slot& sl = p->slots[k];
-                sl.act = k == 0 || s + 1 == count ? stack.make_activations(st.range(), max_b)
-                                                  : stack.make_activations_sharing_gradients(p->slots[0].act);
-                sl.labels.assign(max_b * targets_per_sample, 0);
-            }
-            p->ws = stack.make_workspaces(st.range(), max_b);
-            if (st.predicted_forward()) p->forward_weights.assign(st.parameter_count(), T(0));
-            if (Policy::stashes_weights && st.delay() > 0)
-                p->stash.assign((st.delay() + 1) * st.parameter_count(), T(0));
-            p->stream = op_stream(st.delay());
+            // D_s + 1 activation slots (one set of gradient buffers), workspaces, forward weights, stash, stream
+            detail::allocate_stage_buffers(*p, stack, st, s + 1 == count, max_b, targets_per_sample,
+                                           Policy::stashes_weights);
             p->forward_in.resize(s == 0 ? push_buffer : forward_capacity(stages[s - 1].delay()));
             p->backward_in.resize(s + 1 < count ? backward_capacity(stages[s + 1].delay()) : 1);
             per_.push_back(std::move(p));
@@ -286,30 +260,15 @@ public:
         const per_stage& p = *per_[s];
         const std::optional<op> o = p.stream.current();
         if (!o) return false;
-        if (o->kind == op_kind::forward) return arrived(p.forward_in, o->micro_batch);
-        if (o->kind == op_kind::backward_fused) return s + 1 == stages_.size() || arrived(p.backward_in, o->micro_batch);
+        if (o->kind == op_kind::forward) return detail::arrived(p.forward_in, o->micro_batch);
+        if (o->kind == op_kind::backward_fused)
+            return s + 1 == stages_.size() || detail::arrived(p.backward_in, o->micro_batch);
         return true;  // U
     }
 
     /// A message for stage `to`, which another process runs: its payload (and targets, and on a backward message
-    /// the micro-batch's loss) goes to the transport; the channel's buffer is released.
-    void send_remote(std::size_t to, const boundary_message& msg) {
-        boundary_channel<T>& ch = msg.dir == direction::forward ? *forward_[to - 1] : *backward_[to];
-        const std::size_t elems = stack_type::activation_size[msg.dir == direction::forward
-                                                                  ? stages_[to].range().begin
-                                                                  : stages_[to].range().end];
-        boundary_note note{};
-        std::span<const std::int32_t> labels;
-        if (msg.dir == direction::forward) {
-            labels = {ch.labels(msg.buffer), msg.batch * targets_per_sample};
-        } else {
-            const loss_result& r = results_[msg.micro_batch % ring_];
-            note = {static_cast<double>(r.loss), r.correct, r.targets};
-        }
-        remote_->send(to, msg, std::as_bytes(std::span<const T>(ch.values(msg.buffer), msg.batch * elems)), labels,
-                      note);
-        ch.release(msg.buffer);
-    }
+    /// the micro-batch's loss) goes to the transport; the channel's buffer is released (pb/remote_stages.hpp).
+    void send_remote(std::size_t to, const boundary_message& msg) { remote_stages_.send_remote(to, msg); }
 
     /// Runs stage s's next op (ready(s) holds); send(to, message) passes each outgoing message on.
     template <class Send>
@@ -329,47 +288,13 @@ public:
     }
 
 private:
-    struct slot {
-        typename stack_type::activations act;  // one micro-batch's buffers of the stage's range
-        std::vector<std::int32_t> labels;      // [max_b, targets_per_sample]
-        micro_batch_info<T> info{};
-        std::size_t forward_version = 0;  // stage updates when its forward ran
-    };
-    /// A message that arrived for a stage and waits for its op.
-    struct received {
-        boundary_message header{};
-        bool present = false;
-    };
-    /// What the last stage found for a micro-batch (read by stage 0 when the micro-batch completes).
-    struct loss_result {
-        T loss = T(0);
-        std::size_t correct = 0;
-        std::size_t targets = 0;
-    };
-    /// Everything the executor keeps per stage; cache-line aligned, so that stages of different lanes (cores) never
-    /// write to one line.
-    struct alignas(64) per_stage {
-        std::vector<slot> slots;  // D_s + 1, micro-batch n in slot n mod (D_s + 1)
-        typename stack_type::workspaces ws;
-        aligned_vector<T> forward_weights;  // [P] LWP prediction of the current state (predicting stages only)
-        aligned_vector<T> stash;            // [D_s + 1, P] stashed forward weights (weight stashing, D_s > 0)
-        op_stream stream;
-        std::vector<received> forward_in;   // by micro-batch id mod its size (the incoming channel's capacity)
-        std::vector<received> backward_in;  // likewise
-        std::size_t in_flight = 0;
-        std::size_t in_flight_max = 0;
-        std::chrono::steady_clock::duration busy{};
-    };
+    using remote_type = detail::remote_stages<concurrent_executor, T>;
+    friend remote_type;  // the part for stages in other processes (pb/remote_stages.hpp) reads the state below
 
-    static bool arrived(const std::vector<received>& ring, std::size_t id) noexcept {
-        const received& r = ring[id % ring.size()];
-        return r.present && r.header.micro_batch == id;
-    }
-    static boundary_message take(std::vector<received>& ring, std::size_t id) noexcept {
-        received& r = ring[id % ring.size()];
-        r.present = false;
-        return r.header;
-    }
+    using slot = detail::concurrent_slot<stack_type, T>;
+    using received = detail::received_message;
+    using loss_result = detail::loss_result<T>;
+    using per_stage = detail::concurrent_stage_buffers<stack_type, T>;  // pb/concurrent_stage_buffers.hpp
 
     void check_usable() const {
         if (failed_)
@@ -392,10 +317,10 @@ private:
                 for (const boundary_message& m : pending_) graph_->put(0, m);
                 pending_.clear();
                 pushes_since_run_ = 0;
-                if (remote_ != nullptr) deliver_backlog();
+                if (remote_ != nullptr) remote_stages_.deliver_backlog();
                 if (closing) graph_->wake_all();
                 graph_->wait();
-                if (remote_ != nullptr) run_with_remote();
+                if (remote_ != nullptr) remote_stages_.run_with_remote();
             }
         } catch (...) {
             failed_ = true;
@@ -443,104 +368,6 @@ private:
         }
     }
 
-    // Whether every local stage has run its ops of this run: its stream is done, or waits for the forward of a
-    // micro-batch not pushed yet.
-    [[nodiscard]] bool local_stages_idle() const {
-        for (std::size_t s = first_local_; s <= last_local_; ++s) {
-            const std::optional<op> o = per_[s]->stream.current();
-            if (o && !(o->kind == op_kind::forward && o->micro_batch >= next_id_)) return false;
-        }
-        return true;
-    }
-    // The message a local stage waits for from another process, for the timeout's message. A stage waiting for a
-    // local neighbour (which itself waits for a remote one) is named only when no stage waits for a remote one.
-    [[nodiscard]] std::string waiting_for() const {
-        std::string local_wait;
-        for (std::size_t s = first_local_; s <= last_local_; ++s) {
-            const std::optional<op> o = per_[s]->stream.current();
-            if (!o || (o->kind == op_kind::forward && o->micro_batch >= next_id_)) continue;
-            const bool fwd = o->kind == op_kind::forward;
-            const std::size_t from = fwd ? s - 1 : s + 1;
-            std::string what = "stage " + std::to_string(s) + " waits for the " + (fwd ? "forward" : "backward") +
-                               " message of micro-batch " + std::to_string(o->micro_batch) + " from stage " +
-                               std::to_string(from) + " on rank " + std::to_string(remote_->rank_of(from));
-            if (from < first_local_ || from > last_local_) return what;
-            if (local_wait.empty()) local_wait = std::move(what);
-        }
-        return local_wait.empty() ? "no stage waits" : local_wait;
-    }
-    // The graph is idle: receive from the other processes (delivering into the graph) until the local stages are,
-    // then until this process's sends have reached their processes (receiving drives the transport; what arrives
-    // now is a forward message of a later run, which waits in the backlog).
-    void run_with_remote() {
-        auto last = std::chrono::steady_clock::now();
-        while (!local_stages_idle()) {
-            const std::size_t n = remote_->receive(std::chrono::milliseconds(100),
-                                                   [this](const remote_message& m) { accept_remote(m); });
-            if (n > 0) {
-                deliver_backlog();
-                graph_->wait();
-                last = std::chrono::steady_clock::now();
-            } else if (std::chrono::steady_clock::now() - last > remote_->timeout()) {
-                throw remote_timeout_error(
-                    std::string(who) + ": rank " + std::to_string(remote_->rank()) + ": no message from another " +
-                    "process for " + std::to_string(remote_->timeout().count()) + " ms; " + waiting_for() +
-                    " (a peer failed or hangs)");
-            }
-        }
-        const auto end = std::chrono::steady_clock::now() + remote_->timeout();
-        while (remote_->sending()) {
-            (void)remote_->receive(std::chrono::milliseconds(1), [this](const remote_message& m) { accept_remote(m); });
-            if (std::chrono::steady_clock::now() > end)
-                throw remote_timeout_error(std::string(who) + ": rank " + std::to_string(remote_->rank()) +
-                                           ": its last messages were not received within " +
-                                           std::to_string(remote_->timeout().count()) + " ms (a peer failed or hangs)");
-        }
-        graph_->wait();  // nothing runs (the local stages are idle); keeps the invariant explicit
-    }
-    // A message from another process: copied into this process's channel and put into the graph, or kept until
-    // its micro-batch is pushed here (a forward message of a later run).
-    void accept_remote(const remote_message& m) {
-        if (m.to >= stages_.size() || !local_[m.to] || (m.header.dir == direction::forward && m.to == 0) ||
-            (m.header.dir == direction::backward && m.to + 1 >= stages_.size()))
-            throw std::logic_error(std::string(who) + ": rank " + std::to_string(remote_->rank()) +
-                                   " received a message for stage " + std::to_string(m.to) + ", which it does not run");
-        const bool fwd = m.header.dir == direction::forward;
-        const std::size_t elems =
-            stack_type::activation_size[fwd ? stages_[m.to].range().begin : stages_[m.to].range().end];
-        if (m.header.batch == 0 || m.header.batch > max_b_ || m.values.size() != m.header.batch * elems * sizeof(T) ||
-            m.labels.size() != (fwd ? m.header.batch * targets_per_sample : 0))
-            throw std::logic_error(std::string(who) + ": rank " + std::to_string(remote_->rank()) + ", stage " +
-                                   std::to_string(m.to) + ", micro-batch " + std::to_string(m.header.micro_batch) +
-                                   ": a message of " + std::to_string(m.values.size()) + " payload bytes for " +
-                                   std::to_string(m.header.batch) + " samples of " + std::to_string(elems) +
-                                   " values each");
-        if (fwd && m.header.micro_batch >= next_id_) {
-            backlog_.push_back({m.to, m.header, std::vector<std::byte>(m.values.begin(), m.values.end()),
-                                std::vector<std::int32_t>(m.labels.begin(), m.labels.end()), m.note});
-            return;
-        }
-        boundary_channel<T>& ch = fwd ? *forward_[m.to - 1] : *backward_[m.to];
-        boundary_message h = m.header;
-        h.buffer = ch.acquire();
-        std::memcpy(static_cast<void*>(ch.values(h.buffer)), m.values.data(), m.values.size());
-        if (fwd) std::copy(m.labels.begin(), m.labels.end(), ch.labels(h.buffer));
-        else results_[h.micro_batch % ring_] = {static_cast<T>(m.note.loss), m.note.correct, m.note.targets};
-        graph_->put(m.to, h);
-    }
-    // The kept forward messages whose micro-batch has been pushed.
-    void deliver_backlog() {
-        std::size_t kept = 0;
-        for (std::size_t i = 0; i < backlog_.size(); ++i) {
-            held& h = backlog_[i];
-            if (h.header.micro_batch < next_id_)
-                accept_remote({h.to, h.header, h.values, h.labels, h.note});
-            else if (kept++ != i)
-                backlog_[kept - 1] = std::move(h);
-        }
-        backlog_.resize(kept);
-    }
-
     // The message's payload into dst (and its targets into labels_dst), checking the sample count (pitfalls.md
     // item 3); the buffer is released.
     void receive(std::size_t s, boundary_channel<T>& ch, const boundary_message& msg, std::size_t b, T* dst,
@@ -560,7 +387,8 @@ private:
         slot& sl = p.slots[id % p.slots.size()];
         sl.info = infos_[id % ring_];
         const std::size_t b = sl.info.batch;
-        receive(s, s == 0 ? *input_ : *forward_[s - 1], take(p.forward_in, id), b, sl.act.input(), sl.labels.data());
+        receive(s, s == 0 ? *input_ : *forward_[s - 1], detail::take(p.forward_in, id), b, sl.act.input(),
+                sl.labels.data());
         sl.forward_version = st.updates();
         p.in_flight_max = std::max(p.in_flight_max, ++p.in_flight);
         const std::size_t pc = st.parameter_count();
@@ -588,7 +416,7 @@ private:
         slot& sl = p.slots[id % p.slots.size()];
         const std::size_t b = sl.info.batch;
         if (!last)
-            receive(s, *backward_[s], take(p.backward_in, id), b, sl.act.output_gradient(), nullptr);
+            receive(s, *backward_[s], detail::take(p.backward_in, id), b, sl.act.output_gradient(), nullptr);
         const std::size_t pc = st.parameter_count();
         const std::span<const T> bw = p.stash.empty()
                                           ? st.backward_weights()
@@ -618,15 +446,6 @@ private:
 
     static constexpr const char* who = "pipeprop::pb::concurrent_executor";
 
-    /// A forward message from another process that arrived before its micro-batch was pushed here.
-    struct held {
-        std::size_t to = 0;
-        boundary_message header{};
-        std::vector<std::byte> values;
-        std::vector<std::int32_t> labels;
-        boundary_note note{};
-    };
-
     const stack_type& stack_;
     std::vector<stage_type>& stages_;
     remote_transport* remote_ = nullptr;
@@ -634,7 +453,7 @@ private:
     std::vector<bool> local_;     // [S]: the stage runs in this process
     std::size_t first_local_ = 0;  // this process's stages: [first_local_, last_local_]
     std::size_t last_local_ = 0;
-    std::vector<held> backlog_;
+    remote_type remote_stages_{*this};  // the exchange with other processes (pb/remote_stages.hpp)
     std::size_t pushes_since_run_ = 0;
     std::size_t push_buffer_;
     bool flush_ = false;

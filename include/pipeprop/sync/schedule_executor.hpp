@@ -42,17 +42,13 @@
 // micro-batch and the step; the flow graph is cancelled (no hang) and reset. The executor is usable again once the
 // caller restores the parameters and velocity from before the step (see step()).
 //
-// Stages in several processes (issue 15; options::remote, remote_transport.hpp, pipeprop/mpi/mpi_transport.hpp):
-// this process runs only its local stages on its lanes (a virtual-stage schedule's device keeps all of its stages in
-// one process); a message to a stage of another process goes to the transport (payload, targets, and on backward
-// messages the micro-batch's loss totals as a boundary_note), and the driving thread, once its graph is idle,
-// receives the other processes' messages into its channels and graph until every local stage has made its optimizer
-// steps and its own sends have arrived; a forward message of a later step (a process that is ahead) waits in a
-// backlog until that step starts. Every stage runs the same ops as in one process, so the losses, the local stages'
-// weights and optimizer state are bitwise those of a single process (tests/mpi/test_mpi_sync.cpp); step_result's
-// loss, correct and targets come from the notes on every process, its gradient_norm covers the local stages. No
-// message for timeout(): remote_timeout_error naming the waiting stage. Not with clipping (a global norm), the
-// sequential executor or evaluate() (the other stages' weights are elsewhere).
+// Stages in several processes (issue 15; options::remote, remote_transport.hpp, pipeprop/mpi/mpi_transport.hpp;
+// the exchange with the other processes is sync/remote_stages.hpp): this process runs only its local stages; every
+// stage runs the same ops as in one process, so the losses, the local stages' weights and optimizer state are
+// bitwise those of a single process (tests/mpi/test_mpi_sync.cpp); step_result's loss, correct and targets come from
+// the notes on every process, its gradient_norm covers the local stages. No message for timeout():
+// remote_timeout_error naming the waiting stage. Not with clipping (a global norm), the sequential executor or
+// evaluate() (the other stages' weights are elsewhere).
 //
 // Global reductions (pitfalls.md item 7): every step reports the L2 norm of the whole network's gradient (all
 // stages, fixed order); optional gradient clipping (executor_options::max_gradient_norm) clips that global norm,
@@ -101,6 +97,8 @@
 #include "pipeprop/sync/schedule.hpp"
 #include "pipeprop/sync/step_plan.hpp"
 #include "pipeprop/sync/executor_options.hpp"
+#include "pipeprop/sync/non_finite_undo.hpp"
+#include "pipeprop/sync/remote_stages.hpp"
 #include "pipeprop/sync/schedule_analysis.hpp"
 #include "pipeprop/sync/stage.hpp"
 
@@ -219,7 +217,7 @@ private:
         std::vector<std::size_t> lane_of(p);
         for (std::size_t s = 0; s < p; ++s) lane_of[s] = full.sc.device_of_stage(s);
         local_.assign(p, true);
-        if (opt_.remote != nullptr) setup_remote(lane_of);
+        if (opt_.remote != nullptr) remote_.setup_remote(lane_of);
         graph_ = std::make_unique<lane_graph<graph_runner>>(graph_runner_,
                                                             typename lane_graph<graph_runner>::lane_map{lane_of});
     }
@@ -360,16 +358,16 @@ public:
     /// the first batch. Otherwise as consecutive_steps().
     std::vector<step_result> consecutive_steps_or_undo(std::span<const batch_view> batches,
                                                        std::uint64_t samples_seen) {
-        save_undo_state();
+        undo_.save_undo_state();
         const std::uint64_t first = steps_;
         auto r = consecutive_steps(batches);
         for (std::size_t n = 0; n < r.size(); ++n)
             if (!std::isfinite(r[n].loss)) {
-                restore_undo_state(r.size());
+                undo_.restore_undo_state(r.size());
                 std::vector<step_result> before;
                 for (std::size_t i = 0; i < n; ++i)
                     before.push_back(step(batches[i].x, batches[i].labels, batches[i].h));
-                throw_non_finite(r[n].loss, first + n, samples_seen + n * r[0].batch, batches[n].h);
+                undo_type::throw_non_finite(r[n].loss, first + n, samples_seen + n * r[0].batch, batches[n].h);
             }
         return r;
     }
@@ -381,11 +379,11 @@ public:
     step_result step_or_undo(std::span<const T> x, std::span<const std::int32_t> labels,
                              const optim::hyperparameters<double>& h, std::uint64_t samples_seen) {
         const std::uint64_t step_number = steps_;
-        save_undo_state();
+        undo_.save_undo_state();
         const step_result r = step(x, labels, h);
         if (!std::isfinite(r.loss)) {
-            restore_undo_state(1);
-            throw_non_finite(r.loss, step_number, samples_seen, h);
+            undo_.restore_undo_state(1);
+            undo_type::throw_non_finite(r.loss, step_number, samples_seen, h);
         }
         return r;
     }
@@ -497,6 +495,10 @@ private:
     using clock = std::chrono::steady_clock;
     using runner_type = op_runner<T, stage_type, Loss>;
     using input_type = typename runner_type::step_input;
+    using remote_type = detail::remote_stages<schedule_executor>;
+    friend remote_type;  // the part for stages in other processes (sync/remote_stages.hpp) reads the state below
+    using undo_type = detail::non_finite_undo<schedule_executor, T>;
+    friend undo_type;  // the non-finite-loss policy's saved state (sync/non_finite_undo.hpp)
 
     // The lane graph's runner: the op interpreter, and the transport for messages to other processes.
     struct graph_runner {
@@ -507,7 +509,7 @@ private:
         void run_next(std::size_t s, Send& send) {
             ex.runner_.run_next(s, send);
         }
-        void send_remote(std::size_t to, const boundary_message& m) { ex.send_remote(to, m); }
+        void send_remote(std::size_t to, const boundary_message& m) { ex.remote_.send_remote(to, m); }
     };
 
     // Runs the plan's steps on `in` (one per step, batches of `batch` samples): the graph (or the sequential order),
@@ -520,19 +522,14 @@ private:
         remote_stages_current_ = false;
         ++run_;
         const std::size_t m = pl.sc.micro_batches_per_step();
-        if (opt_.remote != nullptr) {
-            remote_first_ = steps_;
-            remote_steps_ = in.size();
-            remote_m_ = m;
-            notes_.assign(in.size() * m, loss_totals{});
-        }
+        if (opt_.remote != nullptr) remote_.begin_steps(steps_, in.size(), m);
         const auto t0 = clock::now();
         try {
             if (opt_.executor == executor_kind::concurrent) {
-                if (opt_.remote != nullptr) deliver_backlog();
+                if (opt_.remote != nullptr) remote_.deliver_backlog();
                 graph_->wake_all();
                 graph_->wait();
-                if (opt_.remote != nullptr) run_with_remote();
+                if (opt_.remote != nullptr) remote_.run_with_remote();
             } else {
                 run_sequential(pl);
             }
@@ -548,7 +545,7 @@ private:
                 } catch (...) {
                 }
                 report_exception(*opt_.remote, std::current_exception());  // the other ranks name this one and stop
-                backlog_.clear();
+                remote_.clear_backlog();
             }
             graph_->reset();
             make_channels();
@@ -575,7 +572,7 @@ private:
             r.seconds = seconds / static_cast<double>(k);
             std::size_t noted = 0;
             for (std::size_t j = 0; j < m; ++j) {  // fixed order: bit-reproducible
-                const loss_totals& t = totals_of(n * m + j);
+                const loss_totals& t = remote_.totals_of(n * m + j);
                 r.loss += t.loss_sum;
                 r.correct += t.correct;
                 noted += t.count;
@@ -598,39 +595,6 @@ private:
             slot = std::move(p);
         }
         return *slot;
-    }
-
-    // The state before a step (or consecutive steps), in buffers allocated once (the first call) and filled in place.
-    void save_undo_state() {
-        undo_.resize(2 + optimizer_buffer_count);
-        undo_[0].resize(stack_type::parameter_count);
-        undo_[1].resize(stack_type::state_count);
-        copy_parameters(undo_[0]);
-        gather_network_state<stack_type>(stages_, std::span<T>(undo_[1]), who);
-        for (std::size_t k = 0; k < optimizer_buffer_count; ++k) {
-            undo_[2 + k].resize(stack_type::parameter_count);
-            gather_network_block<stack_type>(
-                stages_, std::span<T>(undo_[2 + k]),
-                [k](const stage_type& s) { return s.optimizer().state_buffer(k); }, who);
-        }
-    }
-    // Restores it and takes back `steps` steps' counts.
-    void restore_undo_state(std::size_t steps) {
-        set_parameters(undo_[0]);
-        for (std::size_t k = 0; k < optimizer_buffer_count; ++k) set_optimizer_state(k, undo_[2 + k]);
-        set_state(undo_[1]);
-        for (std::size_t s = 0; s < stages_.size(); ++s)  // the stages of other processes made no steps here
-            if (local_[s]) stages_[s]->optimizer().set_step_count(stages_[s]->optimizer().step_count() - steps);
-        steps_ -= steps;
-    }
-    [[noreturn]] static void throw_non_finite(double loss, std::uint64_t step_number, std::uint64_t samples_seen,
-                                              const optim::hyperparameters<double>& h) {
-        throw non_finite_loss_error("pipeprop::sync: the loss became " +
-                                        std::string(std::isnan(loss) ? "NaN" : "infinite") + " at update " +
-                                        std::to_string(step_number) + " (after " + std::to_string(samples_seen) +
-                                        " samples, learning rate " + std::to_string(h.learning_rate) +
-                                        "); the update was undone. Lower the learning rate or check the data.",
-                                    step_number, samples_seen);
     }
 
     // The micro-batches a step of `batch` samples runs with: min(m, batch); interleaved 1F1B rounds a count above
@@ -719,190 +683,6 @@ private:
         for (std::size_t s = 0; s < ranges_.size(); ++s) runner_.run_ready(s, send);  // the optimizer steps
     }
 
-    // ---- stages in other processes (options::remote) ----
-
-    // Which stages run here, and their lanes: a local device's stages on one lane (lanes numbered densely), the
-    // others remote. Throws std::invalid_argument for options remote stages cannot run with.
-    void setup_remote(std::vector<std::size_t>& lane_of) {
-        remote_transport& t = *opt_.remote;
-        const std::string me = std::string(who) + ": rank " + std::to_string(t.rank()) + ": ";
-        if (opt_.executor != executor_kind::concurrent)
-            throw std::invalid_argument(me + "stages in other processes (options::remote) need the concurrent "
-                                             "executor");
-        if (opt_.max_gradient_norm > 0)
-            throw std::invalid_argument(me + "global gradient clipping needs every stage's gradient; not with stages "
-                                             "in other processes (options::remote)");
-        const std::size_t p = ranges_.size();
-        for (std::size_t s = 0; s < p; ++s) local_[s] = t.is_local(s);
-        if (std::find(local_.begin(), local_.end(), true) == local_.end())
-            throw std::invalid_argument(me + "no stage runs in this process");
-        for (std::size_t s = 0; s < p; ++s)
-            for (std::size_t u = s + 1; u < p; ++u)
-                if (lane_of[s] == lane_of[u] && t.rank_of(s) != t.rank_of(u))
-                    throw std::invalid_argument(me + "stages " + std::to_string(s) + " and " + std::to_string(u) +
-                                                " run on device " + std::to_string(lane_of[s]) +
-                                                " of the schedule but on ranks " + std::to_string(t.rank_of(s)) +
-                                                " and " + std::to_string(t.rank_of(u)) +
-                                                " (a device's stages must run in one process)");
-        constexpr std::size_t remote_lane = lane_graph<graph_runner>::remote_lane;
-        std::vector<std::size_t> dense(p, remote_lane);
-        std::size_t lanes = 0;
-        for (std::size_t s = 0; s < p; ++s) {
-            if (!local_[s]) {
-                lane_of[s] = remote_lane;
-                continue;
-            }
-            if (dense[lane_of[s]] == remote_lane) dense[lane_of[s]] = lanes++;
-            lane_of[s] = dense[lane_of[s]];
-        }
-    }
-
-    // Loss totals of micro-batch g of the running steps: the last stage's (local) or the backward notes'.
-    [[nodiscard]] const loss_totals& totals_of(std::size_t g) const {
-        return local_.back() ? runner_.runtimes().back().totals[g] : notes_[g];
-    }
-
-    // A message for stage `to` of another process: payload (and targets, or the loss totals) to the transport; the
-    // channel's buffer is released. Called from the sending stage's lane.
-    void send_remote(std::size_t to, const boundary_message& msg) {
-        const bool fwd = msg.dir == direction::forward;
-        boundary_channel<T>& ch = fwd ? *forward_[to - 1] : *backward_[to];
-        const std::size_t elems = stack_type::activation_size[fwd ? ranges_[to].begin : ranges_[to].end];
-        boundary_note note{};
-        std::span<const std::int32_t> labels;
-        if (fwd) {
-            labels = {ch.labels(msg.buffer), msg.batch * targets_per_sample};
-        } else {
-            const loss_totals& t = totals_of(static_cast<std::size_t>(msg.sequence - remote_first_) * remote_m_ +
-                                             msg.micro_batch);
-            note = {t.mean(), t.correct, t.count, t.loss_sum};
-        }
-        note.run = run_;
-        opt_.remote->send(to, msg, std::as_bytes(std::span<const T>(ch.values(msg.buffer), msg.batch * elems)),
-                          labels, note);
-        ch.release(msg.buffer);
-    }
-
-    // The graph is idle: receive the other processes' messages (into the graph) until every local stage has made
-    // its optimizer steps, then until this process's sends have arrived (what arrives then is of a later step).
-    void run_with_remote() {
-        remote_transport& t = *opt_.remote;
-        const auto accept = [this](const remote_message& m) { accept_remote(m); };
-        auto last = clock::now();
-        while (!local_stages_updated()) {
-            if (t.receive(std::chrono::milliseconds(100), accept) > 0) {
-                graph_->wait();
-                last = clock::now();
-            } else if (clock::now() - last > t.timeout()) {
-                throw remote_timeout_error(std::string(who) + ": rank " + std::to_string(t.rank()) +
-                                           ": no message from another process for " +
-                                           std::to_string(t.timeout().count()) + " ms; " + waiting_for() +
-                                           " (a peer failed or hangs)");
-            }
-        }
-        const auto end = clock::now() + t.timeout();
-        while (t.sending()) {
-            (void)t.receive(std::chrono::milliseconds(1), accept);
-            if (clock::now() > end)
-                throw remote_timeout_error(std::string(who) + ": rank " + std::to_string(t.rank()) +
-                                           ": its last messages were not received within " +
-                                           std::to_string(t.timeout().count()) + " ms (a peer failed or hangs)");
-        }
-        graph_->wait();
-    }
-
-    [[nodiscard]] bool local_stages_updated() const {
-        for (std::size_t s = 0; s < ranges_.size(); ++s)
-            if (local_[s] && !runner_.runtime(s).updated) return false;
-        return true;
-    }
-
-    // The message a local stage waits for from another process, for the timeout's message. A stage waiting for a
-    // local neighbour (which itself waits for a remote one) is named only when no stage waits for a remote one.
-    [[nodiscard]] std::string waiting_for() const {
-        std::string local_wait;
-        for (std::size_t s = 0; s < ranges_.size(); ++s) {
-            const auto& rt = runner_.runtime(s);
-            if (!local_[s] || rt.updated || rt.next >= rt.ops->size()) continue;
-            const op o = (*rt.ops)[rt.next];
-            const bool fwd = o.kind == op_kind::forward;
-            if (!fwd && o.kind != op_kind::backward_input && o.kind != op_kind::backward_fused) continue;
-            const std::size_t from = fwd ? s - 1 : s + 1;
-            std::string what = "stage " + std::to_string(s) + " waits for the " + (fwd ? "forward" : "backward") +
-                               " message of micro-batch " + std::to_string(o.micro_batch % remote_m_) + " of step " +
-                               std::to_string(remote_first_ + o.micro_batch / remote_m_) + " from stage " +
-                               std::to_string(from) + " on rank " + std::to_string(opt_.remote->rank_of(from));
-            if (!local_[from]) return what;
-            if (local_wait.empty()) local_wait = std::move(what);
-        }
-        return local_wait.empty() ? "no stage waits for a message" : local_wait;
-    }
-
-    // A message from another process: copied into this process's channel and put into the graph, or kept until its
-    // step runs (a forward message of a later step). Throws std::logic_error for a message this process cannot take.
-    void accept_remote(const remote_message& m) {
-        const std::size_t p = ranges_.size();
-        const bool fwd = m.header.dir == direction::forward;
-        const std::string me = std::string(who) + ": rank " + std::to_string(opt_.remote->rank()) + ": ";
-        if (m.to >= p || !local_[m.to] || (fwd && m.to == 0) || (!fwd && m.to + 1 >= p))
-            throw std::logic_error(me + "received a message for stage " + std::to_string(m.to) +
-                                   ", which it does not run");
-        const std::size_t elems = stack_type::activation_size[fwd ? ranges_[m.to].begin : ranges_[m.to].end];
-        if (m.header.batch == 0 || m.header.batch > max_b_ || m.values.size() != m.header.batch * elems * sizeof(T) ||
-            m.labels.size() != (fwd ? m.header.batch * targets_per_sample : 0))
-            throw std::logic_error(me + "stage " + std::to_string(m.to) + ", micro-batch " +
-                                   std::to_string(m.header.micro_batch) + ": a message of " +
-                                   std::to_string(m.values.size()) + " payload bytes for " +
-                                   std::to_string(m.header.batch) + " samples of " + std::to_string(elems) +
-                                   " values each");
-        if (m.note.run < run_) return;  // of a run that failed here or elsewhere: nobody waits for it any more
-        if (m.note.run > run_) {  // a later step()'s: waits for it
-            if (!fwd)
-                throw std::logic_error(me + "a backward message of run " + std::to_string(m.note.run) +
-                                       " (step " + std::to_string(m.header.sequence) + ") arrived during run " +
-                                       std::to_string(run_));
-            backlog_.push_back({m.to, m.header, std::vector<std::byte>(m.values.begin(), m.values.end()),
-                                std::vector<std::int32_t>(m.labels.begin(), m.labels.end()), m.note});
-            return;
-        }
-        if (remote_first_ > m.header.sequence || m.header.micro_batch >= remote_m_)
-            throw std::logic_error(me + "micro-batch " + std::to_string(m.header.micro_batch) + " of step " +
-                                   std::to_string(m.header.sequence) + " arrived during steps " +
-                                   std::to_string(remote_first_) + " .. " +
-                                   std::to_string(remote_first_ + remote_steps_ - 1) + " of " +
-                                   std::to_string(remote_m_) + " micro-batches");
-        boundary_channel<T>& ch = fwd ? *forward_[m.to - 1] : *backward_[m.to];
-        boundary_message h = m.header;
-        h.buffer = ch.acquire();
-        std::memcpy(static_cast<void*>(ch.values(h.buffer)), m.values.data(), m.values.size());
-        if (fwd)
-            std::copy(m.labels.begin(), m.labels.end(), ch.labels(h.buffer));
-        else
-            notes_[static_cast<std::size_t>(h.sequence - remote_first_) * remote_m_ + h.micro_batch] = {
-                m.note.loss_sum, static_cast<std::size_t>(m.note.targets), static_cast<std::size_t>(m.note.correct)};
-        graph_->put(m.to, h);
-    }
-
-    // The kept messages whose run (step() or consecutive_steps() call) is now.
-    void deliver_backlog() {
-        std::vector<held_message> later;
-        for (held_message& h : backlog_) {
-            if (h.note.run <= run_)
-                accept_remote({h.to, h.header, h.values, h.labels, h.note});
-            else
-                later.push_back(std::move(h));
-        }
-        backlog_ = std::move(later);
-    }
-
-    struct held_message {  // a copy of a remote message that waits for its step
-        std::size_t to;
-        boundary_message header;
-        std::vector<std::byte> values;
-        std::vector<std::int32_t> labels;
-        boundary_note note;
-    };
-
     static constexpr const char* who = "pipeprop::sync::pipeline_executor";
     template <class Get>
     std::vector<T> gather(Get get) const {
@@ -928,15 +708,12 @@ private:
     std::optional<stage_inference<stack_type>> eval_;
     std::uint64_t steps_ = 0;
     std::vector<step_result> results_;  // of the last run_plan, one per step
-    std::vector<std::vector<T>> undo_;  // step_or_undo: parameters, running state, optimizer buffers before the step
+    undo_type undo_{*this};  // step_or_undo: the state before the step (sync/non_finite_undo.hpp)
     // stages in other processes (options::remote)
     std::vector<bool> local_;                  // [p]: the stage runs here (all, without a transport)
-    std::uint64_t remote_first_ = 0;           // the running steps: first, count, micro-batches per step
-    std::size_t remote_steps_ = 0, remote_m_ = 1;
-    std::vector<loss_totals> notes_;           // [steps * m]: the backward notes' loss totals (last stage elsewhere)
-    std::vector<held_message> backlog_;        // messages of a later step
     bool remote_stages_current_ = false;       // load_remote_stages since the last step
     std::uint64_t run_ = 0;                    // run_plan calls (the same on every process: messages carry it)
+    remote_type remote_{*this};                // the running steps' notes and backlog (sync/remote_stages.hpp)
 };
 
 }  // namespace pipeprop::sync
