@@ -62,7 +62,9 @@ def ceilings(groups, others, networks, peaks):
             if not ours or "flop_per_sample" not in ours[0]:
                 continue
             flop = float(ours[0]["flop_per_sample"])
-            rate = lambda rs: statistics.median(float(r["cpu_samples_per_s"]) for r in rs) * flop / 1e9
+            def rate(rs):
+                return statistics.median(float(r["cpu_samples_per_s"]) for r in rs) * flop / 1e9
+
             mine = rate(ours)
             theirs = [groups.get((network, "float", batch, impl)) for impl, _ in others]
             given = [rate(t) if t else None for t in theirs]
@@ -70,10 +72,10 @@ def ceilings(groups, others, networks, peaks):
             cells = [f"{g:.1f} ({100 * g / peak:.0f}%)" if g else "-" for g in given]
             needs = [f"{target * g:.1f} ({100 * target * g / peak:.0f}%)" if g else "-" for g in given]
             highest = [f"{peak / g:.2f}x" if g else "-" for g in given]
-            within = all(target * g <= peak for g in given if g)
+            within = all(target * g <= peak for g in given if g) if any(given) else None
             print(f"| {network} | {batch} | {flop / 1e6:.2f} | {mine:.1f} ({100 * mine / peak:.0f}%) | " +
                   " | ".join(cells) + f" | {target:g}x | " + " | ".join(needs) + " | " + " | ".join(highest) +
-                  f" | {'yes' if within else 'NO: above the peak'} |")
+                  f" | {'-' if within is None else 'yes' if within else 'NO: above the peak'} |")
     print("\n(A target above the peak cannot be met by any step that does these multiply-adds on one core of this "
           "host; only fewer multiply-adds, e.g. Winograd or FFT convolutions, could.)")
 

@@ -150,16 +150,16 @@ TEST_CASE("conv2d: backward-p1 and backward-p2 match finite differences", "[laye
 }
 
 TEST_CASE("conv2d: the finite-difference and direct checks reach both forms of backward-p2", "[layers][conv2d]") {
-    // With pipeprop's GEMM (FMA, 256-bit vectors or wider) 16+ output channels and 64+ output pixels in double
-    // fill two vectors of channels and eight of pixels and take the transposed form (cols dy^T through the
-    // workspace); 2-4 channels or 35 pixels never do.
+    // With pipeprop's GEMM (FMA, 256-bit vectors or wider: 4 or 8 doubles per vector) 16+ output channels and 64+
+    // output pixels in double fill two vectors of channels and eight of pixels and take the transposed form (cols
+    // dy^T through the workspace); 2-4 channels (under two vectors) or 25 pixels (under eight) never do.
     static_assert(!pp::kernels::simd_gemm_preferred ||
                   (pp::conv2d_layer<double, shape<3, 9, 8>, 17, 3, 1, 1>::transposed_p2 &&
                    pp::conv2d_layer<double, shape<3, 16, 15>, 18, 3, 2, 1>::transposed_p2 &&
                    pp::conv2d_layer<double, shape<5, 9, 8>, 16, 1, 1, 0>::transposed_p2 &&
                    pp::conv2d_layer<double, shape<16, 14, 14>, 32, 3, 1, 1>::transposed_p2));
     static_assert(!pp::conv2d_layer<double, shape<3, 5, 7>, 4, 3, 1, 1>::transposed_p2);
-    static_assert(!pp::conv2d_layer<double, shape<3, 5, 7>, 17, 3, 1, 1>::transposed_p2);
+    static_assert(!pp::conv2d_layer<double, shape<3, 5, 5>, 17, 3, 1, 1>::transposed_p2);
     const auto ws = pp::conv2d_layer<double, shape<3, 9, 8>, 17, 3, 1, 1>{}.make_workspace(3);
     CHECK(ws.dy_t.size() == (pp::kernels::simd_gemm_preferred ? 9 * 8 * 17 : 0));  // one sample's dy, transposed
     CHECK(ws.dw_t.size() == (pp::kernels::simd_gemm_preferred ? 3 * 9 * 17 : 0));  // the weight gradient, transposed

@@ -30,7 +30,7 @@ struct conv2d_stash {
 };
 
 /// Workspace of conv2d (one per runner): one sample's column matrix [C * K * K, OH * OW], written by im2col in the
-/// forward and in backward-p2 (the GEMM's left operand), and by the GEMM of backward-p1 as the column gradient dcol
+/// forward and in backward-p2 (an operand of their GEMMs), and by the GEMM of backward-p1 as the column gradient dcol
 /// that col2im folds back into dx (empty for an identity im2col); with conv2d_layer::transposed_p2, one sample's
 /// output gradient transposed, dy_t [OH * OW, OutChannels], and the weight gradient transposed, dw_t
 /// [C * K * K, OutChannels], accumulated over the micro-batch. Each pass uses it only within its own call.
@@ -50,7 +50,9 @@ struct conv2d_workspace {
 /// p2:       per sample n: cols_n = im2col(x_n) again; dW += dy_n cols_n^T (added; dbias += sum over n, OH, OW of
 ///           dy). With transposed_p2: dW^T = sum over n of cols_n dy_n^T (GEMM CKK x OC x OHW, B = dy_n^T transposed
 ///           into the workspace, beta 0 for n = 0 and 1 after), then dW += (dW^T)^T; otherwise per sample
-///           dW += dy_n cols_n^T (GEMM OC x CKK x OHW with B transposed)
+///           dW += dy_n cols_n^T (GEMM OC x CKK x OHW with B transposed). The two forms round differently where dW
+///           is not zero before the call (e.g. gradients accumulated over micro-batches); every runner of one build
+///           uses the same form, so executors stay bit-identical.
 /// Init: weight ~ U(-sqrt(6 / (C K K)), sqrt(6 / (C K K))) (He uniform), bias = 0, from the given seed.
 /// Stash: none beyond its size (see conv2d_stash): p2 rebuilds the column matrices from x, one sample at a time in the
 /// workspace (an im2col per sample and p2, memory-bound and small next to the GEMM), instead of keeping C K K * OH OW
