@@ -39,6 +39,11 @@ def parse_results(path, kind="result"):
     return runs
 
 
+def median(rs, key):
+    """Median of field `key` over the runs rs (one per round)."""
+    return statistics.median(float(r[key]) for r in rs)
+
+
 def target_ratio(batch):
     """Issue 16's target for pipeprop / PyTorch and pipeprop / libtorch samples/s at micro-batch size b."""
     return 5.0 if batch == 1 else 2.5
@@ -62,12 +67,9 @@ def ceilings(groups, others, networks, peaks):
             if not ours or "flop_per_sample" not in ours[0]:
                 continue
             flop = float(ours[0]["flop_per_sample"])
-            def rate(rs):
-                return statistics.median(float(r["cpu_samples_per_s"]) for r in rs) * flop / 1e9
-
-            mine = rate(ours)
+            mine = median(ours, "cpu_samples_per_s") * flop / 1e9
             theirs = [groups.get((network, "float", batch, impl)) for impl, _ in others]
-            given = [rate(t) if t else None for t in theirs]
+            given = [median(t, "cpu_samples_per_s") * flop / 1e9 if t else None for t in theirs]
             target = target_ratio(batch)
             cells = [f"{g:.1f} ({100 * g / peak:.0f}%)" if g else "-" for g in given]
             needs = [f"{target * g:.1f} ({100 * target * g / peak:.0f}%)" if g else "-" for g in given]
@@ -94,9 +96,6 @@ def side_by_side(path, tolerance):
         groups[(r.get("network", "cnn"), r.get("precision", "float"), int(r["batch"]), r["impl"])].append(r)
     networks = sorted({k[0] for k in groups}, key=lambda n: (n != "cnn", n))
     others = [(impl, name) for impl, name in OTHERS if any(k[3] == impl for k in groups)]
-
-    def median(rs, key):
-        return statistics.median(float(r[key]) for r in rs)
 
     for network in networks:
         print(f"### {network}\n")
