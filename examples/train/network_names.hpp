@@ -12,10 +12,12 @@ namespace train {
 
 /// Names of the image classification networks, in the order shown in the help (every mode trains them).
 inline std::vector<std::string> image_network_names() {
-    return {"cnn", "cnn32", "cnn-on", "mlp", "resnet20", "resnet56"};
+    return {"cnn", "cnn32", "cnn-on", "mlp", "resnet20", "resnet32", "resnet44", "resnet56", "resnet110"};
 }
 /// True for the ResNets, whose normalization (--norm) and input size (from --data) select the network type.
-inline bool is_resnet(std::string_view name) { return name == "resnet20" || name == "resnet56"; }
+inline bool is_resnet(std::string_view name) {
+    return name == "resnet20" || name == "resnet32" || name == "resnet44" || name == "resnet56" || name == "resnet110";
+}
 /// True when `dir` holds CIFAR-10 binary batches (data_batch_1.bin in dir or dir/cifar-10-batches-bin, as
 /// pipeprop::data::load_image_dataset looks for them).
 inline bool holds_cifar10(const std::string& dir) {

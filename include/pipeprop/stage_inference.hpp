@@ -1,7 +1,9 @@
 // pipeprop/stage_inference.hpp: inference through a pipeline's stages one after the other, for evaluation
 // (pipeprop/evaluation.hpp) by the pipelined engines (pb::engine, sync::schedule_executor): each stage runs its own
-// program's infer with its own weights and running state on buffers of its own; a stage's output is copied into
-// the next stage's input. No allocation after construction.
+// program's infer with its own weights and running state. The stages share two activation buffers
+// (layer_stack::make_inference_activations): a stage's output is the next stage's input in place, and the memory is
+// that of the network's largest activation at max_b samples, twice, whatever the number of stages. No allocation
+// after construction.
 #pragma once
 
 #include <algorithm>
@@ -20,7 +22,10 @@ public:
 
     /// Throws std::invalid_argument (from Stack) for an invalid range or max_b == 0.
     stage_inference(const Stack& stack, const std::vector<layer_range>& ranges, std::size_t max_b) : max_b_(max_b) {
-        for (const layer_range r : ranges) buffers_.push_back({stack.make_activations(r, max_b), stack.make_workspaces(r, max_b)});
+        activations_.assign(2 * Stack::inference_stride(max_b), value_type(0));
+        for (const layer_range r : ranges)
+            buffers_.push_back({stack.make_inference_activations(r, max_b, activations_.data()),
+                                stack.make_workspaces(r, max_b)});
     }
 
     [[nodiscard]] std::size_t max_batch() const noexcept { return max_b_; }
@@ -31,12 +36,7 @@ public:
     template <class InferStage>
     const value_type* run(const value_type* x, std::size_t b, InferStage&& infer_stage) {
         std::copy_n(x, b * buffers_.front().act.input_size(), buffers_.front().act.input());
-        for (std::size_t s = 0; s < buffers_.size(); ++s) {
-            auto& e = buffers_[s];
-            infer_stage(s, e.act, b, e.ws);
-            if (s + 1 < buffers_.size())
-                std::copy_n(e.act.output(), b * e.act.output_size(), buffers_[s + 1].act.input());
-        }
+        for (std::size_t s = 0; s < buffers_.size(); ++s) infer_stage(s, buffers_[s].act, b, buffers_[s].ws);
         return buffers_.back().act.output();
     }
 
@@ -46,6 +46,7 @@ private:
         typename Stack::workspaces ws;
     };
     std::size_t max_b_;
+    aligned_vector<value_type> activations_;  // the two buffers every stage's a(k) alternate between
     std::vector<buffers> buffers_;
 };
 

@@ -1,0 +1,128 @@
+// pipeprop/layer_buffers.hpp: layer ranges and the buffers a layer_stack pass runs on.
+//
+// stack_activations: the buffers of ONE micro-batch of a range [begin, end) of a network's layers:
+//   a_k for k in [begin, end]: the input of layer k (a_end is the range output), [b, activation_size[k]]
+//   g_k for k in [begin, end]: the gradient w.r.t. a_k; g_end is written by the caller (loss or next stage),
+//                              g_begin is the range's input gradient (sent to the previous stage).
+//   one stash per layer of the range (the layer's own stash type, held behind an untyped owner).
+// Inference buffers (layer_stack::make_inference_activations) have no g_k, and their a_k alternate between two
+// buffers the caller owns: a_k and a_k+1 never alias, a_k and a_k+2 do, so only infer may run on them.
+// stack_workspaces: each layer's scratch memory, owned by whoever runs the range.
+// Both are made by layer_stack (make_activations, make_workspaces), for up to max_b samples, and allocate nothing
+// after that.
+#pragma once
+
+#include <xsimd/memory/xsimd_aligned_allocator.hpp>
+
+#include <cstddef>
+#include <vector>
+
+#include "pipeprop/layer_concept.hpp"
+#include "pipeprop/layer_entry_points.hpp"
+
+namespace pipeprop {
+
+/// Half-open range [begin, end) of layer positions of a network.
+struct layer_range {
+    std::size_t begin = 0;
+    std::size_t end = 0;
+    [[nodiscard]] constexpr std::size_t size() const noexcept { return end - begin; }
+    [[nodiscard]] constexpr bool contains(std::size_t i) const noexcept { return i >= begin && i < end; }
+    friend constexpr bool operator==(layer_range, layer_range) = default;
+};
+
+/// Range tag of the layer_stack passes: the range of the activations, decided at run time (the dynamic variant).
+struct dynamic_range {};
+/// Range tag of the layer_stack passes: layers [B, E) known at compile time (a stage type: pipeline_layout.hpp).
+/// The pass checks that the activations were made for exactly this range, then runs the same loop as the dynamic
+/// variant: a stage type adds no code of its own.
+template <std::size_t B, std::size_t E>
+struct static_range {
+    static_assert(B < E, "pipeprop::static_range: a stage needs at least one layer.");
+    static constexpr layer_range value{B, E};
+};
+
+/// Aligned storage for values of type T.
+template <class T>
+using aligned_vector = std::vector<T, xsimd::aligned_allocator<T>>;
+
+/// Per-micro-batch buffers of one range of the layer_stack Stack with value type T (see the file comment).
+/// Move-only; made by Stack::make_activations, allocated once.
+template <class Stack, class T>
+class stack_activations {
+public:
+    stack_activations() = default;
+    stack_activations(stack_activations&&) noexcept = default;
+    stack_activations& operator=(stack_activations&&) noexcept = default;
+
+    [[nodiscard]] layer_range range() const noexcept { return range_; }
+    [[nodiscard]] std::size_t max_batch() const noexcept { return max_b_; }
+    /// Input of layer k (k in [begin, end]), [b, Stack::activation_size[k]].
+    [[nodiscard]] T* a(std::size_t k) noexcept { return a_base_ + offset_[k - range_.begin]; }
+    [[nodiscard]] const T* a(std::size_t k) const noexcept { return a_base_ + offset_[k - range_.begin]; }
+    /// Gradient w.r.t. a(k) (in the owner's buffers when made by make_activations_sharing_gradients).
+    [[nodiscard]] T* g(std::size_t k) noexcept { return g_base_ + offset_[k - range_.begin]; }
+    [[nodiscard]] const T* g(std::size_t k) const noexcept { return g_base_ + offset_[k - range_.begin]; }
+    [[nodiscard]] T* input() noexcept { return a(range_.begin); }
+    [[nodiscard]] T* output() noexcept { return a(range_.end); }
+    [[nodiscard]] const T* output() const noexcept { return a(range_.end); }
+    [[nodiscard]] T* output_gradient() noexcept { return g(range_.end); }
+    [[nodiscard]] T* input_gradient() noexcept { return g(range_.begin); }
+    [[nodiscard]] const T* input_gradient() const noexcept { return g(range_.begin); }
+    /// Per-sample elements of the range input / output.
+    [[nodiscard]] std::size_t input_size() const noexcept { return Stack::activation_size[range_.begin]; }
+    [[nodiscard]] std::size_t output_size() const noexcept { return Stack::activation_size[range_.end]; }
+
+    /// Bytes this object holds for one micro-batch: its activations a(k) (none for inference buffers, which are
+    /// the caller's), its own gradients g(k) (none when it shares another's or is for inference) and its layers'
+    /// stashes (the "stash bytes" of PB).
+    [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
+    /// Bytes of the gradient buffers g(k) it owns: as many as of a(k), or 0 when it shares another's.
+    [[nodiscard]] std::size_t gradient_bytes() const noexcept { return g_.size() * sizeof(T); }
+
+    /// The stash of layer I (I in the range).
+    template <std::size_t I>
+    [[nodiscard]] stash_t<typename Stack::template layer_type<I>>& stash() noexcept {
+        return *static_cast<stash_t<typename Stack::template layer_type<I>>*>(stash_at(I));
+    }
+    template <std::size_t I>
+    [[nodiscard]] const stash_t<typename Stack::template layer_type<I>>& stash() const noexcept {
+        return *static_cast<const stash_t<typename Stack::template layer_type<I>>*>(stashes_[I - range_.begin].get());
+    }
+
+private:
+    friend Stack;
+    void* stash_at(std::size_t k) noexcept { return stashes_[k - range_.begin].get(); }
+    const void* stash_at(std::size_t k) const noexcept { return stashes_[k - range_.begin].get(); }
+    layer_range range_{};
+    std::size_t max_b_ = 0;
+    std::size_t bytes_ = 0;
+    std::vector<std::size_t> offset_;
+    aligned_vector<T> a_;  // empty when the activations are in another object's buffers (inference)
+    T* a_base_ = nullptr;  // a_.data(), or the caller's inference buffers
+    aligned_vector<T> g_;  // empty when the gradients are another object's
+    T* g_base_ = nullptr;  // g_.data(), or the owner's (a moved vector keeps its buffer, so moves keep it valid)
+    std::vector<detail::owned_object> stashes_;  // [k - begin]: the stash of layer k
+};
+
+/// Scratch memory of the layers of one range of the layer_stack Stack, owned by whoever runs the range (one per
+/// thread of execution). Move-only; made by Stack::make_workspaces.
+template <class Stack>
+class stack_workspaces {
+public:
+    stack_workspaces() = default;
+    stack_workspaces(stack_workspaces&&) noexcept = default;
+    stack_workspaces& operator=(stack_workspaces&&) noexcept = default;
+    /// The workspace of layer I (I in the range the workspaces were made for).
+    template <std::size_t I>
+    [[nodiscard]] workspace_t<typename Stack::template layer_type<I>>& get() noexcept {
+        return *static_cast<workspace_t<typename Stack::template layer_type<I>>*>(at(I));
+    }
+
+private:
+    friend Stack;
+    [[nodiscard]] void* at(std::size_t k) const noexcept { return ws_[k].get(); }
+    std::vector<detail::owned_object> ws_;  // [k]: the workspace of layer k (empty outside the range)
+};
+
+}  // namespace pipeprop
