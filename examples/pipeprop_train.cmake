@@ -10,8 +10,8 @@ set(PIPEPROP_TRAIN_FLAGS "" CACHE STRING "Extra compile options of the main prog
 target_compile_options(pipeprop_train PRIVATE ${PIPEPROP_TRAIN_FLAGS})
 
 # Which network types the program compiles (every one by default; a build that needs a few, like the main job's, is
-# minutes faster): network type keys (train::network_type_key: cnn cnn32 cnn-on mlp resnet20 resnet20-on
-# resnet20-cifar resnet20-on-cifar resnet56 resnet56-on llama-tiny). The program refuses the others (exit 2).
+# minutes faster): network type keys (train::network_type_key: cnn cnn32 cnn-on mlp llama-tiny, and
+# resnetD[-on][-cifar] for D = 20, 32, 44, 56, 110). The program refuses the others (exit 2).
 set(PIPEPROP_TRAIN_NETWORKS "" CACHE STRING
     "Network type keys the main program compiles, ;-separated (empty: all), e.g. resnet20;cnn")
 set(pipeprop_train_generated ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_units)
@@ -55,12 +55,17 @@ foreach(unit_mode IN ITEMS sgd pb sync)
     pipeprop_train_unit(${unit_mode} ${pair})
   endforeach()
 endforeach()
-# The ResNets of issue 13 other than resnet20 (Online Norm, ResNet-56, the CIFAR-10 inputs: --norm and --data select
-# them) in --mode sgd and --mode pb, the modes of the fidelity study (train::sync_mode_trains).
+# The other ResNets (depths 20, 32, 44, 56 and 110; Online Norm and the CIFAR-10 inputs: --norm and --data select
+# them) in --mode sgd and --mode pb, the modes of the depth study (train::sync_mode_trains).
 foreach(unit_mode IN ITEMS sgd pb)
-  foreach(pair IN ITEMS resnet20-on:resnet20_on resnet56:resnet56 resnet56-on:resnet56_on
-                        resnet20-cifar:resnet20_cifar resnet20-on-cifar:resnet20_on_cifar)
-    pipeprop_train_unit(${unit_mode} ${pair})
+  foreach(depth IN ITEMS 20 32 44 56 110)
+    foreach(variant IN ITEMS "" "-on" "-cifar" "-on-cifar")
+      if(depth STREQUAL "20" AND variant STREQUAL "")
+        continue()  # resnet20 is built in every mode above
+      endif()
+      string(REPLACE "-" "_" type_suffix "${variant}")
+      pipeprop_train_unit(${unit_mode} resnet${depth}${variant}:resnet${depth}${type_suffix})
+    endforeach()
   endforeach()
 endforeach()
 pipeprop_train_unit(sgd llama-tiny:llama_tiny)

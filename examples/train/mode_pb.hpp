@@ -62,8 +62,8 @@ public:
     using programs_type = std::vector<pipeprop::stage_program<typename pipe_type::stack_type>>;
     static constexpr std::size_t targets_per_sample = pipe_type::targets_per_sample;
 
-    /// programs: the stages' code (pb_stage_programs: static for --stages layer / fine / fine-own up to
-    /// max_static_stages stages, dynamic otherwise).
+    /// programs: the stages' code (pb_stage_programs: static for --stages layer / fine / fine-own,
+    /// dynamic for split points).
     /// ranks: --transport mpi (opt.remote is then this rank's transport), else nullptr.
     pb_engine(programs_type programs, const pipeprop::pb::options<Policy>& opt, pipeprop::optim::lr_schedule schedule,
               double momentum, double weight_decay, cluster* ranks = nullptr)

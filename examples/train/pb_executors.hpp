@@ -1,6 +1,6 @@
 // examples/train/pb_executors.hpp: the PB engines --mode pb builds per network, and where their code is compiled:
-// --stages parsing and the stages' code (static for the compile-time cuts up to max_static_stages stages, dynamic
-// otherwise), the loss per network,
+// --stages parsing and the stages' code (static for the compile-time cuts, dynamic for split points), the loss per
+// network,
 // the six mitigation policies, and the executors (pipeprop/pb/make_executor.hpp). The unit of --mode pb on a
 // network declares its stage code and the executors of its six momentum-SGD engines extern; a unit of their own
 // compiles them (examples/train/pb_executors.cpp.in), so that neither unit takes a minute to compile.
@@ -59,19 +59,11 @@ std::vector<pipeprop::layer_range> parse_stages(const std::string& text) {
     return ranges;
 }
 
-/// Most stages a layout may have for the main program to compile its stages' code statically (compile time: the
-/// larger fine-grained cuts of the ResNets run the dynamic variant, the same bits).
-inline constexpr std::size_t max_static_stages = 40;
-
-/// The stages' code of a compile-time layout: static_stage_programs (stage_program.hpp: the stage passes compiled
-/// for exactly each stage's layers) for at most max_static_stages stages, else dynamic_stage_programs over the same
-/// ranges (the same layer code over a runtime range). Both give the same bits.
+/// The stages' code of a compile-time layout: static_stage_programs (stage_program.hpp; a stage type adds no code of
+/// its own, since the layer code is generated per layer type).
 template <class Layout>
 std::vector<pipeprop::stage_program<typename Layout::stack_type>> layout_stage_programs() {
-    if constexpr (Layout::stage_count <= max_static_stages)
-        return pipeprop::static_stage_programs<Layout>();
-    else
-        return pipeprop::dynamic_stage_programs<typename Layout::stack_type>(pipeprop::stage_ranges<Layout>());
+    return pipeprop::static_stage_programs<Layout>();
 }
 
 /// The stages' code for --stages `text` on network Net: "layer", "fine" and "fine-own" are compile-time layouts
