@@ -1,5 +1,5 @@
 // bench/two_stage_bp.cpp: 2-stage backpropagation (2BP) on and off, measured side by side, next to the schedule
-// simulator's prediction (issue 5; shared/docs/2bp-schedules.md).
+// simulator's prediction (issue 5; docs/schedules.md).
 //
 // What it does:
 //  1. Measures every layer's T_F, T_B, T_W at the middle micro-batch size and cuts the network into p = --stages

@@ -125,7 +125,7 @@ using resnet_group = mp::mp_append<
 /// CIFAR-style ResNet-(6N+2) (He et al. 2016, §4.2): conv3x3(16) - norm - relu, three groups of N basic blocks at
 /// 16, 32 and 64 channels (the second and third start with a stride-2 down_block), global average pool, dense(10).
 /// For 1x28x28 inputs the feature maps are 28x28, 14x14 and 7x7. Norm: the normalization after every conv
-/// (group norm here; batch-independent, so it works at micro-batch size 1: pb-semantics.md §3).
+/// (group norm here; batch-independent, so it works at micro-batch size 1: docs/pb-semantics.md §3).
 template <class InputShape, std::size_t N, class Norm>
 using resnet = boost::mp11::mp_apply<
     pp::network,

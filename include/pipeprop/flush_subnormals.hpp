@@ -1,7 +1,7 @@
 // pipeprop/flush_subnormals.hpp: run a piece of stage work with subnormal floating-point numbers flushed to zero.
 //
 // Subnormal (denormal) operands and results cost x86 cores tens to hundreds of cycles per operation. In PB with the
-// momentum close to 1 that the batch-size scaling rules give at b = 1 (pb-semantics.md §4), the velocity of a weight
+// momentum close to 1 that the batch-size scaling rules give at b = 1 (docs/pb-semantics.md §4), the velocity of a weight
 // whose gradient stays 0 (an input that is always 0) decays as m^k into the subnormal range, and every update of that
 // stage then runs at a fraction of its speed: the main job's large dense stage became 3-4x slower over an epoch
 // (bench/README.md, "Why the PB pipeline slows down over an epoch"). Flushing (x86 MXCSR: FTZ, results; DAZ,

@@ -46,7 +46,7 @@
 // Every function must work for any micro-batch size b >= 1 and must not allocate on the heap after
 // make_stash / make_workspace returned.
 //
-// Stateful layers (optional; Online Normalization, shared/docs/online-norm.md): a layer with running state that its
+// Stateful layers (optional; Online Normalization, docs/online-norm.md): a layer with running state that its
 // training passes update in micro-batch order declares
 //
 //   static constexpr std::size_t state_count;     // elements of the layer's running-state block (T values)

@@ -3,7 +3,7 @@
 // concurrent executor (pb/remote_stages.hpp) and the synchronous schedule executor (sync/remote_stages.hpp): receive
 // (delivering into the graph) until the local stages have run their ops of the run, then until this process's own
 // sends have reached their processes (receiving drives the transport). The semantics do not change: every stage runs
-// its op list as in one process (PB-paper, Kosson et al., arXiv 2003.11666, §3; shared/docs/pb-semantics.md §1).
+// its op list as in one process (PB-paper, Kosson et al., arXiv 2003.11666, §3; docs/pb-semantics.md §1).
 #pragma once
 
 #include <chrono>

@@ -9,7 +9,7 @@
 // it. No pointer ever crosses a process. Backward messages also carry a boundary_note: the loss the last stage found
 // for that micro-batch, so that the process of stage 0 (which reports completed micro-batches) learns it.
 // The semantics do not change: every stage still runs its own op list (PB: the clocked model, PB-paper, Kosson et
-// al., arXiv 2003.11666, §3; shared/docs/pb-semantics.md §1), so a run across processes is bit-identical to one
+// al., arXiv 2003.11666, §3; docs/pb-semantics.md §1), so a run across processes is bit-identical to one
 // process (tests/mpi). This header has no MPI dependency: the core library compiles and runs without MPI.
 #pragma once
 

@@ -4,7 +4,7 @@
 // classes, or token_cross_entropy for a sequence model), Optimizer an optimizer policy (optim/optimizer_policy.hpp;
 // default momentum SGD, or optim::adamw).
 //
-// Per train_batch call with a batch of b samples (shared/docs/pb-semantics.md §2; 2bp-schedules.md §3):
+// Per train_batch call with a batch of b samples (docs/pb-semantics.md §2; docs/schedules.md §3):
 //   forward over all layers; N = Loss::count_targets(targets, b) (b for a classifier, the non-ignored tokens of a
 //   token loss); loss = mean over those N targets; its gradient (gradient_scale 1 / N); fused backward (p1 + p2 per
 //   layer) into a zeroed gradient block; one optimizer step with the hyperparameters (optim/hyperparameters.hpp) of

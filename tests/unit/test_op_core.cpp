@@ -19,7 +19,7 @@ namespace {
 namespace pp = pipeprop;
 namespace pb = pipeprop::pb;
 
-/// The ops of stage s of S, tick by tick (pb-semantics.md §1), for the micro-batches [n0, end): micro-batch n enters
+/// The ops of stage s of S, tick by tick (docs/pb-semantics.md §1), for the micro-batches [n0, end): micro-batch n enters
 /// at tick n - n0; at tick t the stage runs the forward of the one with tau + s == t, then the backward and update
 /// of the one with tau + 2S - 2 - s == t.
 std::vector<pp::op> clocked_ops(std::size_t S, std::size_t s, std::size_t n0, std::size_t end) {

@@ -1,7 +1,7 @@
 // pipeprop/optim/momentum_update.hpp: the one momentum-SGD update kernel that every optimizer variant in pipeprop
 // (heavy-ball, Nesterov, spike compensation) is a coefficient choice of.
 //
-// shared/docs/pb-semantics.md §2-3 (PyTorch heavy-ball convention; PB-paper, Kosson et al. arXiv 2003.11666, §4 for
+// docs/pb-semantics.md §2-3 (PyTorch heavy-ball convention; PB-paper, Kosson et al. arXiv 2003.11666, §4 for
 // spike compensation):
 //     g = g_loss + lambda * w                      (L2 weight decay from the current weights: never delayed)
 //     v <- m v + g

@@ -1,6 +1,6 @@
 // pipeprop/pb/engine.hpp: a Pipelined Backpropagation training engine over a runtime list of stages.
 //
-// PB-paper (Kosson et al., arXiv 2003.11666) §3-4; shared/docs/pb-semantics.md. The engine owns the network's
+// PB-paper (Kosson et al., arXiv 2003.11666) §3-4; docs/pb-semantics.md. The engine owns the network's
 // layers (layer_stack), one stage_state per stage (weights, velocity, gradient, policy state) and one executor
 // (sequential reference or concurrent flow graph; identical results). It is driven from the caller's own loop:
 //
@@ -352,7 +352,7 @@ public:
         remote_stages_current_ = true;
     }
 
-    /// Per-stage and per-run figures (pb-semantics.md §5).
+    /// Per-stage and per-run figures (docs/pb-semantics.md §5).
     [[nodiscard]] run_stats stats() const {
         run_stats r;
         r.executor = std::string(to_string(executor_->kind()));

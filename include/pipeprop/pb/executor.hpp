@@ -1,6 +1,6 @@
 // pipeprop/pb/executor.hpp: the one interface behind which the two PB executors run, and the options of a PB run.
 //
-// PB-paper (Kosson et al., arXiv 2003.11666) §3; shared/docs/pb-semantics.md §1. Both executors realize the
+// PB-paper (Kosson et al., arXiv 2003.11666) §3; docs/pb-semantics.md §1. Both executors realize the
 // clocked model exactly and produce identical bits:
 //   - sequential (pb/sequential_executor.hpp): the reference; one micro-batch at a time through every stage, with a
 //     per-stage history of forward weights.

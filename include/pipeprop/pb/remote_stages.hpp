@@ -8,7 +8,7 @@
 // messages from other processes whenever its graph is idle, until every local stage has run its ops of the run
 // (remote_receive.hpp). A forward message that arrives before its push() on this process waits for it
 // (remote_backlog.hpp). Every stage runs its op stream as in one process (the clocked model, PB-paper, Kosson et al.,
-// arXiv 2003.11666, §3; shared/docs/pb-semantics.md §1), so a run across processes is bit-identical to one process
+// arXiv 2003.11666, §3; docs/pb-semantics.md §1), so a run across processes is bit-identical to one process
 // (tests/mpi/test_mpi_pb.cpp). No message within the transport's timeout while a local stage waits:
 // remote_timeout_error naming the stage.
 #pragma once

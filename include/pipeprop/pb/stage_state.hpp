@@ -1,6 +1,6 @@
 // pipeprop/pb/stage_state.hpp: the state one PB stage owns, and the per-stage operations both executors share.
 //
-// PB-paper (Kosson et al., arXiv 2003.11666) §3; shared/docs/pb-semantics.md §1-3. A stage is a contiguous layer
+// PB-paper (Kosson et al., arXiv 2003.11666) §3; docs/pb-semantics.md §1-3. A stage is a contiguous layer
 // range [begin, end) of the network with delay D = 2 (S - 1 - s). On the stage_core every engine's stages share
 // (stage_core.hpp: program, weights w [P] (owned or a view of the caller's storage), gradient [P], running state) it
 // adds (all aligned, allocated once):
@@ -197,7 +197,7 @@ public:
         return lr;
     }
 
-    /// The update coefficients for micro-batch mb (pb-semantics.md §2-3): heavy-ball, or spike compensation with
+    /// The update coefficients for micro-batch mb (docs/pb-semantics.md §2-3): heavy-ball, or spike compensation with
     /// a = m^D, b = (1 - m^D)/(1 - m); AdamW: those of its step updates() + 1 (bias corrections in double).
     /// lr: learning_rate_for(mb).
     [[nodiscard]] auto coefficients_for(const micro_batch_info<T>& mb, T lr) const noexcept {
@@ -241,7 +241,7 @@ public:
         }
     }
 
-    /// Applies the update of micro-batch mb from gradient() (pb-semantics.md §1: after the forward and the backward
+    /// Applies the update of micro-batch mb from gradient() (docs/pb-semantics.md §1: after the forward and the backward
     /// of the tick), zeroes gradient(), advances the policy state (LWP step, PipeMare EMA and correction) and, when
     /// forward_out is not null, writes the forward weights of the new state into it [P] (see forward_weights).
     /// One fused pass over the block in chunks of update_chunk elements; optim::momentum_update is element-wise, so

@@ -29,7 +29,7 @@ struct basic_executor_options {
     OptimizerConfig optimizer{};    ///< what of the optimizer stays fixed (SGD: Nesterov; AdamW: betas, eps)
     std::uint64_t seed = 0;         ///< parameter initialization (layer_stack::init_parameters: cut-independent)
     executor_kind executor = executor_kind::concurrent;
-    /// > 0: clip the gradient to this global L2 norm (over ALL stages, pitfalls.md item 7) before the updates; the
+    /// > 0: clip the gradient to this global L2 norm (over ALL stages, docs/pitfalls.md item 7) before the updates; the
     /// stages then update after the whole graph has finished (a global barrier). 0: no clipping.
     double max_gradient_norm = 0;
     /// Most optimizer steps one schedule_executor::consecutive_steps call runs back to back without a barrier (the

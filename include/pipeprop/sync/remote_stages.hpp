@@ -8,7 +8,7 @@
 // receives the other processes' messages into its channels and graph until every local stage has made its optimizer
 // steps and its own sends have arrived (remote_receive.hpp); a forward message of a later step (a process that is
 // ahead) waits in a backlog (remote_backlog.hpp) until that step starts. Every stage runs the same ops as in one
-// process (2BP-paper, Rae et al. arXiv 2405.18047, §3; shared/docs/2bp-schedules.md §3), so the losses, the local
+// process (2BP-paper, Rae et al. arXiv 2405.18047, §3; docs/schedules.md §3), so the losses, the local
 // stages' weights and optimizer state are bitwise those of a single process (tests/mpi/test_mpi_sync.cpp). No
 // message for timeout(): remote_timeout_error naming the waiting stage. Not with clipping (a global norm) or the
 // sequential executor.
