@@ -154,7 +154,7 @@ struct pipeline_layout<Net, fine_grained<Mode, Norms>, T> {
     static constexpr layer_range stage(std::size_t s) noexcept { return {boundaries[s], boundaries[s + 1]}; }
 };
 
-/// Stage S of a static layout, as a type (issue 10 item 4): its index, layers [begin, end) and their types
+/// Stage S of a static layout, as a type: its index, layers [begin, end) and their types
 /// (`layers`, a boost::mp11::mp_list sub-list of the network's nodes), delay D_S = 2 (S_count - 1 - S), parameter
 /// count, and the range tag its passes are instantiated for (static_range<begin, end>: stage_program.hpp).
 template <class Layout, std::size_t S>

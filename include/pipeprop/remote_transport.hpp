@@ -1,5 +1,5 @@
 // pipeprop/remote_transport.hpp: the interface through which an executor exchanges boundary messages with stages
-// that run in other processes (issue 15; the MPI implementation: pipeprop/mpi/mpi_transport.hpp).
+// that run in other processes (the MPI implementation: pipeprop/mpi/mpi_transport.hpp).
 //
 // A process runs a contiguous group of the pipeline's stages ("local" stages) with the same executor core as a
 // single process (lane_graph.hpp); a message to a stage of another process is handed to the transport, which copies

@@ -1,4 +1,4 @@
-// pipeprop/graph/blocks.hpp: composite blocks of a network (issue 10 item 1): residual connections.
+// pipeprop/graph/blocks.hpp: composite blocks of a network: residual connections.
 //
 //   residual<Body...>                          y = x + body(x)          (identity shortcut; ResNet basic block,
 //                                                                        pre-norm transformer: residual<norm, f>)

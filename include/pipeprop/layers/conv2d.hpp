@@ -23,7 +23,7 @@ namespace pipeprop {
 
 /// Stash of conv2d for one micro-batch: only the micro-batch capacity. The column matrices are not kept: backward-p2
 /// rebuilds each sample's column matrix from the layer input x (which every runner keeps for p2 anyway) in the
-/// workspace, so a PB activation slot holds the input once instead of K^2 / S^2 times (issue 16 item 4).
+/// workspace, so a PB activation slot holds the input once instead of K^2 / S^2 times.
 template <class T>
 struct conv2d_stash {
     std::size_t max_b = 0;

@@ -1,4 +1,4 @@
-// pipeprop/loss/loss_policy.hpp: the loss-policy contract of the trainers (issue 10, item 6): what a loss type must
+// pipeprop/loss/loss_policy.hpp: the loss-policy contract of the trainers: what a loss type must
 // provide so that a trainer can compute the loss, its gradient w.r.t. the network output and the hit count of a batch,
 // whatever the shape of the network output and of the targets.
 //

@@ -1,5 +1,5 @@
-// pipeprop/optim/hyperparameters.hpp: the hyperparameters ONE optimizer update is applied with (issue 10, "one
-// hyperparameter type"), the same type for every engine and optimizer.
+// pipeprop/optim/hyperparameters.hpp: the hyperparameters ONE optimizer update is applied with: one
+// type, the same for every engine and optimizer.
 //
 // These are the values a caller's schedule evaluates per sample: a PB engine takes them per micro-batch (each
 // micro-batch carries the values current when it was pushed, and every stage applies that micro-batch's update with

@@ -49,7 +49,7 @@
 // undefined: the executor refuses every later push / drain with std::logic_error, and pb::engine refuses every later
 // call (pb/engine.hpp). Call openblas_set_num_threads(1) in programs that use it (stages must not oversubscribe the
 // cores).
-// Stages in several processes (issue 15; remote_transport.hpp, pipeprop/mpi/mpi_transport.hpp; the exchange with
+// Stages in several processes (remote_transport.hpp, pipeprop/mpi/mpi_transport.hpp; the exchange with
 // the other processes is pb/remote_stages.hpp): given a transport, the executor runs only the stages the transport
 // calls local (a contiguous group, one lane). Every process calls push() with the same micro-batch infos (the process
 // of stage 0 with the data, the others with any x of the right size: it is not read). Completed micro-batches are

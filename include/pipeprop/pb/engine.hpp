@@ -11,7 +11,7 @@
 //   auto r = e.evaluate(test_x, test_labels, n);        // current weights
 //
 // The static pipeline types with compile-time stage counts and delays (pb::pipeline, pb/pipeline.hpp) derive from
-// it and share all of its code. Loss and optimizer are policies (issue 10 item 6): Loss (loss/loss_policy.hpp;
+// it and share all of its code. Loss and optimizer are policies: Loss (loss/loss_policy.hpp;
 // default softmax cross-entropy over a rank-1 [classes] output against int32 labels; token_cross_entropy for a
 // language model's [L, V] output against [L] next tokens) and Optimizer (pb/optimizer.hpp: optim::sgd<T>, the
 // default, with every mitigation; optim::adamw<T> with none, weight stashing, LWP's weight-difference form and
@@ -97,7 +97,7 @@ public:
     engine(std::vector<stage_program<stack_type>> programs, const options_type& opt)
         : engine(std::move(programs), opt, std::span<T>{}) {}
 
-    /// Embedding (issue 10 item 7): the engine runs on parameter storage the caller owns, `storage`
+    /// Embedding: the engine runs on parameter storage the caller owns, `storage`
     /// [stack_type::parameter_count] in the network's block layout (layer_stack: layers in order, each layer's
     /// tensors in parameter_tensors() order). Its values are the initial weights (options.seed is not used for
     /// them); every update writes into it in place, so the caller (a framework keeping the weights in its own

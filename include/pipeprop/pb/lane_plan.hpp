@@ -1,5 +1,5 @@
 // pipeprop/pb/lane_plan.hpp: which consecutive stages each serial node ("lane") of PB's concurrent executor runs, as
-// an explicit step (issue 10 item 5): measure the stages' per-tick costs, cut them into lanes, hand the plan to the
+// an explicit step: measure the stages' per-tick costs, cut them into lanes, hand the plan to the
 // engine (options::lane_starts), or skip the measurement and give a plan of one's own.
 //
 //   const auto costs = pb::measure_tick_costs<net>(stages, /*b=*/1);   // seconds per tick, one per stage

@@ -1,5 +1,5 @@
-// pipeprop/pb/remote_stages.hpp: the concurrent PB executor's stages in other processes (issue 15;
-// remote_transport.hpp, pipeprop/mpi/mpi_transport.hpp): the part of pb::concurrent_executor
+// pipeprop/pb/remote_stages.hpp: the concurrent PB executor's stages in other processes
+// (remote_transport.hpp, pipeprop/mpi/mpi_transport.hpp): the part of pb::concurrent_executor
 // (pb/concurrent_executor.hpp) that exchanges boundary messages with the other processes.
 //
 // Given a transport, the executor runs only the stages the transport calls local (a contiguous group, one lane) and

@@ -71,7 +71,7 @@ public:
 
     /// As above, with the stage's code given: a program instantiated for its stage type (static pipeline,
     /// stage_program.hpp) or for a runtime range (dynamic variant).
-    /// storage (optional): the caller's parameter block [stack_type::parameter_count] (embedding, issue 10 item 7):
+    /// storage (optional): the caller's parameter block [stack_type::parameter_count] (embedding):
     /// the stage's weights are then its slice of that block, updated in place, instead of a copy the stage owns.
     /// adamw: AdamW's betas and eps (AdamW stages; the decoupled decay comes per micro-batch).
     stage_state(std::size_t index, std::size_t stage_count, const stage_program<stack_type>& program,
@@ -220,7 +220,7 @@ public:
     }
 
     /// Whether the backward of a micro-batch of b samples also applies the update of the layers that fuse backward-p2
-    /// into it (issue 16 item 1: b = 1, momentum SGD, a policy that needs no weights from before the update, and a
+    /// into it (b = 1, momentum SGD, a policy that needs no weights from before the update, and a
     /// layer such as dense_layer in the stage). The executors then call backward_fusing_update instead of the
     /// program's backward; update() applies the rest.
     [[nodiscard]] bool fuses_update(std::size_t b) const noexcept { return fusable_ && b == 1; }
@@ -294,7 +294,7 @@ public:
         ++updates_;
     }
 
-    /// Records the delay a backward observed (updates between its forward and itself; issue 4 item 6).
+    /// Records the delay a backward observed (updates between its forward and itself).
     void record_delay(std::size_t observed) noexcept {
         if (backward_count_ == 0 || observed < observed_min_) observed_min_ = observed;
         observed_max_ = std::max(observed_max_, observed);

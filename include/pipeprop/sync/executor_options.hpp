@@ -38,7 +38,7 @@ struct basic_executor_options {
     /// Stages per device (v) of schedule_kind::interleaved_1f1b (the stage count must be a multiple); ZB-V always
     /// has 2, the other schedules one per device.
     std::size_t chunks = 2;
-    /// Stages in several processes (issue 15; remote_transport.hpp, e.g. pipeprop/mpi/mpi_transport.hpp; it must
+    /// Stages in several processes (remote_transport.hpp, e.g. pipeprop/mpi/mpi_transport.hpp; it must
     /// outlive the executor): this process runs only the stages the transport calls local, the others' messages
     /// cross the transport. nullptr: every stage runs here. Needs executor == concurrent and no clipping; a device
     /// of a virtual-stage schedule must have all of its stages in one process (schedule_executor's file comment).

@@ -1,5 +1,5 @@
-// pipeprop/sync/remote_stages.hpp: the synchronous schedule executor's stages in other processes (issue 15;
-// executor_options::remote, remote_transport.hpp, pipeprop/mpi/mpi_transport.hpp): the part of
+// pipeprop/sync/remote_stages.hpp: the synchronous schedule executor's stages in other processes
+// (executor_options::remote, remote_transport.hpp, pipeprop/mpi/mpi_transport.hpp): the part of
 // sync::schedule_executor (sync/schedule_executor.hpp) that exchanges boundary messages with the other processes.
 //
 // This process runs only its local stages on its lanes (a virtual-stage schedule's device keeps all of its stages in

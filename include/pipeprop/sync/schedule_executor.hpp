@@ -42,7 +42,7 @@
 // micro-batch and the step; the flow graph is cancelled (no hang) and reset. The executor is usable again once the
 // caller restores the parameters and velocity from before the step (see step()).
 //
-// Stages in several processes (issue 15; options::remote, remote_transport.hpp, pipeprop/mpi/mpi_transport.hpp;
+// Stages in several processes (options::remote, remote_transport.hpp, pipeprop/mpi/mpi_transport.hpp;
 // the exchange with the other processes is sync/remote_stages.hpp): this process runs only its local stages; every
 // stage runs the same ops as in one process, so the losses, the local stages' weights and optimizer state are
 // bitwise those of a single process (tests/mpi/test_mpi_sync.cpp); step_result's loss, correct and targets come from
@@ -133,7 +133,7 @@ public:
                       const options_type& opt)
         : schedule_executor(kind, two_stage_bp, std::vector<stage_program<stack_type>>{}, std::move(stages), opt, {}) {}
 
-    /// Embedding (issue 10 item 7): as above, on parameter storage the caller owns, `storage`
+    /// Embedding: as above, on parameter storage the caller owns, `storage`
     /// [stack_type::parameter_count] in the network's block layout (layer_stack: layers in order). Its values are the
     /// initial weights (opt.seed is not used for them); every optimizer step writes into it in place, so the caller
     /// (a framework that keeps the weights in its own tensors) sees the current weights between steps. It must
