@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/pb_fidelity.sh: the PB paper's claim at depth (issue 13; PB-paper = Kosson et al., arXiv 2003.11666, §5):
+# bench/pb_fidelity.sh: the PB paper's claim at depth (PB-paper = Kosson et al., arXiv 2003.11666, §5):
 # fine-grained Pipelined Backpropagation at micro-batch size 1 on a ResNet, every conv its own stage
 # (--stages layer: ResNet-20 20 stages, delays 38 ... 0; ResNet-56 56 stages, 110 ... 0), with each mitigation,
 # against batched SGD, over seeds, with the same data, epochs and cosine learning-rate schedule.
@@ -27,7 +27,7 @@
 # out bench/results/<network>-<norm>[-<label>].
 # A run that fails (a diverging run exits 1: non-finite loss) is recorded as diverged in the table, not retried.
 #
-# --network llama-tiny (issue 14 item 4: PB on the transformer; 11 stages with --stages fine, delays 20 ... 0) trains
+# --network llama-tiny (PB on the transformer; 11 stages with --stages fine, delays 20 ... 0) trains
 # on Debian's fortunes (64-byte sequences, validation every 10th fortune, --test-samples of them) with its own variants
 # and defaults (batch B = --batch, default 8; 1 epoch of 36000 sequences (of 36156), 4096 validation sequences; lr 0.05 / momentum 0.9 for momentum SGD,
 # --adamw-lr 3e-3 with betas 0.9 / 0.99 for AdamW; out bench/results/llama-tiny[-<label>]):

@@ -55,7 +55,7 @@ foreach(unit_mode IN ITEMS sgd pb sync)
     pipeprop_train_unit(${unit_mode} ${pair})
   endforeach()
 endforeach()
-# The ResNets of issue 13 other than resnet20 (Online Norm, ResNet-56, the CIFAR-10 inputs: --norm and --data select
+# The ResNet variants other than resnet20 (Online Norm, ResNet-56, the CIFAR-10 inputs: --norm and --data select
 # them) in --mode sgd and --mode pb, the modes of the fidelity study (train::sync_mode_trains).
 foreach(unit_mode IN ITEMS sgd pb)
   foreach(pair IN ITEMS resnet20-on:resnet20_on resnet56:resnet56 resnet56-on:resnet56_on
@@ -150,7 +150,7 @@ set_tests_properties(pipeprop_train_bad_lr_nan PROPERTIES WILL_FAIL TRUE)
 add_test(NAME pipeprop_train_bad_lr_nan_exit_code
          COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:pipeprop_train> -P ${CMAKE_CURRENT_LIST_DIR}/train/expect_exit_2.cmake)
 
-# --transport mpi (issue 15): with -DPIPEPROP_WITH_MPI=ON the program links MPI, and pipeprop_train.cpp (the only
+# --transport mpi: with -DPIPEPROP_WITH_MPI=ON the program links MPI, and pipeprop_train.cpp (the only
 # unit that includes MPI: train/mpi_cluster.hpp) starts it when the option is given; the per-network units see only
 # train/cluster.hpp.
 if(PIPEPROP_WITH_MPI)

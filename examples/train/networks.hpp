@@ -1,4 +1,4 @@
-// examples/train/networks.hpp: the networks the main program offers (issue 3), as pipeprop::network types, and the
+// examples/train/networks.hpp: the networks the main program offers, as pipeprop::network types, and the
 // name -> type table used by every mode.
 #pragma once
 
@@ -139,7 +139,7 @@ using resnet = boost::mp11::mp_apply<
 /// stage, the projection shortcuts with their add's stage, the dense layer its own), the weight-layer cut
 /// (--stages layer, pipeprop::weight_layer_stages: every conv a stage with its norm and relu) 20 stages.
 using resnet20 = resnet<pp::shape<1, 28, 28>, 3, pp::group_norm<8>>;
-/// The ResNets of issue 13 (--network resnet20 | resnet56, --norm gn | on, the input following --data: 1x28x28
+/// The ResNets (--network resnet20 | resnet56, --norm gn | on, the input following --data: 1x28x28
 /// IDX images or 3x32x32 CIFAR-10 binary batches). Online Normalization (layers/online_norm.hpp; decays 1023/1024
 /// and 127/128, the reference's CIFAR-10 settings) normalizes each channel with running statistics, so, like group
 /// norm, it does not depend on the micro-batch. ResNet-56: N = 9, 55 convs + 2 projections, 56 weight-layer stages.

@@ -1,4 +1,4 @@
-// The executor core both engines share (issue 10 item 5): PB's op streams (pb/op_stream.hpp) against the clocked
+// The executor core both engines share: PB's op streams (pb/op_stream.hpp) against the clocked
 // model written out tick by tick, and the lane graph (lane_graph.hpp) driving a toy runner whose results depend on
 // the order of every stage's ops: equal for every lane plan, equal to a one-thread replay, an exception leaves
 // wait() and reset() makes the graph usable again.

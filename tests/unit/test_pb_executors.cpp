@@ -100,7 +100,7 @@ TEST_CASE("per-stage activation bytes follow the layer types; a concurrent stage
     // Per stage [begin, end) and micro-batch capacity b: values A = sum over k in [begin, end] of
     // activation_size[k] b floats (inputs of its layers and its output), as many gradient floats, and the layers'
     // stashes L. The sequential executor holds one micro-batch (2 A + L); the concurrent one D_s + 1 activation slots
-    // (A + L + b int32 targets each) and one set of gradients A (issue 16 item 4: before, every slot had its own).
+    // (A + L + b int32 targets each) and one set of gradients A (before, every slot had its own).
     openblas_set_num_threads(1);
     using policy = pb::policy::sc_lwp<>;
     using pipe = fine_cnn<policy>;

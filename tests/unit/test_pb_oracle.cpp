@@ -1,4 +1,4 @@
-// An independent oracle for Pipelined Backpropagation (issue 12 item 5): the clocked pipeline of
+// An independent oracle for Pipelined Backpropagation: the clocked pipeline of
 // docs/pb-semantics.md §1-3 written out by hand in double, with NO library code (no layer_stack, no layers,
 // no optimizer kernels, no policy types), compared with pb::engine (sequential and concurrent executors) for every
 // mitigation policy after EVERY micro-batch (weights and velocities, 1e-12) and for every micro-batch's loss.
