@@ -10,7 +10,7 @@
 # seed-1 PB + SC + LWP row of bench/pb_fidelity.sh's ResNet-20 study, which runs the sequential executor (the same
 # bits). Required: test_accuracy >= REQUIRED_ACCURACY, one point below the SGD reference with the same network,
 # normalization, samples and schedule (--mode sgd --network resnet20 --batch 32 --lr 0.05 --momentum 0.9
-# --lr-schedule cosine --epochs 3 --max-samples 8000, seed 1: 0.7763; README "Pipelined Backpropagation at depth"
+# --lr-schedule cosine --epochs 3 --max-samples 8000, seed 1: 0.7763; docs/results.md "Pipelined Backpropagation at depth"
 # has the study over seeds). A few minutes of training on 2 cores, after a build of the one network. The last
 # stdout line is the program's JSON result (network, norm, stages, delays, test_accuracy); per-epoch metrics and the
 # final checkpoint go to build-main-job/main-job/.
