@@ -6,7 +6,8 @@ info string is cpp (```cpp, also c++ / cxx / cc) becomes <out>/<page>_<index>.cp
 with '/' and '.' turned into '_' (README_md, docs_concepts_md) and <index> the 0-based number of the C++ block on
 that page, counted over all of them (so names stay stable when a fragment is marked). A block preceded by the HTML
 comment <!-- snippet: fragment --> (on the line before the fence, blank lines allowed between) is a fragment that
-does not compile on its own and is skipped. Each file starts with a comment naming the page and the line of the
+does not compile on its own and is skipped. Blocks preceded by <!-- snippet: part NAME --> are one program written in
+pieces: the blocks of a page with the same NAME are joined, in page order, into <out>/<page>_<NAME>.cpp. Each file starts with a comment naming the page and the line of the
 block. Prints one line per file written and a summary; exits 1 when a page is missing or a fence is unclosed.
 The script does not compile anything: a test may compile the files it writes.
 
@@ -21,11 +22,12 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEFAULT_PAGES = ["README.md", "docs/*.md"]
 OPEN = re.compile(r"^\s{0,3}(```+|~~~+)\s*([\w+-]*)")
 FRAGMENT = re.compile(r"^\s*<!--\s*snippet:\s*fragment\s*-->\s*$")
+PART = re.compile(r"^\s*<!--\s*snippet:\s*part\s+([A-Za-z0-9_-]+)\s*-->\s*$")
 CPP = {"cpp", "c++", "cxx", "cc"}
 
 
 def blocks_of(page):
-    """(line number, is fragment, code) of every C++ block of page."""
+    """(line number, kind, code) of every C++ block of page; kind: "fragment", ("part", NAME) or "program"."""
     lines = page.read_text(encoding="utf-8").splitlines()
     found, i, last_text = [], 0, ""
     while i < len(lines):
@@ -42,7 +44,9 @@ def blocks_of(page):
         if j == len(lines):
             raise ValueError(f"{page.relative_to(ROOT)}:{start + 1}: unclosed code fence")
         if language in CPP:
-            found.append((start + 1, bool(FRAGMENT.match(last_text)), "\n".join(lines[start + 1:j]) + "\n"))
+            part = PART.match(last_text)
+            kind = "fragment" if FRAGMENT.match(last_text) else ("part", part.group(1)) if part else "program"
+            found.append((start + 1, kind, "\n".join(lines[start + 1:j]) + "\n"))
         last_text = lines[j]
         i = j + 1
     return found
@@ -72,12 +76,23 @@ def main(argv):
         except ValueError as e:
             print(f"extract-doc-snippets: {e}", file=sys.stderr)
             return 1
-        for index, (line, fragment, code) in enumerate(blocks):
-            if fragment:
+        parts = {}
+        for index, (line, kind, code) in enumerate(blocks):
+            if kind == "fragment":
                 skipped += 1
+                continue
+            if kind != "program":
+                parts.setdefault(kind[1], []).append((line, code))
                 continue
             target = out / f"{stem}_{index}.cpp"
             target.write_text(f"// Extracted from {relative}:{line} by scripts/extract-doc-snippets.py.\n" + code)
+            print(target)
+            written += 1
+        for name, pieces in parts.items():
+            target = out / f"{stem}_{name}.cpp"
+            text = "".join(f"// Extracted from {relative}:{line} by scripts/extract-doc-snippets.py.\n{code}"
+                           for line, code in pieces)
+            target.write_text(text)
             print(target)
             written += 1
     print(f"extract-doc-snippets: {written} block(s) written to {out}, {skipped} fragment(s) skipped",
