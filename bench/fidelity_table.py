@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/fidelity_table.py: the table of a bench/pb_fidelity.sh study directory (issue 13).
+"""bench/fidelity_table.py: the table of a bench/pb_fidelity.sh study directory.
 
 Reads OUT/runs/<variant>-seed<k>.{status,out,metrics.jsonl} and writes OUT/table.md and OUT/table.json: per variant
 the number of seeds, the mean and sample standard deviation of the final test accuracy and of the last epoch's mean

@@ -1,4 +1,4 @@
-// bench/fp32_peak.hpp: the fp32 peak of one core for the compiled SIMD architecture, measured (issue 16).
+// bench/fp32_peak.hpp: the fp32 peak of one core for the compiled SIMD architecture, measured.
 //
 // A loop of independent fused multiply-adds (acc = acc * a + b) over xsimd batches: 16 chains with 64-byte vectors,
 // 12 otherwise, more than FMA latency x FMA units on the x86-64 cores of 2013-2024, so the loop runs at the FMA

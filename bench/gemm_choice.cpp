@@ -1,8 +1,8 @@
 // bench/gemm_choice.cpp: the measurement that decides, per GEMM shape, between CBLAS sgemm (OpenBLAS) and
 // pipeprop's xsimd kernel (kernels/simd_gemm.hpp). Recorded in bench/README.md, sections "GEMM: BLAS or xsimd" and
-// "Kernels at b = 1" (issue 16).
+// "Kernels at b = 1".
 //
-// Shapes are the exact calls the layers of the small CNN (issue 3), of ResNet-20 (examples/train/networks.hpp) and of
+// Shapes are the exact calls the layers of the small CNN, of ResNet-20 (examples/train/networks.hpp) and of
 // a 784-256 MLP make, with their transposition flags, at micro-batch sizes b = 1 and b = 32:
 //   dense In->Out:  forward  C[b, Out]  = x[b, In] W[Out, In]^T        (N T)
 //                   p1       C[b, In]   = dy[b, Out] W[Out, In]         (N N)
@@ -24,7 +24,7 @@
 //
 // Run: build-bench/bench/gemm_choice --benchmark_repetitions=10 --benchmark_enable_random_interleaving=true
 //      (bench/side_by_side.sh does this and prints the ratio table with bench/ratios.py; bench/kernels_b1.sh prints
-//      the b = 1 tables of issue 16).
+//      the b = 1 tables).
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench/kernels_b1.sh: the b = 1 kernel measurements of issue 16 in one command, printed as markdown tables (the
-# numbers of bench/README.md, section "Kernels at b = 1 (issue 16)"):
+# bench/kernels_b1.sh: the b = 1 kernel measurements in one command, printed as markdown tables (the
+# numbers of bench/README.md, section "Kernels at b = 1"):
 #   1. gemm_choice: pipeprop's xsimd GEMM (what kernels::gemm runs) against OpenBLAS sgemm at the layers' GEMM
 #      shapes (small CNN, ResNet-20) and, for the b = 1 dense products, against the level-2 calls they are
 #      (cblas_sgemv forward and p1, cblas_sger p2);

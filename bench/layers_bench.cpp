@@ -22,7 +22,7 @@
 // Counters: GFLOP/s (2 x multiply-adds, for conv2d, dense and their BLAS twins; for the step, the sum over conv2d
 // and dense of forward + p1 + p2) and samples/s (items_per_second).
 // bench/side_by_side.sh runs this with repetitions and random interleaving and prints layer / sgemm ratios;
-// bench/kernels_b1.sh prints the b = 1 tables of issue 16 (layer / sgemm, layer / blas2).
+// bench/kernels_b1.sh prints the b = 1 tables (layer / sgemm, layer / blas2).
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 

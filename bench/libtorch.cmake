@@ -1,4 +1,4 @@
-# bench/libtorch/libtorch_side_by_side.cpp (issue 16 item 2): the side-by-side trainer in libtorch, PyTorch's C++
+# bench/libtorch/libtorch_side_by_side.cpp: the side-by-side trainer in libtorch, PyTorch's C++
 # frontend. Built only when CMake finds libtorch (Debian's libtorch-dev, installed by scripts/install-deps.sh
 # --with-torch; its config is /usr/lib/x86_64-linux-gnu/cmake/Torch/TorchConfig.cmake); nothing else needs it.
 # It reads the npy files of side_by_side_train --export with xtensor's npy I/O and does not use pipeprop itself.

@@ -1,4 +1,4 @@
-# bench/mpi/mpi_pipeline.cpp (issue 15 item 5): only with -DPIPEPROP_WITH_MPI=ON; run by bench/mpi_pipeline.sh.
+# bench/mpi/mpi_pipeline.cpp: only with -DPIPEPROP_WITH_MPI=ON; run by bench/mpi_pipeline.sh.
 if(PIPEPROP_WITH_MPI)
   add_executable(mpi_pipeline ${CMAKE_CURRENT_SOURCE_DIR}/mpi/mpi_pipeline.cpp)
   target_link_libraries(mpi_pipeline PRIVATE pipeprop::mpi pipeprop_build_flags)

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# bench/pb_accuracy.sh: PB at micro-batch size 1 against batched SGD, over several seeds (issue 4's accuracy claim,
+# bench/pb_accuracy.sh: PB at micro-batch size 1 against batched SGD, over several seeds (the PB paper's accuracy claim,
 # PB-paper = Kosson et al., arXiv 2003.11666, §5: fine-grained PB at b = 1 with SC + LWP matches SGD).
 #
 # For every seed it runs, with the same data, network, epochs and learning-rate schedule:
-#   sgd: --mode sgd --batch 32 --lr 0.05 --momentum 0.9                     (the reference, issue 3)
+#   sgd: --mode sgd --batch 32 --lr 0.05 --momentum 0.9                     (the reference)
 #   pb:  --mode pb --stages fine --batch 1 --mitigation sc_lwp --reference-batch 32 --lr 0.05 --momentum 0.9
-#        (6 stages, delays 10,8,6,4,2,0; lr and momentum scaled from B = 32 to b = 1 by pb-semantics.md §4)
+#        (6 stages, delays 10,8,6,4,2,0; lr and momentum scaled from B = 32 to b = 1 by docs/pb-semantics.md §4)
 # and prints each test accuracy, the per-seed difference pb - sgd, the mean and sample standard deviation of both,
 # and the largest per-seed gap. Both runs are deterministic for a given build and machine (the concurrent PB
 # executor is bit-identical to the sequential reference), so the spread is seed-to-seed, not run-to-run.

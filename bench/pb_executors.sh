@@ -11,8 +11,8 @@
 # Default run: the main job's PB pipeline (scripts/main-job.sh: ResNet-20 with group norm, --stages layer: 20
 # stages, delays 38 ... 0, b = 1, --mitigation sc_lwp, hyperparameters scaled from B = 32, lr 0.05, momentum 0.9)
 # on --max-samples 4000 of Fashion-MNIST. build-main-job (the main job's build, ResNet-20 only) compiles fastest.
-# --compete: a CPU-bound process pinned to core 1 (taskset) runs during every run of both executors (issue 16 item
-# 3: another program on the machine); the concurrent runs' load adaptation lines are printed, and the verdict
+# --compete: a CPU-bound process pinned to core 1 (taskset) runs during every run of both executors (another
+# program on the machine); the concurrent runs' load adaptation lines are printed, and the verdict
 # whether the concurrent executor stays within 5% of the sequential one.
 # Each executor runs `repeats` times (alternating); the best run of each and the median of the per-round ratios
 # (back-to-back runs, so slow drifts of a shared machine cancel) are reported.

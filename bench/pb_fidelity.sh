@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# bench/pb_fidelity.sh: the PB paper's claim at depth (issue 13; PB-paper = Kosson et al., arXiv 2003.11666, §5):
+# bench/pb_fidelity.sh: the PB paper's claim at depth (PB-paper = Kosson et al., arXiv 2003.11666, §5):
 # fine-grained Pipelined Backpropagation at micro-batch size 1 on a ResNet, every conv its own stage
 # (--stages layer: ResNet-20 20 stages, delays 38 ... 0; ResNet-56 56 stages, 110 ... 0), with each mitigation,
 # against batched SGD, over seeds, with the same data, epochs and cosine learning-rate schedule.
 #
 # Variants (--variants, default all):
 #   sgd32     --mode sgd --batch 32 --lr LR --momentum M                       (the reference)
-#   sgd128    --mode sgd --batch 128, lr and momentum scaled from B = 32 by the rules of pb-semantics.md §4
+#   sgd128    --mode sgd --batch 128, lr and momentum scaled from B = 32 by the rules of docs/pb-semantics.md §4
 #             (m = M^4, lr = 4 LR (1 - m) / (1 - M))
 #   none sc lwp lwp_wd sc_lwp stash pipemare
 #             --mode pb --stages layer --batch 1 --mitigation <variant> --reference-batch 32 --lr LR --momentum M
@@ -27,7 +27,7 @@
 # out bench/results/<network>-<norm>[-<label>].
 # A run that fails (a diverging run exits 1: non-finite loss) is recorded as diverged in the table, not retried.
 #
-# --network llama-tiny (issue 14 item 4: PB on the transformer; 11 stages with --stages fine, delays 20 ... 0) trains
+# --network llama-tiny (PB on the transformer; 11 stages with --stages fine, delays 20 ... 0) trains
 # on Debian's fortunes (64-byte sequences, validation every 10th fortune, --test-samples of them) with its own variants
 # and defaults (batch B = --batch, default 8; 1 epoch of 36000 sequences (of 36156), 4096 validation sequences; lr 0.05 / momentum 0.9 for momentum SGD,
 # --adamw-lr 3e-3 with betas 0.9 / 0.99 for AdamW; out bench/results/llama-tiny[-<label>]):
@@ -43,7 +43,7 @@
 #             --mode pb --stages fine --batch 1 --optimizer adamw --mitigation <none|stash|pipemare>, AdamW's
 #             hyperparameters scaled from B to b = 1 by the square-root rule (Malladi et al., NeurIPS 2022, "On the
 #             SDEs and scaling rules for adaptive gradient algorithms"): lr = ADAMW_LR sqrt(b / B), and each beta
-#             raised to the power b / B (the momentum rule of pb-semantics.md §4: the same decay per sample)
+#             raised to the power b / B (the momentum rule of docs/pb-semantics.md §4: the same decay per sample)
 # bench/fidelity_table.py then tabulates the validation loss per byte and its perplexity (mean, min, max over seeds)
 # and the difference to the reference of the same optimizer (adamw for AdamW rows, sgd for momentum-SGD rows).
 # study.txt gets one header per invocation (appended): runs of an earlier invocation into OUT stay in OUT/runs/ and
@@ -97,7 +97,7 @@ if [[ -z "$program" ]]; then
   program=$build/examples/pipeprop_train
 fi
 
-# SGD at B = 128 with the scaling rules from B = 32 (pipeprop::optim::scale_hyperparameters, pb-semantics.md §4).
+# SGD at B = 128 with the scaling rules from B = 32 (pipeprop::optim::scale_hyperparameters, docs/pb-semantics.md §4).
 read -r lr128 m128 < <(awk -v lr="$lr" -v m="$momentum" 'BEGIN {
   r = 4; mb = m ^ r; printf "%.10g %.10g\n", r * lr * (1 - mb) / (1 - m), mb }')
 
@@ -109,7 +109,7 @@ if $text; then
   # AdamW from B to b = 1: lr sqrt(1 / B), betas to the power 1 / B (the header's rule).
   read -r lr_b1 beta1_b1 beta2_b1 < <(awk -v lr="$adamw_lr" -v B="$batch" 'BEGIN {
     printf "%.10g %.10g %.10g\n", lr * sqrt(1 / B), 0.9 ^ (1 / B), 0.99 ^ (1 / B) }')
-  # Momentum SGD from B to 1 (pb-semantics.md §4, what --reference-batch B does in --mode pb).
+  # Momentum SGD from B to 1 (docs/pb-semantics.md §4, what --reference-batch B does in --mode pb).
   read -r lr1 m1 < <(awk -v lr="$lr" -v m="$momentum" -v B="$batch" 'BEGIN {
     r = 1 / B; mb = m ^ r; printf "%.10g %.10g\n", r * lr * (1 - mb) / (1 - m), mb }')
 fi

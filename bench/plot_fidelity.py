@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""bench/plot_fidelity.py: figures of a bench/pb_fidelity.sh study (issue 13) from the runs' --metrics JSON lines.
+"""bench/plot_fidelity.py: figures of a bench/pb_fidelity.sh study from the runs' --metrics JSON lines.
 
 For a study directory OUT (runs/<variant>-seed<k>.metrics.jsonl) it draws two panels into one PNG: the training
 loss against samples (the --log-every interval lines) and the test accuracy against samples (one point per epoch;

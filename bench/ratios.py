@@ -10,7 +10,7 @@
                                    with 3 when a float64 loss of PyTorch or libtorch differs from pipeprop's by more
                                    than --tolerance (relative, default 1e-9): the same-math check. With
                                    "peak peak_gflops=..." lines (side_by_side_train --peak) and the result lines'
-                                   flop_per_sample, also what issue 16's targets ask of this core: each side's
+                                   flop_per_sample, also what the speed targets ask of this core: each side's
                                    GFLOP/s, the GFLOP/s pipeprop would need for the target ratio against each
                                    other side, and the highest ratio any direct-convolution step could reach
                                    (this core's peak / the other side's GFLOP/s).
@@ -45,7 +45,7 @@ def median(rs, key):
 
 
 def target_ratio(batch):
-    """Issue 16's target for pipeprop / PyTorch and pipeprop / libtorch samples/s at micro-batch size b."""
+    """The project's speed target for pipeprop / PyTorch and pipeprop / libtorch samples/s at micro-batch size b."""
     return 5.0 if batch == 1 else 2.5
 
 

@@ -1,4 +1,4 @@
-// bench/roofline.cpp: where one b = 1 training step stands against one core's roofline (issue 16).
+// bench/roofline.cpp: where one b = 1 training step stands against one core's roofline.
 //
 // Measures, on one thread:
 //   - the fp32 peak of one core for the compiled architecture (bench/fp32_peak.hpp: an FMA loop, best of runs);

@@ -6,7 +6,7 @@
 #      trained on the same data, from the same initial weights, with the same hyperparameters, each side on one
 #      thread, at b = 1 and b = 32 (float32, several interleaved rounds, medians), plus one float64 run of each side
 #      per network and b (the same-math check: the three must report the same losses to ~1e-10); with this core's
-#      fp32 peak (measured before and after), what the targets of issue 16 ask of it: each side's GFLOP/s and the
+#      fp32 peak (measured before and after), what the project's speed targets ask of it: each side's GFLOP/s and the
 #      highest ratio a step of the same multiply-adds could reach against PyTorch and libtorch;
 #   2. layers_bench: conv2d and dense layers vs OpenBLAS sgemm at the GEMM-equivalent shapes, and the training step;
 #   3. gemm_choice: OpenBLAS sgemm vs pipeprop's xsimd GEMM at the layers' GEMM shapes.

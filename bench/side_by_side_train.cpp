@@ -15,7 +15,7 @@
 // same function, free of float32 rounding (which, at lr 0.05, grows by about 10x per 20 steps and reaches ~1e-2
 // relative after 100 steps).
 // Hyperparameters: momentum SGD (heavy-ball, PyTorch convention) with lr 0.05 and momentum 0.9 at b = 32, scaled to
-// other b by optim::scale_hyperparameters (same momentum half-life and step per sample; pb-semantics.md §4).
+// other b by optim::scale_hyperparameters (same momentum half-life and step per sample; docs/pb-semantics.md §4).
 //
 // With --export DIR it first writes what bench/torch_side_by_side.py and bench/libtorch/libtorch_side_by_side need
 // to train the identical run (.npy files via xtensor's npy I/O):

@@ -1,4 +1,4 @@
-// bench/small_cnn.hpp: the small CNN of issue 3 as the benchmarks use it: exactly the main program's network
+// bench/small_cnn.hpp: the main program's small CNN as the benchmarks use it: exactly the main program's network
 // (examples/train/networks.hpp, train::small_cnn, whose conv and dense layers use PyTorch's default bound
 // U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for the weights and zero biases).
 //

@@ -1,4 +1,4 @@
-// bench/step_cost.hpp: FLOP and memory traffic of one training step, from the layer types alone (issue 16; used by
+// bench/step_cost.hpp: FLOP and memory traffic of one training step, from the layer types alone (used by
 // bench/roofline.cpp). The one place where the per-layer-kind formulas are written down.
 //
 // Counting rules (per sample; a step at micro-batch size b is b times the per-sample cost of the layers plus the

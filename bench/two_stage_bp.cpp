@@ -1,5 +1,5 @@
 // bench/two_stage_bp.cpp: 2-stage backpropagation (2BP) on and off, measured side by side, next to the schedule
-// simulator's prediction (issue 5; shared/docs/2bp-schedules.md).
+// simulator's prediction (docs/schedules.md).
 //
 // What it does:
 //  1. Measures every layer's T_F, T_B, T_W at the middle micro-batch size and cuts the network into p = --stages
@@ -393,7 +393,7 @@ int run(const bench_options& o) {
         }
     }
 
-    // Issue 5's bar: 2BP faster than without for GPipe and 1F1B at m = 2 and 4; every measured ratio within 10% of
+    // The bar: 2BP faster than without for GPipe and 1F1B at m = 2 and 4; every measured ratio within 10% of
     // the prediction (B: the model fed with the op durations of the concurrent runs).
     bool faster = true, within = true, within_a = true;
     for (const auto& r : rows) {

@@ -2,7 +2,7 @@
 # bench/two_stage_bp.sh: 2-stage backpropagation on and off, measured side by side for GPipe, 1F1B, ZB-H1 and ZB-H2
 # with p = 2 stages and m in {2, 4, 8} micro-batches, next to the schedule simulator's predictions (measured and
 # predicted samples/s, with/without ratios), plus the predictions for p = 4 and p = 8. Prints markdown tables
-# (bench/two_stage_bp.md explains them; the README section quotes them).
+# (bench/two_stage_bp.md explains them; docs/results.md quotes them).
 # With --7b as the first option it runs bench/two_stage_bp_7b instead: per-op costs of one LLaMA-7B transformer block
 # (and its embedding and LM head) measured here, and the simulator's 2BP predictions for 4 and 8 stages.
 #

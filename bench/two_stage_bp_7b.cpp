@@ -1,6 +1,6 @@
 // bench/two_stage_bp_7b.cpp: what 2-stage backpropagation (2BP) should gain at the 2BP paper's 7B shapes (Rae et al.,
-// arXiv 2405.18047: a LLaMA-like 7B transformer on 4 GPUs; shared/docs/2bp-schedules.md), predicted by the
-// schedule simulator (sync/simulator.hpp) from op costs measured on this machine (issue 14, item 3).
+// arXiv 2405.18047: a LLaMA-like 7B transformer on 4 GPUs; docs/schedules.md), predicted by the
+// schedule simulator (sync/simulator.hpp) from op costs measured on this machine.
 //
 // What it does:
 //  1. Times, with pipeprop::measure_op_costs (op_cost_probe.hpp; one micro-batch of b = 1 sequence, float,

@@ -1,5 +1,5 @@
 # examples/libtorch/libtorch_embedding.cpp: the PB engine training weights that libtorch owns, fed by a torch DataLoader
-# (README.md, "Embedding in libtorch"). Built only when libtorch's CMake package is found (Debian: libtorch-dev); the
+# (docs/howto-libtorch.md). Built only when libtorch's CMake package is found (Debian: libtorch-dev); the
 # library itself never needs libtorch. The program lives in a subdirectory so that the *.cpp glob of
 # examples/CMakeLists.txt does not build it without libtorch.
 # Tests: example_libtorch_embedding (the torch-owned weights equal pipeprop's own run bit for bit, torch's evaluation

@@ -155,7 +155,7 @@ set_tests_properties(pipeprop_train_bad_lr_nan PROPERTIES WILL_FAIL TRUE)
 add_test(NAME pipeprop_train_bad_lr_nan_exit_code
          COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:pipeprop_train> -P ${CMAKE_CURRENT_LIST_DIR}/train/expect_exit_2.cmake)
 
-# --transport mpi (issue 15): with -DPIPEPROP_WITH_MPI=ON the program links MPI, and pipeprop_train.cpp (the only
+# --transport mpi: with -DPIPEPROP_WITH_MPI=ON the program links MPI, and pipeprop_train.cpp (the only
 # unit that includes MPI: train/mpi_cluster.hpp) starts it when the option is given; the per-network units see only
 # train/cluster.hpp.
 if(PIPEPROP_WITH_MPI)

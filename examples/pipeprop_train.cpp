@@ -9,7 +9,7 @@
 //   pipeprop_train --network llama-tiny --epochs 3 --max-samples 2000 --max-test-samples 500   (AdamW, fortunes)
 //   mpirun -np 2 pipeprop_train --transport mpi --mode pb --network cnn   (the stages on 2 ranks; MPI builds only)
 //
-// --transport mpi (issue 15; a build with -DPIPEPROP_WITH_MPI=ON): every rank parses the options (only rank 0
+// --transport mpi (a build with -DPIPEPROP_WITH_MPI=ON): every rank parses the options (only rank 0
 // reports a bad one; all exit 2); rank 0 reads the data (stage 0 and the evaluation run there) and prints progress,
 // metrics and the one JSON result line; checkpoints are per rank with a manifest (train/rank_checkpoints.hpp). A
 // runtime error on any rank is printed by that rank (naming it) and ends the whole job (MPI_Abort, exit 1).

@@ -1,4 +1,4 @@
-# The main program on bad input and output (issue 12, item 6): each test failed before its fix. Included after
+# The main program on bad input and output: each test failed before its fix. Included after
 # pipeprop_train.cmake (the globbed extras are sorted), whose pipeprop_train_test() helper and variables it uses.
 if(PIPEPROP_BUILD_TESTS)
   include(${CMAKE_CURRENT_SOURCE_DIR}/train/pipeprop_train_test.cmake)

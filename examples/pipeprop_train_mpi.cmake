@@ -1,4 +1,4 @@
-# The main program's --transport mpi (issue 15 item 2; examples/train/check_mpi_train.cmake): PB on 2 and 3 ranks
+# The main program's --transport mpi (examples/train/check_mpi_train.cmake): PB on 2 and 3 ranks
 # equals one process, a resumed multi-rank run equals an uninterrupted one, errors are said once. Only in a build
 # with -DPIPEPROP_WITH_MPI=ON (pipeprop_train.cmake links MPI then).
 if(PIPEPROP_BUILD_TESTS AND PIPEPROP_WITH_MPI)

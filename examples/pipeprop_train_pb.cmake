@@ -55,7 +55,7 @@ if(PIPEPROP_BUILD_TESTS)
   pipeprop_train_test(pb_nesterov EXPECT 2 ARGS --mode pb --nesterov REGEX "--nesterov.*Usage:")
 endif()
 
-# A diverging run exits 1 with the divergence message, and leaves the last good checkpoint byte-identical (README),
+# A diverging run exits 1 with the divergence message, and leaves the last good checkpoint byte-identical (docs/main-program.md),
 # for --mode sgd and --mode pb (PB cannot undo its updates, so nothing may be saved after the divergence).
 if(PIPEPROP_BUILD_TESTS)
   pipeprop_train_test(pb_diverged EXPECT 1

@@ -19,7 +19,7 @@ if(PIPEPROP_BUILD_TESTS)
   pipeprop_train_test(resnet20_sync_1f1b_2bp EXPECT 0
     ARGS --mode sync --schedule 1f1b --two-stage-bp on --micro-batches 4 --batch 16 --stages 6,40 ${resnet_quick}
     LAST_LINE_REGEX "^\\{\"mode\":\"sync\",\"network\":\"resnet20\",.*\"schedule\":\"1f1b\\+2bp\",\"two_stage_bp\":true,\"micro_batches\":4,\"stages\":3,.*\\}$")
-  # The PB paper's fine-grained ResNet (issue 13): --stages layer, every conv a stage with its norm and relu (20
+  # The PB paper's fine-grained ResNet: --stages layer, every conv a stage with its norm and relu (20
   # stages: 19 convs and the dense layer; the projection shortcuts join their add's stage), first delay 38.
   pipeprop_train_test(resnet20_pb_layer EXPECT 0
     ARGS --mode pb --stages layer --mitigation sc_lwp --reference-batch 32 --lr 0.05 --momentum 0.9 ${resnet_quick}

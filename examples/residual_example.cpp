@@ -1,4 +1,4 @@
-// README.md's residual-network example (section "Residual networks, cut anywhere"), as a program: a small ResNet
+// The residual-network example of docs/concepts.md ("Networks and blocks"), as a program: a small ResNet
 // with an identity block and a projection block, trained by fine-grained PB at micro-batch size 1 with SC + LWP,
 // every boundary inside a block carrying the skip tensor. Exit 0 when it learned (test accuracy > 0.3; chance is 0.1).
 #include <pipeprop/pipeprop.hpp>

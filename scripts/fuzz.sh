@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Long fuzz runs (issue 12, item 3; CI runs only the short fixed-seed ctests, label fuzz).
+# Long fuzz runs (CI runs only the short fixed-seed ctests, label fuzz).
 # Usage: scripts/fuzz.sh [build-dir] [inputs per target] [option command lines] [seed]
 #        (defaults: build, 100000, 100000, 1; JOBS=<n> build jobs, default nproc)
 #  1. builds the libFuzzer targets (tests/fuzz, clang) into <build>/fuzz, with and without ASan;

@@ -2,7 +2,7 @@
 # The main job of README.md, on a fresh Debian 12 machine: install the dependencies, build the main program
 # (examples/pipeprop_train.cpp) in build-main-job/, and train.
 #
-# Current job (issue 13): ResNet-20 (1x28x28, group norm) on Fashion-MNIST with the PB paper's fine-grained pipeline
+# Current job: ResNet-20 (1x28x28, group norm) on Fashion-MNIST with the PB paper's fine-grained pipeline
 # (--stages layer: every conv its own stage with its norm and relu, 20 stages, delays 38, 36, ..., 0), micro-batch
 # b = 1, spike compensation + linear weight prediction, hyperparameters scaled from SGD's B = 32, lr 0.05, momentum
 # 0.9 (to lr 5.14e-5, momentum 0.99671), 3 epochs of 8000 samples (each a fresh permutation of the 60000 training
@@ -10,7 +10,7 @@
 # seed-1 PB + SC + LWP row of bench/pb_fidelity.sh's ResNet-20 study, which runs the sequential executor (the same
 # bits). Required: test_accuracy >= REQUIRED_ACCURACY, one point below the SGD reference with the same network,
 # normalization, samples and schedule (--mode sgd --network resnet20 --batch 32 --lr 0.05 --momentum 0.9
-# --lr-schedule cosine --epochs 3 --max-samples 8000, seed 1: 0.7763; README "Pipelined Backpropagation at depth"
+# --lr-schedule cosine --epochs 3 --max-samples 8000, seed 1: 0.7763; docs/results.md "Pipelined Backpropagation at depth"
 # has the study over seeds). A few minutes of training on 2 cores, after a build of the one network. The last
 # stdout line is the program's JSON result (network, norm, stages, delays, test_accuracy); per-epoch metrics and the
 # final checkpoint go to build-main-job/main-job/.

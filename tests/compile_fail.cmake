@@ -1,4 +1,4 @@
-# Compile-fail cases (issue 2, "Errors" in DEVELOPERS.md): each tests/compile_fail/<name>.cpp is an object library
+# Compile-fail cases ("Errors" in DEVELOPERS.md): each tests/compile_fail/<name>.cpp is an object library
 # cf_<name> that is NOT part of the default build (EXCLUDE_FROM_ALL). The ctest test compile_fail_<name> builds it
 # and passes only when the compiler output matches the expected diagnostic (PASS_REGULAR_EXPRESSION; the text only
 # appears when the static_assert fails, i.e. when the build fails for the intended reason).

@@ -1,4 +1,4 @@
-# Consumer projects (issue 2, item 1): the INTERFACE target pipeprop::pipeprop used three ways, each a tiny program
+# Consumer projects: the INTERFACE target pipeprop::pipeprop used three ways, each a tiny program
 # (tests/consumers/forward_pass.cpp: one forward pass of a tiny CNN through the umbrella header):
 #   consumer_find_package      find_package(pipeprop CONFIG REQUIRED) after `cmake --install` into a temporary prefix
 #                              (fixture consumer_install)

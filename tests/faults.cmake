@@ -1,4 +1,4 @@
-# Fault tests of the main program (issue 12 item 4): kill -9 at random times while it writes checkpoints (the
+# Fault tests of the main program: kill -9 at random times while it writes checkpoints (the
 # checkpoint directory always loads: old or new, never half), 20 kills, about 15 s.
 if(PIPEPROP_BUILD_EXAMPLES)
   add_test(NAME pipeprop_train_kill_during_checkpoint

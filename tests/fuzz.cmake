@@ -1,11 +1,11 @@
-# Fuzzing (issue 12, item 3): short fixed-seed runs of every fuzz target, label fuzz. The long runs (1e5+ inputs per
+# Fuzzing: short fixed-seed runs of every fuzz target, label fuzz. The long runs (1e5+ inputs per
 # target) are scripts/fuzz.sh, not CI.
 #   fuzz_build                 fixture: configures and builds the libFuzzer project tests/fuzz with clang into
 #                              <build>/fuzz (fuzz_idx, fuzz_cifar10, fuzz_checkpoint: ASan + UBSan + libFuzzer)
 #   fuzz_<target>_smoke        libFuzzer, -seed=1, a fixed number of inputs from the seed corpus
 #                              tests/fuzz/corpus/<target> (tests/fuzz/run_fuzzer.cmake has the limits)
-#   fuzz_<target>_known_crashes  replays tests/fuzz/crashes/<target>/: inputs that crashed the readers before the
-#                              fixes of issue 12 item 6, kept as regression inputs (tests/fuzz/crashes/README.md).
+#   fuzz_<target>_known_crashes  replays tests/fuzz/crashes/<target>/: inputs that crashed the readers before their
+#                              fixes, kept as regression inputs (tests/fuzz/crashes/README.md).
 #   fuzz_options_smoke         tests/fuzz/fuzz_options.cpp: mutated command lines on the built main program
 # Without clang (no clang++-14 / clang++ found) the libFuzzer tests are not registered; a configure message says so.
 find_program(PIPEPROP_FUZZ_CXX NAMES clang++-14 clang++ DOC "clang for the libFuzzer targets (tests/fuzz)")

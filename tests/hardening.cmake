@@ -1,7 +1,7 @@
-# Hardening builds of chosen unit tests (issue 12, items 2 and 7), built in the same build tree as every other test
+# Hardening builds of chosen unit tests, built in the same build tree as every other test
 # and run by the same ctest (labels asan, tsan, baseline). Each variant compiles its own copy of a test source with
 # its own flags; they link the uninstrumented Catch2 main (pipeprop_catch_main), which is harmless for every variant.
-# Chosen to keep CI (scripts/test.sh on 2 cores) well under 20 minutes: README.md, "Testing", says what runs here
+# Chosen to keep CI (scripts/test.sh on 2 cores) well under 20 minutes: docs/testing.md says what runs here
 # and what does not.
 #
 #   <test>_asan      ASan + UBSan (-O1, UBSan errors fatal, libstdc++ assertions): the cheap-to-compile unit tests

@@ -1,4 +1,4 @@
-# test_simd_gemm_x86_64_v3 (issue 16): the GEMM kernel test compiled for x86-64-v3 (AVX2 + FMA, 8 floats per vector,
+# test_simd_gemm_x86_64_v3: the GEMM kernel test compiled for x86-64-v3 (AVX2 + FMA, 8 floats per vector,
 # 16 vector registers), whatever the build machine, so that the AVX2 register blocking (kernels/simd_gemm.hpp: its
 # block sizes depend on the vector width and register count) is tested on an AVX-512 machine too. The program skips
 # (exit 77) on a CPU without AVX2 and FMA; tests/x86_64_v3_arch_check.cpp also refuses to compile it with AVX-512.

@@ -1,4 +1,4 @@
-# Stages in several processes over MPI (issue 15): tests/mpi/test_mpi_pb.cpp and test_mpi_sync.cpp under mpirun on
+# Stages in several processes over MPI: tests/mpi/test_mpi_pb.cpp and test_mpi_sync.cpp under mpirun on
 # this machine, P = 2 and 3 (bitwise equal to one process), and the fault cases (tests/mpi/fault.cmake). Only with -DPIPEPROP_WITH_MPI=ON
 # (scripts/test.sh; OpenMPI from Debian: libopenmpi-dev, openmpi-bin). --allow-run-as-root: CI runs as root;
 # --oversubscribe: more ranks than cores.

@@ -1,5 +1,5 @@
-// bench/libtorch/libtorch_side_by_side.cpp: libtorch's side of the side-by-side comparison with pipeprop (issue 16
-// item 2): the C++ frontend of PyTorch (Debian's libtorch-dev 1.13), so the comparison with PyTorch's kernels is
+// bench/libtorch/libtorch_side_by_side.cpp: libtorch's side of the side-by-side comparison with pipeprop:
+// the C++ frontend of PyTorch (Debian's libtorch-dev 1.13), so the comparison with PyTorch's kernels is
 // made without the Python interpreter's per-op overhead.
 //
 // Trains the network pipeprop's bench/side_by_side_train exported with --export DIR, exactly as

@@ -1,5 +1,5 @@
 // bench/mpi/mpi_pipeline.cpp: PB throughput with the stages in P = 2 processes (MPI, pipeprop/mpi/mpi_transport.hpp)
-// against one process with 2 lanes, the same two stages (issue 15 item 5). Run under `mpirun -np 2`
+// against one process with 2 lanes, the same two stages. Run under `mpirun -np 2`
 // (bench/mpi_pipeline.sh). The small CNN of bench/small_cnn.hpp (the main program's), cut before its dense layer
 // block (stage 0: both conv blocks; stage 1: flatten, dense 128, relu, dense 10), policy sc_lwp, b = 1, random data.
 // Rounds alternate: rank 0 alone trains with the concurrent executor on 2 lanes (rank 1 waits without spinning),

@@ -1,4 +1,4 @@
-// examples/libtorch/libtorch_embedding.cpp: pipeprop's PB engine embedded in libtorch (issue 16 item 5).
+// examples/libtorch/libtorch_embedding.cpp: pipeprop's PB engine embedded in libtorch.
 //
 // libtorch owns everything a framework owns: the model (a torch::nn::Sequential whose parameters torch initializes),
 // its weights (one contiguous float torch::Tensor, every parameter a view into it) and the data pipeline

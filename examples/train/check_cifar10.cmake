@@ -1,4 +1,4 @@
-# ctest helper for examples/pipeprop_train_inputs.cmake: CIFAR-10 works with --network cnn32 (issue 12: both networks
+# ctest helper for examples/pipeprop_train_inputs.cmake: CIFAR-10 works with --network cnn32 (both networks
 # took 1x28x28, so every CIFAR-10 directory failed). Writes a tiny synthetic CIFAR-10 binary dataset (5 training
 # batches of 20 records and a test batch of 20; 3073-byte records: label, then the red, green and blue 32x32 planes;
 # the label sets the brightness of one plane, so the classes are learnable), then: --mode sgd and --mode pb with
@@ -55,7 +55,7 @@ foreach(name sgd pb)
     message(FATAL_ERROR "${name}: the CIFAR-10 files were not read as 3x32x32:\n${err_${name}}")
   endif()
 endforeach()
-# The ResNets take the input --data holds (issue 13): here 3x32x32, Online Norm, PB with a stage per conv, and
+# The ResNets take the input --data holds: here 3x32x32, Online Norm, PB with a stage per conv, and
 # group norm in --mode sgd; ResNet-56 on 3x32x32 trains too (a network's code is generated per layer type, so every
 # depth is compiled in).
 run_program(0 resnet_pb --mode pb --network resnet20 --norm on --stages layer --reference-batch 32 --max-samples 40)

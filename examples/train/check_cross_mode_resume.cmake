@@ -1,5 +1,5 @@
 # ctest helper for examples/pipeprop_train_pb.cmake: a --mode pb checkpoint resumed with --mode sgd or --mode sync is
-# refused (exit 1, a message naming both modes; its per-micro-batch velocity would wreck batch SGD: issue 12), and the
+# refused (exit 1, a message naming both modes; its per-micro-batch velocity would wreck batch SGD), and the
 # checkpoint is left as it was; an sgd checkpoint still resumes in --mode sync and in --mode pb (weights only, with a
 # note). Inputs: PROGRAM, DATA, WORK.
 set(quick --network mlp --max-samples 320 --max-test-samples 100 --progress log --data ${DATA})

@@ -1,5 +1,5 @@
 # ctest helper (examples/pipeprop_train_pb.cmake): a run that diverges after writing a checkpoint exits 1 and leaves
-# that checkpoint byte-identical (README: "the last good checkpoint is left as it was").
+# that checkpoint byte-identical (docs/main-program.md: "the last good checkpoint is left as it was").
 #   cmake -DPROGRAM=... -DDATA=... -DWORK=... "-DOPTIONS=a|b|c" -P check_divergence_keeps_checkpoint.cmake
 # OPTIONS ('|'-separated) are the run's options; a step schedule multiplies the learning rate by 1e6 after epoch 1,
 # so epoch 1 trains and is checkpointed and epoch 2 diverges. The checkpoint left by the diverging run must equal,

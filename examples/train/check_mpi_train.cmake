@@ -1,4 +1,4 @@
-# ctest script for examples/pipeprop_train_mpi.cmake: the main program's --transport mpi (issue 15 item 2), with
+# ctest script for examples/pipeprop_train_mpi.cmake: the main program's --transport mpi, with
 # MPIRUN (the mpirun command, without -np), PROGRAM, DATA, WORK. First --mode pb:
 #   X: one process, 2 epochs            A2 / A3: mpirun -np 2 / 3, 2 epochs (A2 writes checkpoint a)
 #   B: -np 2, 1 epoch, checkpoint b     C: -np 2, from b to 2 epochs, checkpoint c

@@ -1,5 +1,5 @@
 # ctest helper for examples/pipeprop_train_inputs.cmake: a run resumed from a checkpoint with the same --metrics file
-# appends to it (issue 12: the earlier epochs' lines were erased). A: epochs 1-2 straight; B: epoch 1 with a
+# appends to it (the earlier epochs' lines were erased). A: epochs 1-2 straight; B: epoch 1 with a
 # checkpoint, then epoch 2 resumed from it, both with one metrics file: B's file has the lines of epochs 1 and 2, in
 # order; the 'epoch' and 'train_loss' of each equal A's. C: resuming from the epoch-1 checkpoint once more into B's
 # file (now holding epochs 1 and 2) drops its epoch-2 line and writes it again: still two lines.

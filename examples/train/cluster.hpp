@@ -1,4 +1,4 @@
-// examples/train/cluster.hpp: what the main program's `--transport mpi` gives the modes (issue 15 item 2): this
+// examples/train/cluster.hpp: what the main program's `--transport mpi` gives the modes: this
 // process's rank among P, a boundary transport for a stage cut, and the few collectives the training loop needs
 // (evaluation gathers every rank's stages to rank 0; rank 0 broadcasts the data sizes and the evaluation; the ranks
 // meet before a checkpoint's manifest is written). An interface without MPI, so that the per-network units of the

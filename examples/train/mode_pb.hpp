@@ -1,11 +1,11 @@
 // examples/train/mode_pb.hpp: --mode pb, Pipelined Backpropagation (PB-paper: Kosson et al., arXiv 2003.11666;
-// shared/docs/pb-semantics.md) on pipeprop::pb::pipeline with a runtime partition.
+// docs/pb-semantics.md) on pipeprop::pb::pipeline with a runtime partition.
 //
 //   pipeprop_train --mode pb --stages fine --mitigation sc_lwp --reference-batch 32 --lr 0.05 --momentum 0.9
 //
 // In this mode --batch is the micro-batch size b (default 1: "training without batches"); every micro-batch is one
 // weight update at every stage. --reference-batch B names the batch size the given --lr / --momentum were tuned
-// for: they are scaled to b by the rules of pb-semantics.md §4 (pipeprop::optim::scale_hyperparameters), and the
+// for: they are scaled to b by the rules of docs/pb-semantics.md §4 (pipeprop::optim::scale_hyperparameters), and the
 // scaled values are printed and used (the learning-rate schedule, in samples, is applied to the scaled rate).
 // Options: --mitigation none|sc|lwp|lwp_wd|sc_lwp|stash|pipemare, --stages layer|fine|fine-own|<split points>,
 // --executor concurrent|sequential, --push-buffer K (concurrent: micro-batches buffered per graph run), --lanes L

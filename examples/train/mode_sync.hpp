@@ -195,7 +195,7 @@ inline stage_spec parse_stages(const std::string& text, std::size_t layers) {
 
 /// The two files of --trace PATH: {Chrome trace JSON, SVG Gantt chart}. PATH ending in ".svg" names the SVG and
 /// the JSON is PATH with extension ".json"; any other PATH names the JSON and the SVG is PATH with its extension (if
-/// any) replaced by ".svg". The two are never the same file (issue 12: --trace X.svg wrote the JSON and then the SVG
+/// any) replaced by ".svg". The two are never the same file (--trace X.svg wrote the JSON and then the SVG
 /// over it).
 struct trace_files {
     std::string json, svg;
@@ -235,7 +235,7 @@ public:
             ->check(CLI::Range(std::size_t(1), std::size_t(1) << 16))
             ->capture_default_str();
         // --stages and --executor are shared with other pipelined modes: registered here unless another mode's
-        // group already did (then that option is read; see the report of issue 5).
+        // group already did (then that option is read: see shared_option in mode.hpp).
         stages_opt_ = shared_option(g, "--stages", stages_,
                                     "Stage cut: balanced, balanced:P (P stages of equal measured cost) or "
                                     "comma-separated split points (layer positions)");

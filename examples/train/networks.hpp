@@ -1,4 +1,4 @@
-// examples/train/networks.hpp: the networks the main program offers (issue 3), as pipeprop::network types, and the
+// examples/train/networks.hpp: the networks the main program offers, as pipeprop::network types, and the
 // name -> type table used by every mode.
 #pragma once
 

@@ -1,4 +1,4 @@
-// examples/train/options.hpp: the options every mode of the main program shares (issue 3, item 5), their CLI11
+// examples/train/options.hpp: the options every mode of the main program shares, their CLI11
 // registration and their validation. Modes add their own options in their own option group (see mode.hpp).
 #pragma once
 
@@ -28,7 +28,7 @@ namespace train {
 
 class cluster;  // train/cluster.hpp
 
-/// Values of the shared options (defaults: the main job of issue 3, small CNN, SGD, B = 32, lr 0.05, momentum 0.9,
+/// Values of the shared options (defaults: the first main job's run: small CNN, SGD, B = 32, lr 0.05, momentum 0.9,
 /// 1 epoch on Fashion-MNIST).
 struct common_options {
     std::string mode = "sgd";

@@ -1,6 +1,6 @@
 // examples/train/output_paths.hpp: checks, before the data are loaded and training starts, that the main program can
 // write its output files (--metrics, --checkpoint-out, a mode's own such as --trace), so that a bad path fails in a
-// second (exit 1, the option and the path named) instead of after training (issue 12).
+// second (exit 1, the option and the path named) instead of after training.
 #pragma once
 
 #include <fcntl.h>

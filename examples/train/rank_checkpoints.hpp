@@ -1,5 +1,5 @@
-// examples/train/rank_checkpoints.hpp: checkpoints of a run whose stages run on P ranks (--transport mpi, issue 15
-// item 2). Layout of --checkpoint-out DIR:
+// examples/train/rank_checkpoints.hpp: checkpoints of a run whose stages run on P ranks (--transport
+// mpi). Layout of --checkpoint-out DIR:
 //   DIR/ranks.txt                   the manifest: format line, "ranks P", "epoch E", "directory epoch-E", and per
 //                                   rank "rank R rank-R: stages a-b" (which stages that rank's files hold current)
 //   DIR/epoch-E-T/rank-R/           rank R's checkpoint at the drained end of epoch E (pipeprop::save_checkpoint:

@@ -1,5 +1,5 @@
-// examples/train/rank_evaluation.hpp: evaluation of a pipeline whose stages run on several ranks (--transport mpi,
-// issue 15 item 2): every rank sends its own stages' parameters and running state to rank 0 (in stage order; a rank
+// examples/train/rank_evaluation.hpp: evaluation of a pipeline whose stages run on several ranks (--transport mpi):
+// every rank sends its own stages' parameters and running state to rank 0 (in stage order; a rank
 // may hold stages that are not consecutive: a virtual-stage schedule's device), rank 0 puts them into whole-network
 // blocks (layers in order: layer_stack's parameter_offset / state_offset), evaluates, and sends the result to every
 // rank. Collective: every rank calls it at the same point.

@@ -137,11 +137,11 @@ pipeprop::data::dataset_pair load_data(const common_options& o) {
     return d;
 }
 
-/// Checks that a checkpoint of --mode `saved` may be resumed with --mode `mode_name` (issue 12): sgd and sync share
+/// Checks that a checkpoint of --mode `saved` may be resumed with --mode `mode_name`: sgd and sync share
 /// one optimizer state (parameters, batch momentum velocity, step count: the same update up to float summation
 /// order), so their checkpoints move freely between them. A pb checkpoint holds per-stage velocities of micro-batch
 /// updates under the scaled learning rate and momentum (and the mitigation's state); it has no exact counterpart in
-/// sgd's or sync's batch SGD, and reusing it wrecked training (issue 12: train loss 60.75), so it is refused:
+/// sgd's or sync's batch SGD, and reusing it wrecked training (train loss 60.75), so it is refused:
 /// throws pipeprop::checkpoint_error naming both modes (exit 1). A pb run from an sgd or sync checkpoint starts from
 /// its weights and data position with zero velocity (a note says so). A checkpoint without a "mode" scalar counts as
 /// pb when it has PB's "pb_format" scalar.

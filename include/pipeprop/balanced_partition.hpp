@@ -18,7 +18,7 @@ namespace pipeprop {
 /// layers with costs[0..L) into p non-empty stages that minimizes the largest stage cost (sum of its layers'
 /// costs; any unit). Exact (dynamic programming, O(L^2 p)); ties between optimal cuts are broken the same way
 /// every time (each last stage starts as early as possible), so the result is deterministic. Every layer lands in
-/// exactly one stage (pitfalls.md item 9).
+/// exactly one stage (docs/pitfalls.md item 9).
 /// cut_allowed (optional, L entries): cut_allowed[i] == false forbids a stage starting at layer i (e.g.
 /// layer_stack::cut_allowed_before: a projection shortcut shares its add's stage).
 /// Throws std::invalid_argument when p == 0, p > L, a cost is negative or not finite, or no cut into p stages

@@ -2,7 +2,7 @@
 //
 // Stages never read a neighbour's activation or gradient buffers. What crosses a boundary is a boundary_message:
 // a header (micro-batch id, sequence number, sample count b, direction) whose payload (tensor [b, sample_elements],
-// and for forward messages the int32 labels [b] that travel with their own micro-batch: shared/docs/pitfalls.md
+// and for forward messages the int32 labels [b] that travel with their own micro-batch: docs/pitfalls.md
 // item 2) is copied by the sender into a buffer owned by the boundary_channel and copied out by the receiver, who
 // then releases the buffer. On one process the channel is a pool of buffers; a multi-process transport (MPI) can
 // implement the same acquire / send / receive / release protocol with MPI_Isend / MPI_Irecv into these buffers.

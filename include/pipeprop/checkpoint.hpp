@@ -11,7 +11,7 @@
 // Names are exact keys: lookups never match prefixes ("layer_1" never matches "layer_10"; network tensor names use
 // zero-padded layer indices, so the two cannot even share a prefix with a dot after it).
 //
-// Atomicity (shared/docs/pitfalls.md item 10): save_checkpoint writes everything into <dir>.tmp-<pid> (files
+// Atomicity (docs/pitfalls.md item 10): save_checkpoint writes everything into <dir>.tmp-<pid> (files
 // fsync'ed, manifest last), then swaps it with <dir> in one rename (renameat2 RENAME_EXCHANGE on Linux) and removes
 // the old content. A failed or interrupted save leaves the previous checkpoint intact. A process killed during a save
 // leaves its <dir>.tmp-<pid> (or <dir>.old-<pid>) behind: the next save removes those of processes that no longer

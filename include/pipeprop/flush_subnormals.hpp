@@ -1,11 +1,11 @@
 // pipeprop/flush_subnormals.hpp: run a piece of stage work with subnormal floating-point numbers flushed to zero.
 //
 // Subnormal (denormal) operands and results cost x86 cores tens to hundreds of cycles per operation. In PB with the
-// momentum close to 1 that the batch-size scaling rules give at b = 1 (pb-semantics.md §4), the velocity of a weight
+// momentum close to 1 that the batch-size scaling rules give at b = 1 (docs/pb-semantics.md §4), the velocity of a weight
 // whose gradient stays 0 (an input that is always 0) decays as m^k into the subnormal range, and every update of that
-// stage then runs at a fraction of its speed: the main job's large dense stage became 3-4x slower over an epoch
-// (bench/README.md, "Why the PB pipeline slows down over an epoch"). Flushing (x86 MXCSR: FTZ, results; DAZ,
-// operands) makes such values 0; results can differ from an unflushed run where a subnormal would have mattered.
+// stage then runs at a fraction of its speed, more so as an epoch goes on (bench/README.md, "Why the PB pipeline
+// slows down over an epoch"). Flushing (x86 MXCSR: FTZ, results; DAZ, operands) makes such values 0; results can
+// differ from an unflushed run where a subnormal would have mattered.
 // Engines apply it per stage op when asked (pb::options::flush_subnormals), in every executor alike, so the
 // executors stay bit-identical to each other. On targets without SSE the guard does nothing.
 #pragma once

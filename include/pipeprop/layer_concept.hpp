@@ -46,7 +46,7 @@
 // Every function must work for any micro-batch size b >= 1 and must not allocate on the heap after
 // make_stash / make_workspace returned.
 //
-// Stateful layers (optional; Online Normalization, shared/docs/online-norm.md): a layer with running state that its
+// Stateful layers (optional; Online Normalization, docs/online-norm.md): a layer with running state that its
 // training passes update in micro-batch order declares
 //
 //   static constexpr std::size_t state_count;     // elements of the layer's running-state block (T values)
@@ -181,7 +181,7 @@ void call_backward_weight(const L& l, std::span<const T> w, std::span<T> dw, con
         l.backward_weight(dw, x, y, dy, b, st, ws);
 }
 
-/// Optional: backward-p2 of one sample fused into the momentum update (dense_layer; issue 16 item 1):
+/// Optional: backward-p2 of one sample fused into the momentum update (dense_layer):
 /// l.backward_weight_momentum_update(w, v, x, dy, c) updates the layer's weights w [P] and velocity v [P] in place
 /// as optim::momentum_update with coefficients c would after backward_weight at b = 1 into a zeroed gradient, bit
 /// for bit, without storing that gradient. layer_stack::backward_momentum_update uses it at b = 1.

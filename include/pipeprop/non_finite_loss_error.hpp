@@ -3,7 +3,7 @@
 // Thrown by sequential_trainer::train_batch (sequential_trainer.hpp; the failing update is not applied) and by
 // pb::engine::push / drain (pb/engine.hpp; Pipelined Backpropagation has already applied the micro-batch's update at
 // every stage when its loss is known, so the weights are not usable any more). A program that catches it should
-// stop without saving over its last good checkpoint (shared/docs/pitfalls.md: never lose a checkpoint).
+// stop without saving over its last good checkpoint (docs/pitfalls.md: never lose a checkpoint).
 #pragma once
 
 #include <cstdint>

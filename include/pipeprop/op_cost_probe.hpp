@@ -1,4 +1,4 @@
-// pipeprop/op_cost_probe.hpp: the one direct cost probe of both engines (issue 10): how long each op the engines
+// pipeprop/op_cost_probe.hpp: the one direct cost probe of both engines: how long each op the engines
 // run takes on the layers of a cut, timed on layer_stack itself (no executor, no thread, no channel).
 //
 //   const auto c = pipeprop::measure_op_costs<net>(ranges, /*b=*/4);   // one op_costs per range, seconds

@@ -1,7 +1,7 @@
 // pipeprop/pipeline_layout.hpp: a static pipeline: a network cut into stages at compile time, with the
 // per-stage gradient delays of Pipelined Backpropagation as compile-time constants.
 //
-// PB-paper (Kosson et al., arXiv 2003.11666, §3; shared/docs/pb-semantics.md §1): with S stages, stage s (0-based,
+// PB-paper (Kosson et al., arXiv 2003.11666, §3; docs/pb-semantics.md §1): with S stages, stage s (0-based,
 // 0 = input side) applies the gradient of a micro-batch D_s = 2 (S - 1 - s) updates after the weights its forward
 // used; it holds D_s + 1 micro-batches in flight.
 #pragma once
@@ -49,7 +49,7 @@ struct fine_grained {};
 /// the parameter-free layers after it (ResNet-20: 20 stages; a projection shortcut joins its add's stage).
 using weight_layer_stages = fine_grained<parameter_free::attach, normalization_layers::attach>;
 
-/// Delay of stage s in a pipeline of S stages: D_s = 2 (S - 1 - s) (pb-semantics.md §1).
+/// Delay of stage s in a pipeline of S stages: D_s = 2 (S - 1 - s) (docs/pb-semantics.md §1).
 [[nodiscard]] constexpr std::size_t pb_delay(std::size_t s, std::size_t stage_count) noexcept {
     return 2 * (stage_count - 1 - s);
 }
@@ -111,7 +111,7 @@ struct pipeline_layout<Net, split_at<P...>, T> {
     static constexpr auto boundaries = detail::partition_boundaries<layer_count, split_at<P...>>::value;
     static_assert(detail::cuts_allowed<stack_type, P...>(),
                   "pipeprop::split_at: a split point lies inside a projection shortcut or right before its add: the "
-                  "shortcut's layers share the stage of the block's add (shared/docs/pb-semantics.md section 6).");
+                  "shortcut's layers share the stage of the block's add (docs/pb-semantics.md section 6).");
     static constexpr std::size_t stage_count = boundaries.size() - 1;
     static constexpr std::array<std::size_t, stage_count> delays = [] {
         std::array<std::size_t, stage_count> d{};
@@ -133,7 +133,7 @@ struct pipeline_layout<Net, fine_grained<Mode, Norms>, T> {
         std::array<std::size_t, stage_count + 1> b{};
         // Stage starts: for own_stage, every layer; for attach, every parametric layer except that the first stage
         // always starts at 0 (leading parameter-free layers attach to it).
-        // Nodes that may not start a stage (a projection shortcut's layers and its add: pb-semantics.md §6) join
+        // Nodes that may not start a stage (a projection shortcut's layers and its add: docs/pb-semantics.md §6) join
         // the stage before them.
         std::size_t s = 0;
         b[0] = 0;
@@ -154,7 +154,7 @@ struct pipeline_layout<Net, fine_grained<Mode, Norms>, T> {
     static constexpr layer_range stage(std::size_t s) noexcept { return {boundaries[s], boundaries[s + 1]}; }
 };
 
-/// Stage S of a static layout, as a type (issue 10 item 4): its index, layers [begin, end) and their types
+/// Stage S of a static layout, as a type: its index, layers [begin, end) and their types
 /// (`layers`, a boost::mp11::mp_list sub-list of the network's nodes), delay D_S = 2 (S_count - 1 - S), parameter
 /// count, and the range tag its passes are instantiated for (static_range<begin, end>: stage_program.hpp).
 template <class Layout, std::size_t S>
@@ -208,7 +208,7 @@ using stage_types = boost::mp11::mp_transform_q<detail::stage_at<Layout>, boost:
 /// boundary is allowed (Stack::cut_allowed_before: a projection shortcut's layers and its add share a stage).
 /// The one partition check of every engine (PB and synchronous): throws std::invalid_argument unless `stages` cut
 /// layers [0, layer_count) into non-empty, contiguous ranges in order (no layer dropped or duplicated:
-/// shared/docs/pitfalls.md item 9). The message starts with `who` and names the offending stage.
+/// docs/pitfalls.md item 9). The message starts with `who` and names the offending stage.
 inline void check_partition(const std::vector<layer_range>& stages, std::size_t layer_count,
                             std::string_view who = "pipeprop") {
     const std::string w(who);
@@ -236,7 +236,7 @@ void check_cuts_allowed(const std::vector<layer_range>& stages) {
             throw std::invalid_argument("pipeprop: stage " + std::to_string(s) + " starts at node " +
                                         std::to_string(i) + " (" + std::string(Stack::node_names[i]) +
                                         "), inside a projection shortcut: the shortcut's layers share the stage of "
-                                        "the block's add (shared/docs/pb-semantics.md section 6)");
+                                        "the block's add (docs/pb-semantics.md section 6)");
     }
 }
 

@@ -1,9 +1,9 @@
 // pipeprop/remote_backlog.hpp: the messages from other processes that arrived before this process can take them
-// (issue 15; remote_transport.hpp): a forward message of a later run (sync: a later step() or consecutive_steps()
+// (remote_transport.hpp): a forward message of a later run (sync: a later step() or consecutive_steps()
 // call, sync/remote_stages.hpp) or of a micro-batch not pushed here yet (PB, pb/remote_stages.hpp). Both executors
 // keep such a message as a copy and hand it to their accept function once it is due, in arrival order; the
 // semantics do not change (every stage runs its op list as in one process, PB-paper, Kosson et al.,
-// arXiv 2003.11666, §3; shared/docs/pb-semantics.md §1), so a run across processes stays bit-identical to one
+// arXiv 2003.11666, §3; docs/pb-semantics.md §1), so a run across processes stays bit-identical to one
 // process (tests/mpi).
 #pragma once
 

@@ -1,9 +1,9 @@
 // pipeprop/remote_receive.hpp: how an executor's driving thread receives the messages of other processes once its
-// flow graph is idle (issue 15; remote_transport.hpp), with the transport's timeout. The same loop for PB's
+// flow graph is idle (remote_transport.hpp), with the transport's timeout. The same loop for PB's
 // concurrent executor (pb/remote_stages.hpp) and the synchronous schedule executor (sync/remote_stages.hpp): receive
 // (delivering into the graph) until the local stages have run their ops of the run, then until this process's own
 // sends have reached their processes (receiving drives the transport). The semantics do not change: every stage runs
-// its op list as in one process (PB-paper, Kosson et al., arXiv 2003.11666, §3; shared/docs/pb-semantics.md §1).
+// its op list as in one process (PB-paper, Kosson et al., arXiv 2003.11666, §3; docs/pb-semantics.md §1).
 #pragma once
 
 #include <chrono>

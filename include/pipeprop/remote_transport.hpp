@@ -1,5 +1,5 @@
 // pipeprop/remote_transport.hpp: the interface through which an executor exchanges boundary messages with stages
-// that run in other processes (issue 15; the MPI implementation: pipeprop/mpi/mpi_transport.hpp).
+// that run in other processes (the MPI implementation: pipeprop/mpi/mpi_transport.hpp).
 //
 // A process runs a contiguous group of the pipeline's stages ("local" stages) with the same executor core as a
 // single process (lane_graph.hpp); a message to a stage of another process is handed to the transport, which copies
@@ -9,7 +9,7 @@
 // it. No pointer ever crosses a process. Backward messages also carry a boundary_note: the loss the last stage found
 // for that micro-batch, so that the process of stage 0 (which reports completed micro-batches) learns it.
 // The semantics do not change: every stage still runs its own op list (PB: the clocked model, PB-paper, Kosson et
-// al., arXiv 2003.11666, §3; shared/docs/pb-semantics.md §1), so a run across processes is bit-identical to one
+// al., arXiv 2003.11666, §3; docs/pb-semantics.md §1), so a run across processes is bit-identical to one
 // process (tests/mpi). This header has no MPI dependency: the core library compiles and runs without MPI.
 #pragma once
 

@@ -1,6 +1,6 @@
 // pipeprop/seed.hpp: deterministic seeding. Every random stream in pipeprop is derived from one user seed and a
 // stream index (layer position, epoch, ...), so results never depend on how a network is cut into stages or on
-// thread timing (shared/docs/pitfalls.md item 5).
+// thread timing (docs/pitfalls.md item 5).
 #pragma once
 
 #include <cstdint>

@@ -1,10 +1,10 @@
 // pipeprop/sequential_trainer.hpp: the sequential (non-pipelined) reference trainer: mini-batch training of the
-// whole network, one batch at a time, driven by the caller's loop, with the loss and the optimizer as policies
-// (issue 10, item 6): Loss a loss policy (loss/loss_policy.hpp; default softmax cross-entropy over the output
+// whole network, one batch at a time, driven by the caller's loop, with the loss and the optimizer as policies:
+// Loss a loss policy (loss/loss_policy.hpp; default softmax cross-entropy over the output
 // classes, or token_cross_entropy for a sequence model), Optimizer an optimizer policy (optim/optimizer_policy.hpp;
 // default momentum SGD, or optim::adamw).
 //
-// Per train_batch call with a batch of b samples (shared/docs/pb-semantics.md §2; 2bp-schedules.md §3):
+// Per train_batch call with a batch of b samples (docs/pb-semantics.md §2; docs/schedules.md §3):
 //   forward over all layers; N = Loss::count_targets(targets, b) (b for a classifier, the non-ignored tokens of a
 //   token loss); loss = mean over those N targets; its gradient (gradient_scale 1 / N); fused backward (p1 + p2 per
 //   layer) into a zeroed gradient block; one optimizer step with the hyperparameters (optim/hyperparameters.hpp) of
@@ -180,7 +180,7 @@ public:
                 step_count(), samples_seen_);
         }
         if constexpr (std::is_same_v<Optimizer, optim::sgd<T>>) {
-            if (b == 1 && fuses_update_) {  // dense layers' p2 fused into the update (issue 16 item 1); same bits
+            if (b == 1 && fuses_update_) {  // dense layers' p2 fused into the update; same bits
                 const optim::update_coefficients<T> c = optimizer_.coefficients(h);
                 for (const auto& [offset, count] : unfused_runs_) std::fill_n(gradient_.data() + offset, count, T(0));
                 stack_.backward_momentum_update(std::span<const T>(parameters_), std::span<T>(gradient_),

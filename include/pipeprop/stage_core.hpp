@@ -1,4 +1,4 @@
-// pipeprop/stage_core.hpp: what a pipeline stage holds whatever engine runs it (issue 10 item 5: one stage state).
+// pipeprop/stage_core.hpp: what a pipeline stage holds whatever engine runs it (one stage state).
 // pb::stage_state (Pipelined Backpropagation: adds the optimizer and policy state) and sync::stage (synchronous
 // schedules: adds its optimizer, activation slots and workspaces) are built on it.
 //

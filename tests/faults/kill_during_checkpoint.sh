@@ -1,5 +1,5 @@
 #!/bin/bash
-# kill -9 at random times while the main program writes checkpoints (issue 12 item 4; README: checkpoints are
+# kill -9 at random times while the main program writes checkpoints (docs/howto-resume.md: checkpoints are
 # written atomically). Usage:
 #   kill_during_checkpoint.sh PROGRAM DATA_DIR WORK_DIR [KILLS=20] [SEED=12]
 # Makes a tiny Fashion-MNIST subset (512 training, 128 test images, plain IDX) from DATA_DIR in WORK_DIR/data, writes

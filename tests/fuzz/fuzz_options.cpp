@@ -1,4 +1,4 @@
-// tests/fuzz/fuzz_options.cpp: seeded mutation fuzzer of the main program's option parsing (issue 12, item 3).
+// tests/fuzz/fuzz_options.cpp: seeded mutation fuzzer of the main program's option parsing.
 //
 // The parsing lives in examples/pipeprop_train.cpp's main() (CLI11 app, per-mode option groups, cross-mode checks,
 // each mode's validate), so it is fuzzed through argv vectors on the built program. Each case runs

@@ -2,7 +2,7 @@
 """Golden files for pipeprop::online_norm (tests/unit/test_online_norm.cpp).
 
 An independent float64 numpy implementation of Online Normalization (Chiley et al., NeurIPS 2019, arXiv 1905.05894)
-written from the equations in shared/docs/online-norm.md, followed by the affine transform gamma * yhat + beta and
+written from the equations in docs/online-norm.md, followed by the affine transform gamma * yhat + beta and
 activation clamping at +-K (zero gradient where clipped). Run with Debian's numpy (python3-numpy 1.24.2):
 
     /usr/bin/python3 tests/golden/make_online_norm.py

@@ -1,4 +1,4 @@
-// PB with its stages in P processes (issue 15): run under `mpirun -np P`. Every rank trains the same stream of
+// PB with its stages in P processes: run under `mpirun -np P`. Every rank trains the same stream of
 // micro-batches twice: with the sequential reference executor in this process (all stages), and with its contiguous
 // group of stages of the same cut on the MPI transport (pipeprop/mpi/mpi_transport.hpp), the other stages on the
 // other ranks. Checked on every rank, bitwise: the completed micro-batches (ids in order, losses, correct counts:

@@ -1,4 +1,4 @@
-// The synchronous schedules with their stages in P processes (issue 15): run under `mpirun -np P`. Every rank runs
+// The synchronous schedules with their stages in P processes: run under `mpirun -np P`. Every rank runs
 // the same steps twice: with the sequential reference executor in this process (all stages), and with its group of
 // stages on the MPI transport (pipeprop/mpi/mpi_transport.hpp; sync::executor_options::remote), the other stages on
 // the other ranks. Checked on every rank, bitwise: each step's loss, correct count and counted targets (from the

@@ -1,4 +1,4 @@
-// A small-width residual network for the tests of blocks in pipelines (issue 10): ResNet's structure (stem conv,
+// A small-width residual network for the tests of blocks in pipelines: ResNet's structure (stem conv,
 // an identity block, a projection block with a 1x1 stride-2 shortcut, global average pool, dense) at 1x8x8 inputs
 // and 4 / 8 channels. Its 23 nodes:
 //   0 conv  1 gn  2 relu | 3 fork  4 conv  5 gn  6 relu  7 conv  8 gn  9 add | 10 relu |

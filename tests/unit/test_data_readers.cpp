@@ -254,7 +254,7 @@ TEST_CASE("idx: a header whose sizes overflow is rejected; statistics check size
     write_plain(dir / "overflow", b);
     const auto msg = data_error_of([&] { (void)pd::read_idx_images(dir / "overflow"); });
     CHECK_THAT(msg, Catch::Contains((dir / "overflow").string()) && Catch::Contains("more than 2^64 bytes"));
-    // The statistics and the dataset builder check count * C * H * W without wrapping (the segfault of issue 12).
+    // The statistics and the dataset builder check count * C * H * W without wrapping (such a wrap once crashed the reader).
     const pd::image_geometry g{1, std::size_t(1) << 31, 4};
     CHECK_THROWS_AS(pd::compute_channel_statistics({}, std::size_t(1) << 31, g), std::invalid_argument);
     CHECK_THROWS_AS(pd::make_dataset({}, std::vector<std::int32_t>{}, {std::size_t(1) << 32, std::size_t(1) << 32, 1},

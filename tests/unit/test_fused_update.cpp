@@ -1,4 +1,4 @@
-// Backward-p2 fused into the momentum update at b = 1 (issue 16 item 1; dense_layer::backward_weight_momentum_update,
+// Backward-p2 fused into the momentum update at b = 1 (dense_layer::backward_weight_momentum_update,
 // layer_stack::backward_momentum_update, the sequential trainer and the PB stages): the same bits as backward-p2
 // into a zeroed gradient followed by optim::momentum_update, for the layer, for stacks with conv2d, group norm,
 // residual blocks and several dense layers (whole network and stage ranges), over several trainer steps with

@@ -1,4 +1,4 @@
-// Composite blocks (issue 10 item 1; include/pipeprop/graph/): residual blocks flatten into nodes with hierarchical
+// Composite blocks (include/pipeprop/graph/): residual blocks flatten into nodes with hierarchical
 // names, compute x + body(x) and shortcut(x) + body(x) exactly as the separately run parts do, and their
 // backward-p1 / backward-p2 match central finite differences in double (every node alone, every block alone and the
 // small ResNet as a whole), at b = 1 and b = 3.

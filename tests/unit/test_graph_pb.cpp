@@ -1,4 +1,4 @@
-// PB on a residual network cut inside its blocks (issue 10 "Done when"; shared/docs/pb-semantics.md §6): the small
+// PB on a residual network cut inside its blocks (docs/pb-semantics.md §6): the small
 // ResNet (tests/unit/small_resnet.hpp) fine-grained (every parametric node its own stage, boundaries inside both
 // blocks, the skip tensor carried across them) and cut by split points inside the bodies; the concurrent flow-graph
 // executor equals the sequential reference bitwise for every policy, >= 200 micro-batches, b = 1 and b = 3 with a

@@ -6,7 +6,7 @@
 // interposing them and forwarding to glibc's own implementation (__libc_malloc, ...), where the C library is glibc.
 // The counters are shown to move before they are trusted to stay at zero.
 //
-// Measured: the small CNN of issue 3 (1x28x28: conv(16,3,pad 1) - group_norm(4) - relu - max_pool(2) -
+// Measured: the main program's small CNN (1x28x28: conv(16,3,pad 1) - group_norm(4) - relu - max_pool(2) -
 // conv(32,3,pad 1) - group_norm(4) - relu - max_pool(2) - flatten - dense(128) - relu - dense(10)) in float:
 // forward, loss gradient, backward-p1, backward-p2 and the fused backward, at b = 1 and b = 32, after
 // make_activations / make_workspaces and one warm-up step (BLAS sets up its buffers on first use).
@@ -111,7 +111,7 @@ TEST_CASE("small CNN: forward, p1, p2 and fused backward allocate nothing after 
 
 TEST_CASE("small CNN: a full training step (sequential_trainer::train_batch) allocates nothing after setup",
           "[allocation][trainer]") {
-    // The whole step of issue 6: input copy, forward, loss and its gradient, gradient zeroing, fused backward and the
+    // The whole training step: input copy, forward, loss and its gradient, gradient zeroing, fused backward and the
     // momentum-SGD update (optim::momentum_update), heavy-ball and Nesterov, at b = 1 and b = 32.
 #if defined(OPENBLAS_VERSION)
     openblas_set_num_threads(1);  // see the file comment

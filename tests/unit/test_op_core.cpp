@@ -1,4 +1,4 @@
-// The executor core both engines share (issue 10 item 5): PB's op streams (pb/op_stream.hpp) against the clocked
+// The executor core both engines share: PB's op streams (pb/op_stream.hpp) against the clocked
 // model written out tick by tick, and the lane graph (lane_graph.hpp) driving a toy runner whose results depend on
 // the order of every stage's ops: equal for every lane plan, equal to a one-thread replay, an exception leaves
 // wait() and reset() makes the graph usable again.
@@ -19,7 +19,7 @@ namespace {
 namespace pp = pipeprop;
 namespace pb = pipeprop::pb;
 
-/// The ops of stage s of S, tick by tick (pb-semantics.md §1), for the micro-batches [n0, end): micro-batch n enters
+/// The ops of stage s of S, tick by tick (docs/pb-semantics.md §1), for the micro-batches [n0, end): micro-batch n enters
 /// at tick n - n0; at tick t the stage runs the forward of the one with tau + s == t, then the backward and update
 /// of the one with tau + 2S - 2 - s == t.
 std::vector<pp::op> clocked_ops(std::size_t S, std::size_t s, std::size_t n0, std::size_t end) {

@@ -1,5 +1,5 @@
 // Momentum SGD (heavy-ball, Nesterov, L2 weight decay) against hand-computed steps; learning-rate schedules;
-// the B -> b scaling rules of shared/docs/pb-semantics.md §4 including the doc's worked example.
+// the B -> b scaling rules of docs/pb-semantics.md §4 including the doc's worked example.
 #include <catch2/catch.hpp>
 
 #include <pipeprop/optim/hyperparameters.hpp>
@@ -196,7 +196,7 @@ TEST_CASE("scaling rules: the example of pb-semantics.md §4 and the invariants"
     const auto plain = po::scale_hyperparameters({.learning_rate = 0.32, .momentum = 0.0}, 32, 1);
     CHECK(plain.momentum == 0.0);
     CHECK(plain.learning_rate == Approx(0.01));
-    // The weight decay is not changed by the rule (L2 in the gradient, pb-semantics.md §4).
+    // The weight decay is not changed by the rule (L2 in the gradient, docs/pb-semantics.md §4).
     const auto decayed = po::scale_hyperparameters({.learning_rate = 0.05, .momentum = 0.9, .weight_decay = 5e-4}, 32, 1);
     CHECK(decayed.weight_decay == 5e-4);
     CHECK(decayed.learning_rate == b1.learning_rate);

@@ -100,7 +100,7 @@ TEST_CASE("per-stage activation bytes follow the layer types; a concurrent stage
     // Per stage [begin, end) and micro-batch capacity b: values A = sum over k in [begin, end] of
     // activation_size[k] b floats (inputs of its layers and its output), as many gradient floats, and the layers'
     // stashes L. The sequential executor holds one micro-batch (2 A + L); the concurrent one D_s + 1 activation slots
-    // (A + L + b int32 targets each) and one set of gradients A (issue 16 item 4: before, every slot had its own).
+    // (A + L + b int32 targets each) and one set of gradients A (before, every slot had its own).
     openblas_set_num_threads(1);
     using policy = pb::policy::sc_lwp<>;
     using pipe = fine_cnn<policy>;
@@ -344,7 +344,7 @@ namespace {
 // ---- a probe layer: what weights did each pass really get? ------------------------------------------------------
 // y = x * w element-wise (w [n], one weight per feature). Every call appends the weights it was given to the log of
 // its Id: forward (the weights of the forward of micro-batch n, in micro-batch order), backward-p2 in the weighted
-// form (the weights the backward of micro-batch n used: pb-semantics.md §1 says w after n updates), backward-p1
+// form (the weights the backward of micro-batch n used: docs/pb-semantics.md §1 says w after n updates), backward-p1
 // when it runs, and the gradient p2 added. The test reads the delay off these logs instead of the executor's own
 // bookkeeping (stage_state::record_delay gets n - k from the same formula the executor uses to pick k).
 struct probe_log {
@@ -440,7 +440,7 @@ std::vector<std::size_t> measured_delays(std::size_t D, std::size_t count, std::
         REQUIRE(k <= n);      // ... and not one from the future
         delays.push_back(n - k);
     }
-    // The delay PB prescribes (pb-semantics.md §1): D after a fill; in the fill after a (re)start at n0 the
+    // The delay PB prescribes (docs/pb-semantics.md §1): D after a fill; in the fill after a (re)start at n0 the
     // forward of micro-batch n sees the n0 updates done so far, i.e. the delay is min(n - n0, D).
     for (std::size_t n = 0; n < count; ++n) {
         const std::size_t n0 = n < drain_at ? 0 : drain_at;

@@ -1,4 +1,4 @@
-// PB with loss and optimizer policies (issue 10 item 6; pb/optimizer.hpp): a language model (token embedding,
+// PB with loss and optimizer policies (pb/optimizer.hpp): a language model (token embedding,
 // pre-norm transformer block, RMSNorm, token LM head) trained by PB with the per-token cross-entropy (padding id 0
 // ignored) and AdamW or momentum SGD.
 //   - One stage has delay 0, so PB is then plain per-micro-batch training: it must equal the sequential trainer with

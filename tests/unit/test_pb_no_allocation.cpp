@@ -1,4 +1,4 @@
-// PB hot path: no heap allocation per micro-batch after setup (DEVELOPERS.md rules; issue 4), in push() and
+// PB hot path: no heap allocation per micro-batch after setup (DEVELOPERS.md rules), in push() and
 // drain() of both executors on the small CNN of the main job, at b = 1 and b = 3, after a warm-up (BLAS and oneTBB
 // set up their buffers and task pools on first use).
 //

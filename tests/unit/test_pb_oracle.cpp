@@ -1,5 +1,5 @@
-// An independent oracle for Pipelined Backpropagation (issue 12 item 5): the clocked pipeline of
-// shared/docs/pb-semantics.md §1-3 written out by hand in double, with NO library code (no layer_stack, no layers,
+// An independent oracle for Pipelined Backpropagation: the clocked pipeline of
+// docs/pb-semantics.md §1-3 written out by hand in double, with NO library code (no layer_stack, no layers,
 // no optimizer kernels, no policy types), compared with pb::engine (sequential and concurrent executors) for every
 // mitigation policy after EVERY micro-batch (weights and velocities, 1e-12) and for every micro-batch's loss.
 //
@@ -48,7 +48,7 @@ struct o_layer {
     [[nodiscard]] std::size_t parameters() const { return dense ? out * in + out : 0; }
 };
 
-/// What a policy means, written down from pb-semantics.md §2-3 (not read from the library's policy types).
+/// What a policy means, written down from docs/pb-semantics.md §2-3 (not read from the library's policy types).
 struct o_policy {
     std::string name;
     bool sc = false;                 // v <- m v + g ; w <- w - eta (a v + b g_loss), a = m^D, b = (1 - m^D)/(1 - m)

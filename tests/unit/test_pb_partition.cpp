@@ -1,5 +1,5 @@
 // PB partitions (pb::pipeline over pipeline_layout, pb::runtime_partition, pb::check_partition): cutting L layers
-// into S stages never drops or duplicates a layer (shared/docs/pitfalls.md item 9), whatever L mod S is; bad
+// into S stages never drops or duplicates a layer (docs/pitfalls.md item 9), whatever L mod S is; bad
 // runtime split points are rejected with the offending point named; static and runtime cuts equal boundaries and
 // delays listed by hand (CNN, MLP, and a ResNet whose projection shortcut must share its add's stage); a runtime
 // partition trains bit-identically to the static pipeline of the same cut (and a cut one node off does not); the
@@ -148,7 +148,7 @@ TEST_CASE("static and runtime cuts equal hand-listed boundaries and delays", "[p
     // mlp: 0 flatten 1 dense 2 relu 3 dense 4 relu 5 dense: the leading flatten attaches to the first stage.
     const expected_cut mlp_fine{{0, 3, 5, 6}, {4, 2, 0}};
     // small_resnet (small_resnet.hpp): fine_grained starts a stage at every parametric node but the projection
-    // shortcut's (17 conv, 18 gn), which share the stage of the add (19) with 16 gn (pb-semantics.md §6).
+    // shortcut's (17 conv, 18 gn), which share the stage of the add (19) with 16 gn (docs/pb-semantics.md §6).
     const expected_cut res_fine{{0, 1, 4, 5, 7, 8, 12, 13, 15, 16, 22, 23},
                                 {20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0}};
     const expected_cut res_own{{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 20, 21, 22, 23},

@@ -58,7 +58,7 @@ pb::micro_batch_info<T> mb_with(T lr, T m, T wd, std::size_t first_sample = 0) {
 }  // namespace
 
 TEST_CASE("SC update matches the hand-computed step", "[pb][policies][sc]") {
-    // Stage 0 of 3: D = 4. Hand computation of one SC step (pb-semantics.md §3):
+    // Stage 0 of 3: D = 4. Hand computation of one SC step (docs/pb-semantics.md §3):
     //   v1 = m v0 + g + lambda w0 ; w1 = w0 - eta (m^4 v1 + (1 - m^4)/(1 - m) g)
     auto st = make_stage<pb::policy::spike_compensation<>>(0, 3);
     REQUIRE(st.delay() == 4);

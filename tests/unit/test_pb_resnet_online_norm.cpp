@@ -1,8 +1,8 @@
-// Fine-grained PB on a small-width ResNet with Online Normalization (issue 13 "Done when"): the weight-layer cut
+// Fine-grained PB on a small-width ResNet with Online Normalization: the weight-layer cut
 // (pp::weight_layer_stages: every conv a stage with its norm and relu, cuts inside both residual blocks), b = 1.
 // The concurrent flow-graph executor equals the sequential reference bitwise, weights, velocities, losses and the
 // norms' running state (updated in forward order by the forwards and in backward order by the backward-p1 passes,
-// shared/docs/online-norm.md), for every mitigation; a run checkpointed mid-epoch and resumed in a fresh engine
+// docs/online-norm.md), for every mitigation; a run checkpointed mid-epoch and resumed in a fresh engine
 // continues bit-identically, and one resumed without the running state does not.
 #include <catch2/catch.hpp>
 

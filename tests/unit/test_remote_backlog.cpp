@@ -1,5 +1,5 @@
 // detail::remote_backlog (pipeprop/remote_backlog.hpp), the store both executors keep early messages from other
-// processes in (issue 15): copies outlive the transport's buffers; deliver hands over exactly the due messages in
+// processes in: copies outlive the transport's buffers; deliver hands over exactly the due messages in
 // arrival order and keeps the others in theirs, across several deliveries. The MPI tests reach it only when a rank
 // happens to run ahead; this checks it directly, with due and not-due messages interleaved.
 #include <catch2/catch.hpp>

@@ -1,5 +1,5 @@
 // The blocks of the main program's ResNet-20 (examples/train/networks.hpp: train::basic_block, train::down_block,
-// train::resnet20) against central finite differences in double (issue 10, "Done when"): every distinct block type
+// train::resnet20) against central finite differences in double: every distinct block type
 // at the input shape it has in ResNet-20 (the three groups at 28x28, 14x14 and 7x7, both projection blocks), and the
 // whole network, at micro-batch sizes 1 and 3. check_network_gradients also compares backward-p1 + backward-p2 over
 // the nodes with the fused backward (the contract of layer_concept.hpp).

@@ -1,4 +1,4 @@
-// A layer that throws inside a stage (issue 12 item 4): in forward, backward-p1 or backward-p2, in the PB engine
+// A layer that throws inside a stage: in forward, backward-p1 or backward-p2, in the PB engine
 // (sequential and concurrent executors) and the synchronous 2BP executor (sequential and concurrent, 2BP on and
 // off). The exception reaches the caller as pipeprop::stage_error naming the stage and the micro-batch (the layer's
 // exception nested), nothing hangs (every run is bounded by a watchdog), and afterwards:

@@ -1,4 +1,4 @@
-// Stateful layers (issue 10 item 2; layer_concept.hpp): a layer with a running-state block that its forward and its
+// Stateful layers (layer_concept.hpp): a layer with a running-state block that its forward and its
 // backward-p1 update in sample order (as Online Normalization does). The runners keep the state per stage, next to
 // the parameters: training updates it, evaluation reads it and changes nothing, checkpoints carry it, and the PB
 // executors (concurrent == sequential bitwise, weights AND state) and every synchronous schedule agree on it.

@@ -1,4 +1,4 @@
-// Consecutive synchronous steps without a barrier (issue 14 item 2; sync/schedule.hpp consecutive_steps,
+// Consecutive synchronous steps without a barrier (sync/schedule.hpp consecutive_steps,
 // schedule_executor::consecutive_steps): every stage starts step n + 1 right after its own update of step n.
 // - for every schedule (the virtual-stage ones where the cut and m allow them), with and without 2BP, 2..4 stages cut
 //   inside the blocks, k = 2 and 3 steps, both

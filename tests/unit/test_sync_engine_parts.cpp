@@ -1,4 +1,4 @@
-// The library parts the synchronous pipeline shares with the other engines (issue 10, item 5), on a network with a
+// The library parts the synchronous pipeline shares with the other engines, on a network with a
 // stateful layer (Online Normalization) inside a residual block, cut inside the block:
 // - one compiled executor: pipeline_executor<..., Kind, 2BP> is schedule_executor<Net, T> with the schedule fixed;
 //   make_any_executor gives the same executor type for every schedule, and the same bits as the typed one;

@@ -1,5 +1,5 @@
 // The synchronous pipeline executor (sync/executor.hpp) against the sequential trainer on the whole batch
-// (shared/docs/2bp-schedules.md §3; pitfalls.md items 1-4, 11):
+// (docs/schedules.md §3; docs/pitfalls.md items 1-4, 11):
 // - for every schedule, with and without 2BP, several (p, m) including m < p and B not divisible by m: one step's
 //   gradient and the updated weights equal the sequential trainer's on the whole batch B. Tolerances: the only
 //   difference is the float summation order of the per-micro-batch sums (dW = sum over micro-batches of
@@ -494,7 +494,7 @@ TEST_CASE("global reductions: the gradient norm and clipping are over all stages
     double ref_norm = 0;
     for (double g : ref.gradient) ref_norm += g * g;
     ref_norm = std::sqrt(ref_norm);
-    // Cuts into 1, 2, 3 and 5 stages give the same bits (pitfalls.md item 5) and report the same global norm.
+    // Cuts into 1, 2, 3 and 5 stages give the same bits (docs/pitfalls.md item 5) and report the same global norm.
     std::vector<double> first;
     for (const std::vector<std::size_t>& split :
          {std::vector<std::size_t>{}, std::vector<std::size_t>{2}, std::vector<std::size_t>{1, 3},

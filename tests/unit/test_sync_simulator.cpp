@@ -1,4 +1,4 @@
-// The schedule simulator (sync/simulator.hpp) against the closed forms of shared/docs/2bp-schedules.md §2:
+// The schedule simulator (sync/simulator.hpp) against the closed forms of docs/schedules.md §2:
 // GPipe / 1F1B bubble (p-1)(T_F+T_B+T_W) and ratio (p-1)/(m+p-1); GPipe + 2BP makespan (m+p-1)(T_F+T_B) + m T_W
 // (p = 4, m = 4, equal times: 21T vs 18T); ZB-H1 bubble (p-1)(T_F+T_B-T_W); ZB-H2 bubble (p-1)(T_F+T_B-2T_W);
 // in-flight counts; the effect of unequal stages and of a message latency.

@@ -1,4 +1,4 @@
-// Virtual stages (issue 14 item 5; sync/schedule.hpp): interleaved 1F1B (Megatron-LM) and ZB-V, several stages per
+// Virtual stages (sync/schedule.hpp): interleaved 1F1B (Megatron-LM) and ZB-V, several stages per
 // device, in the generator, the simulator and the executor.
 // - generators: valid for every tested (devices, chunks, m) the generators accept (m a multiple of the devices or
 //   below it for interleaved 1F1B; any m for ZB-V), with and without 2BP; the placement (stage c p + d on device d;

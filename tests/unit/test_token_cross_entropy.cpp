@@ -124,7 +124,7 @@ TEST_CASE("token_cross_entropy: equals torch.nn.functional.cross_entropy(ignore_
     }
 }
 
-// pitfalls.md item 1: a batch of 4 sequences split into micro-batches {1, 3} (the first with padding only) and
+// docs/pitfalls.md item 1: a batch of 4 sequences split into micro-batches {1, 3} (the first with padding only) and
 // {2, 2} with gradient_scale = 1 / N (N = count_tokens over the whole batch) gives the dlogits and the mean of the
 // whole batch computed at once.
 TEST_CASE("token_cross_entropy: gradient scale 1/N makes micro-batches sum to the whole-batch mean", "[loss][token]") {

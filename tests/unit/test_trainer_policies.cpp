@@ -1,4 +1,4 @@
-// sequential_trainer with the loss and the optimizer as policies (issue 10, item 6): a token loss
+// sequential_trainer with the loss and the optimizer as policies: a token loss
 // (token_cross_entropy over [b, L, V], mean over the batch's non-ignored tokens) on a small LLaMA-like decoder, and
 // AdamW. Checks: one update is an SGD step on the gradient of the mean over the non-ignored tokens (central finite
 // differences in double); evaluate counts tokens and agrees with train_batch's loss; AdamW's m, v and step count go

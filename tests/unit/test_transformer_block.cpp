@@ -1,4 +1,4 @@
-// The pre-norm transformer block (issue 10 "Done when"; graph/transformer_block.hpp): it composes from the leaf
+// The pre-norm transformer block (graph/transformer_block.hpp): it composes from the leaf
 // layers (rms_norm, causal_self_attention with RoPE, swiglu) and residual blocks, passes the network gradient check in
 // double, runs in PB fine-grained (every parametric layer its own stage, boundaries inside both residual blocks) with
 // the concurrent executor bit-identical to the sequential reference, and in every synchronous schedule with and

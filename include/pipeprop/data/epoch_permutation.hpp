@@ -1,7 +1,7 @@
 // pipeprop/data/epoch_permutation.hpp: seeded per-epoch shuffling.
 //
 // The order of epoch e is a pure function of (seed, e): a resumed run that knows the epoch and its position in it
-// sees exactly the samples an uninterrupted run would (shared/docs/pitfalls.md items 5 and 8).
+// sees exactly the samples an uninterrupted run would (docs/pitfalls.md items 5 and 8).
 #pragma once
 
 #include <cstddef>

@@ -2,10 +2,10 @@
 //
 // Node of a flattened network (network.hpp). block_fork<Main, C> duplicates the main tensor x [b x M]: the copy in front is
 // the body's input, the copy behind it is the block's skip tensor, carried through the body (and across stage
-// boundaries: pb-semantics.md §6) until the block's add. C further carried elements per sample follow unchanged.
+// boundaries: docs/pb-semantics.md §6) until the block's add. C further carried elements per sample follow unchanged.
 //   x = [x: b x M][carried: b x C]  ->  y = [x: b x M][skip = x: b x M][carried: b x C]
 // x has two consumers, so backward-p1 ASSIGNS dx = dy_body + dy_skip (the runner's gradient sum of a tensor used
-// twice: shared/docs/pitfalls.md item 4) and copies the carried gradients. No parameters, no stash.
+// twice: docs/pitfalls.md item 4) and copies the carried gradients. No parameters, no stash.
 #pragma once
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// pipeprop/graph/blocks.hpp: composite blocks of a network (issue 10 item 1): residual connections.
+// pipeprop/graph/blocks.hpp: composite blocks of a network: residual connections.
 //
 //   residual<Body...>                          y = x + body(x)          (identity shortcut; ResNet basic block,
 //                                                                        pre-norm transformer: residual<norm, f>)
@@ -10,7 +10,7 @@
 // naming the block, with block_at_position<N, ...> in the trace. A network flattens a block into nodes
 // (network.hpp): block_fork, the body's layers carrying the skip tensor (carried), the shortcut's layers
 // (on_shortcut) and block_add. A stage boundary may fall anywhere inside the body: the skip tensor then travels
-// with the main path through every boundary (shared/docs/pb-semantics.md §6); the shortcut's layers always share
+// with the main path through every boundary (docs/pb-semantics.md §6); the shortcut's layers always share
 // the add's stage. Node names: "layer_03.fork", "layer_03.body_00", "layer_03.shortcut_00", "layer_03.add".
 #pragma once
 

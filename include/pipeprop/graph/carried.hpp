@@ -1,6 +1,6 @@
 // pipeprop/graph/carried.hpp: a layer on the main path of a block, with the live set carried past it.
 //
-// Node of a flattened network (network.hpp; shared/docs/pb-semantics.md §6). carried<L, C> runs layer L on the main
+// Node of a flattened network (network.hpp; docs/pb-semantics.md §6). carried<L, C> runs layer L on the main
 // part of its input [b x L::input] and copies the C carried elements per sample (the skip tensors of the open
 // blocks) unchanged to its output; backward-p1 copies their gradients back unchanged. L's stash, workspace,
 // parameters, running state and tensor names are those of the node. Buffers are tensor-major (flat_shape.hpp):

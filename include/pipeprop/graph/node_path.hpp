@@ -1,4 +1,4 @@
-// pipeprop/graph/node_path.hpp: hierarchical names of the nodes of a flattened network (issue 10 item 1).
+// pipeprop/graph/node_path.hpp: hierarchical names of the nodes of a flattened network.
 //
 // A network with blocks is flattened into one list of nodes (network.hpp). Each node keeps the path of the spec it
 // came from, e.g. "layer_03.body_01" (the second layer of the body of the block at top-level position 3),

@@ -5,7 +5,7 @@
 // in front (F elements per sample), the skip tensor that L transforms, then C further carried elements:
 //   x = [body out: b x F][skip in: b x In][carried: b x C]  ->  y = [body out: b x F][skip out: b x Out][carried]
 // Only L's part changes; the rest is copied forward (and its gradient backward) unchanged. The node always shares a
-// stage with its block's add (pb-semantics.md §6: the shortcut's parameters belong to the stage of the add and get
+// stage with its block's add (docs/pb-semantics.md §6: the shortcut's parameters belong to the stage of the add and get
 // that stage's delay), so pipeline partitions never cut before it (cut_allowed_before == false).
 #pragma once
 

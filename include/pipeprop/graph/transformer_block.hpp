@@ -3,7 +3,7 @@
 //   h = x + attention(norm(x));  y = h + swiglu(norm(h))     (Touvron et al. 2023, arXiv 2302.13971, §2: pre-norm with
 //                                                             RMSNorm, SwiGLU, rotary embeddings in the attention)
 // per sample [L, D] -> [L, D] (tensors [b, L, D]). Two residual blocks in a pipeprop::sequence, so a pipeline may
-// cut between or inside them (the skip tensor travels with the main path, shared/docs/pb-semantics.md §6) and
+// cut between or inside them (the skip tensor travels with the main path, docs/pb-semantics.md §6) and
 // fine_grained puts every parametric layer (each norm, the attention, the SwiGLU) in its own stage.
 #pragma once
 

@@ -1,16 +1,11 @@
 // pipeprop/kernels/gemm.hpp: the row-major GEMM every layer calls: pipeprop's xsimd kernel (simd_gemm.hpp) or CBLAS
 // (OpenBLAS on Debian), whichever measured faster for the shape and the compiled SIMD architecture.
 //
-// The measurements behind the choice are bench/gemm_choice.cpp and bench/layers_bench.cpp, recorded in
-// bench/README.md ("GEMM: BLAS or xsimd", "Kernels at b = 1 on AVX2 and AVX-512"): with FMA and vectors of 256 bits
-// or more (AVX2 + FMA3, AVX-512) the xsimd kernel is used up to simd_gemm_max_multiply_adds. Against the OpenBLAS
-// AVX2 kernels this environment selects (OPENBLAS_CORETYPE=Haswell), an AVX-512 build's kernel is faster at the
-// layers' shapes (small CNN, ResNet-20, a 784-256 MLP; at b = 1 also than cblas_sgemv / cblas_sger, which is what
-// the dense products are there) but for a tie at the 1x1 stride-2 projection's backward-p2; an AVX2 build's is as
-// fast or faster at the forward and p1 shapes and 0.78-1.78x at the conv p2 shapes (A B^T; below 1 at four of
-// nine); at 512 x 512 x 512 it was faster too (2026-11-29). OpenBLAS's AVX-512 kernels (OPENBLAS_CORETYPE unset on
-// an AVX-512 host) are faster at some conv shapes; the rule does not look at OpenBLAS's core type. Without FMA
-// (e.g. a generic x86-64 build) BLAS's runtime-dispatched kernels are used for every shape.
+// The rule: with FMA and vectors of 256 bits or more (AVX2 + FMA3, AVX-512) the xsimd kernel is used for every
+// product of at most simd_gemm_max_multiply_adds multiply-adds; otherwise, and always without FMA (e.g. a generic
+// x86-64 build), CBLAS with its runtime-dispatched kernels. The rule does not look at OpenBLAS's core type. The
+// measurements it rests on (bench/gemm_choice.cpp, bench/layers_bench.cpp) are in bench/README.md, "GEMM: BLAS or
+// xsimd" and "Kernels at b = 1 on AVX2 and AVX-512".
 #pragma once
 
 #include <cblas.h>

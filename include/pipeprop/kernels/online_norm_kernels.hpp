@@ -1,5 +1,5 @@
 // pipeprop/kernels/online_norm_kernels.hpp: the arithmetic of Online Normalization (layers/online_norm.hpp; Chiley
-// et al., arXiv 1905.05894; shared/docs/online-norm.md): the forward and backward-p1 kernels of one run of values
+// et al., arXiv 1905.05894; docs/online-norm.md): the forward and backward-p1 kernels of one run of values
 // (rank 3: one channel of one sample, n = H*W values, scalar statistics) and of one sample across its features
 // (rank 1: every feature its own channel), the affine gradients, the activation clamp that keeps NaN visible, and the
 // std::ratio helpers of the layer's decay and clamp parameters. xsimd bodies with scalar tails that perform the same

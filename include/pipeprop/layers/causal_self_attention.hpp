@@ -78,7 +78,7 @@ struct causal_self_attention_workspace {
 ///   run before p1, or long after it, and p1 writes nothing that outlives its call), then dW_qkv += [dq|dk|dv]^T x.
 ///
 /// Which weights: p1 and p2 use the w they are given (p2 has the weighted form of the contract, layer_concept.hpp:
-/// its d context = dy W_o needs W_o): the backward's weights, the current ones in PB (pb-semantics.md §1), the
+/// its d context = dy W_o needs W_o): the backward's weights, the current ones in PB (docs/pb-semantics.md §1), the
 /// step's in the synchronous schedules.
 /// Cost in multiply-adds per sample: forward 4 L D^2 + 2 L^2 D, p1 4 L D^2 + 4 L^2 D, p2 5 L D^2 + 4 L^2 D (p2
 /// repeats d context = dy W_o and the attention backward of p1: L D^2 + 4 L^2 D more than its two weight GEMMs).

@@ -23,7 +23,7 @@ namespace pipeprop {
 
 /// Stash of conv2d for one micro-batch: only the micro-batch capacity. The column matrices are not kept: backward-p2
 /// rebuilds each sample's column matrix from the layer input x (which every runner keeps for p2 anyway) in the
-/// workspace, so a PB activation slot holds the input once instead of K^2 / S^2 times (issue 16 item 4).
+/// workspace, so a PB activation slot holds the input once instead of K^2 / S^2 times.
 template <class T>
 struct conv2d_stash {
     std::size_t max_b = 0;
@@ -99,10 +99,9 @@ struct conv2d_layer {
     /// Backward-p2 as cols dy^T with dy transposed in the workspace (a GEMM with B [OH OW, OC] row-major: register
     /// blocks of whole vectors of output channels, B's panel in L1) rather than dy cols^T (B transposed: the GEMM
     /// packs cols^T, C K K x OH OW values, or forms dot products along OH OW). Chosen where OutChannels fills at
-    /// least two SIMD vectors of T and OH OW is at least 8 vectors long: at the small CNN's and ResNet-20's 14 x 14
-    /// p2 shapes 1.1-1.5x faster (AVX-512); with 16 output channels (one AVX-512 vector) it was not faster, and at
-    /// 7 x 7 the transposed add of dW^T (C K K OC values against C K K OC 49 multiply-adds) made it 1.3-1.6x slower
-    /// (bench/README.md, "conv2d backward-p2").
+    /// least two SIMD vectors of T and OH OW is at least 8 vectors long, the shapes where it measured faster than
+    /// dy cols^T; below that the transposed add of dW^T costs more than it saves (bench/README.md, "conv2d
+    /// backward-p2 as cols dy^T").
     static constexpr bool transposed_p2 = kernels::simd_gemm_preferred &&
                                           OutChannels >= 2 * xsimd::batch<T>::size &&
                                           pixels >= 8 * xsimd::batch<T>::size;

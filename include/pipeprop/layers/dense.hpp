@@ -69,7 +69,7 @@ struct dense_layer {
             for (std::size_t o = 0; o < out; ++o) dbias[o] += dy[n * out + o];
     }
 
-    /// Backward-p2 of ONE sample (b = 1) fused into the momentum update (issue 16 item 1): w [P] and its velocity
+    /// Backward-p2 of ONE sample (b = 1) fused into the momentum update: w [P] and its velocity
     /// v [P] are updated in place with the gradient dW = dy x^T, dbias = dy, which is never stored (x [1, In],
     /// dy [1, Out]). The same bits as backward_weight into a zeroed gradient followed by optim::momentum_update
     /// with c (test_layers_fused_update).

@@ -4,7 +4,7 @@
 //
 // Statistics are per sample and per group, never across the micro-batch: results do not depend on the micro-batch
 // size b or on how a batch is split into micro-batches, and training and evaluation compute the same function
-// (shared/docs/pitfalls.md item 6: there are no running statistics to update).
+// (docs/pitfalls.md item 6: there are no running statistics to update).
 #pragma once
 
 #include <xsimd/xsimd.hpp>

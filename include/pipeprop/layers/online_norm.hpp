@@ -7,7 +7,7 @@
 // components along the constant direction and along the normalized output that batch normalization's exact gradient
 // removes. The error-checking mechanism is activation clamping, the reference implementation's default
 // (Cerebras/online-normalization; Chiley, "Error Compensation Mechanism in Online Normalization", Cerebras blog,
-// 2020; the paper itself used layer scaling). Equations and pipeline notes: shared/docs/online-norm.md.
+// 2020; the paper itself used layer scaling). Equations and pipeline notes: docs/online-norm.md.
 //
 // The samples of a micro-batch are processed one after the other, in order (the per-sample loop is the algorithm),
 // and the forward state (m, v) and the backward state (u, g_acc) are disjoint: splitting a stream into micro-batches

@@ -1,4 +1,4 @@
-// pipeprop/loss/loss_policy.hpp: the loss-policy contract of the trainers (issue 10, item 6): what a loss type must
+// pipeprop/loss/loss_policy.hpp: the loss-policy contract of the trainers: what a loss type must
 // provide so that a trainer can compute the loss, its gradient w.r.t. the network output and the hit count of a batch,
 // whatever the shape of the network output and of the targets.
 //
@@ -21,7 +21,7 @@
 //   static loss_totals totals_and_gradient(const T* logits, const std::int32_t* targets, std::size_t b, T* dlogits,
 //                                          T gradient_scale);
 //     As totals, and ASSIGNS dlogits [b, logits_shape...] = gradient_scale * d(loss sum)/d(logits) (0 where a target
-//     does not count). GRADIENT SCALE (shared/docs/pitfalls.md item 1): the trainer passes 1 / N for the N of the
+//     does not count). GRADIENT SCALE (docs/pitfalls.md item 1): the trainer passes 1 / N for the N of the
 //     WHOLE batch (count_targets), so that the accumulated gradient is that of the batch's mean loss however the
 //     batch is split into micro-batches; gradient_scale <= 0 means 1 / (N of this call). No allocation.
 //

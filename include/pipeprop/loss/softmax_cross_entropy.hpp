@@ -16,7 +16,7 @@ namespace pipeprop {
 /// Softmax cross-entropy over Classes logits. Logits [b, Classes], labels [b] (int32 in [0, Classes)).
 /// The loss of a micro-batch is the MEAN over its b samples. For a batch split into micro-batches, the executor
 /// passes gradient_scale = 1 / (whole batch size) so that the gradient is that of the mean over the whole batch
-/// (shared/docs/2bp-schedules.md §3, shared/docs/pitfalls.md item 1); the default 1 / b is the micro-batch mean.
+/// (docs/schedules.md §3, docs/pitfalls.md item 1); the default 1 / b is the micro-batch mean.
 /// Throws std::out_of_range when a label is outside [0, Classes).
 /// A loss policy (loss/loss_policy.hpp): logits_shape [Classes], one target (the label) per sample, every sample
 /// counts (count_targets = b); totals / totals_and_gradient give the loss sum accumulated in T in sample order (the

@@ -9,7 +9,7 @@
 // counted. IgnoreIndex defaults to -100, PyTorch's ignore_index default; it may also be a vocabulary id (e.g. a
 // padding token 0), which is then ignored wherever it is the target.
 //
-// Gradient scale (shared/docs/pitfalls.md item 1, like softmax_cross_entropy's gradient_scale): loss_and_gradient
+// Gradient scale (docs/pitfalls.md item 1, like softmax_cross_entropy's gradient_scale): loss_and_gradient
 // writes dlogits = gradient_scale * (softmax - onehot) for every non-ignored token.
 //   * One micro-batch on its own: gradient_scale <= 0 (default) means 1 / tokens, tokens = non-ignored targets of
 //     the micro-batch, so dlogits is the gradient of the micro-batch's MEAN token loss (PB: one update per

@@ -1,4 +1,4 @@
-// pipeprop/mpi/mpi_transport.hpp: boundary messages between processes over MPI (issue 15): the remote_transport
+// pipeprop/mpi/mpi_transport.hpp: boundary messages between processes over MPI: the remote_transport
 // (remote_transport.hpp) of a pipeline whose contiguous groups of stages run on the ranks of an MPI communicator.
 //
 // Needs MPI (OpenMPI: libopenmpi-dev; CMake: find_package(MPI), target MPI::MPI_CXX; the rest of pipeprop does not):

@@ -1,9 +1,9 @@
-// pipeprop/optim/hyperparameters.hpp: the hyperparameters ONE optimizer update is applied with (issue 10, "one
-// hyperparameter type"), the same type for every engine and optimizer.
+// pipeprop/optim/hyperparameters.hpp: the hyperparameters ONE optimizer update is applied with: one
+// type, the same for every engine and optimizer.
 //
 // These are the values a caller's schedule evaluates per sample: a PB engine takes them per micro-batch (each
 // micro-batch carries the values current when it was pushed, and every stage applies that micro-batch's update with
-// them, whichever executor runs it; shared/docs/pb-semantics.md §2), the synchronous executors and the sequential
+// them, whichever executor runs it; docs/pb-semantics.md §2), the synchronous executors and the sequential
 // trainer per optimizer step. What stays fixed for a run (SGD's Nesterov flag, AdamW's betas and eps) is the
 // optimizer's config (optim::sgd_config, optim::adamw_config), not here.
 //
@@ -14,7 +14,7 @@
 //                  in adamw_config, are its momentum); every engine rejects another value.
 //   weight_decay   lambda (finite, >= 0). Momentum SGD: L2, lambda w added to the gradient from the current
 //                  weights (g = g_loss + lambda w). AdamW: decoupled, w <- w (1 - eta lambda) before the Adam step.
-// The B -> b scaling rules (optim/scaling_rules.hpp, pb-semantics.md §4) map these values between batch sizes.
+// The B -> b scaling rules (optim/scaling_rules.hpp, docs/pb-semantics.md §4) map these values between batch sizes.
 #pragma once
 
 #include <cmath>

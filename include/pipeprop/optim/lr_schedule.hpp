@@ -1,5 +1,5 @@
 // pipeprop/optim/lr_schedule.hpp: learning-rate schedules expressed in SAMPLES (so that they mean the same thing
-// for batch size B and micro-batch size b; shared/docs/pb-semantics.md §4), with helpers that convert epochs.
+// for batch size B and micro-batch size b; docs/pb-semantics.md §4), with helpers that convert epochs.
 //
 // lr(t), t = number of training samples consumed before the update (0 for the first update):
 //   constant: eta

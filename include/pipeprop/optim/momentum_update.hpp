@@ -1,7 +1,7 @@
 // pipeprop/optim/momentum_update.hpp: the one momentum-SGD update kernel that every optimizer variant in pipeprop
 // (heavy-ball, Nesterov, spike compensation) is a coefficient choice of.
 //
-// shared/docs/pb-semantics.md §2-3 (PyTorch heavy-ball convention; PB-paper, Kosson et al. arXiv 2003.11666, §4 for
+// docs/pb-semantics.md §2-3 (PyTorch heavy-ball convention; PB-paper, Kosson et al. arXiv 2003.11666, §4 for
 // spike compensation):
 //     g = g_loss + lambda * w                      (L2 weight decay from the current weights: never delayed)
 //     v <- m v + g
@@ -94,7 +94,7 @@ void momentum_update(std::size_t n, T* w, T* v, const T* g_loss, const update_co
 
 /// momentum_update of a rows x cols block w, v (row-major) whose loss gradient is the outer product of one sample,
 /// g_loss[r cols + j] = 0 + dy[r] x[j], never stored: backward-p2 of a dense layer at b = 1 fused into the update
-/// (issue 16 item 1; one pass over w and v instead of writing, reading and zeroing a gradient). Each element of
+/// (one pass over w and v instead of writing, reading and zeroing a gradient). Each element of
 /// g_loss is formed as a backward-p2 into a zeroed gradient forms it (one rounding; a zero product gives +0), so the
 /// result equals backward-p2 followed by momentum_update bit for bit. No allocation, no exceptions.
 template <class T>

@@ -1,5 +1,5 @@
-// pipeprop/optim/optimizer_policy.hpp: the optimizer-policy contract of the sequential reference trainer (issue 10,
-// item 6): the state an optimizer keeps over one parameter block, how it steps, and what of it a checkpoint holds.
+// pipeprop/optim/optimizer_policy.hpp: the optimizer-policy contract of the sequential reference trainer and
+// the engines: the state an optimizer keeps over one parameter block, how it steps, and what of it a checkpoint holds.
 //
 // An optimizer policy O (optim::sgd<T>: momentum SGD, heavy-ball or Nesterov, L2; optim::adamw<T>: AdamW with
 // decoupled weight decay) provides:

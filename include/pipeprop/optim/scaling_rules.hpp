@@ -1,5 +1,5 @@
 // pipeprop/optim/scaling_rules.hpp: the B -> b hyperparameter scaling rules of momentum SGD
-// (shared/docs/pb-semantics.md §4; PB-paper, Kosson et al. arXiv 2003.11666, "training without batches").
+// (docs/pb-semantics.md §4; PB-paper, Kosson et al. arXiv 2003.11666, "training without batches").
 //
 // Going from batch size B to micro-batch size b (b updates per B samples become B/b times as many updates),
 // keep the momentum half-life in samples and the effective step per sample:
@@ -34,7 +34,7 @@ namespace pipeprop::optim {
                                     " must be in [0, 1)");
     if (from_batch == to_batch) return from;
     const double ratio = static_cast<double>(to_batch) / static_cast<double>(from_batch);
-    hyperparameters<double> to = from;  // weight decay unchanged (L2 in the gradient, pb-semantics.md §4)
+    hyperparameters<double> to = from;  // weight decay unchanged (L2 in the gradient, docs/pb-semantics.md §4)
     to.momentum = std::pow(from.momentum, ratio);  // 0^ratio = 0: no momentum stays no momentum
     to.learning_rate = ratio * from.learning_rate * (1.0 - to.momentum) / (1.0 - from.momentum);
     return to;

@@ -4,7 +4,7 @@
 // The learning rate, momentum and weight decay of each update come with it (optim::hyperparameters); sgd_config
 // holds only the Nesterov flag.
 //
-// shared/docs/pb-semantics.md §2 (PyTorch convention): g = g_loss + lambda w; v <- m v + g; w <- w - eta v
+// docs/pb-semantics.md §2 (PyTorch convention): g = g_loss + lambda w; v <- m v + g; w <- w - eta v
 // (heavy-ball), w <- w - eta (g + m v) (Nesterov). PB-paper (Kosson et al., arXiv 2003.11666) §4: spike
 // compensation is another coefficient choice of the same update (step_with).
 #pragma once

@@ -1,7 +1,7 @@
 // pipeprop/pb/checkpoint.hpp: saving and restoring a PB engine at a drained point through pipeprop's checkpoint
 // format (pipeprop/checkpoint.hpp: a directory of .npy files plus a manifest, written atomically).
 //
-// At a drained point (every pushed micro-batch completed: pb-semantics.md §1) the state of a PB run is: every
+// At a drained point (every pushed micro-batch completed: docs/pb-semantics.md §1) the state of a PB run is: every
 // stage's weights, velocity and policy buffers, each stage's last learning rate (LWP velocity form) and the
 // counters (micro-batches and samples pushed). The forward-weight history of the sequential executor and the
 // predicted weights of the concurrent one are derived from that state, so they are rebuilt on load. Resuming from

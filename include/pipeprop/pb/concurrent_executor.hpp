@@ -2,7 +2,7 @@
 // (pb/op_stream.hpp: F(i), BW(i - D_s), U(i - D_s), group after group) on the engines' one flow graph
 // (lane_graph.hpp), exchanging boundary messages (boundary_channel.hpp).
 //
-// shared/docs/pb-semantics.md §1 (clocked model); PB-paper (Kosson et al., arXiv 2003.11666) §3. An op runs as soon
+// docs/pb-semantics.md §1 (clocked model); PB-paper (Kosson et al., arXiv 2003.11666) §3. An op runs as soon
 // as its input is there: F(n) when micro-batch n's forward message has arrived (stage 0: when it was pushed), BW(n)
 // when its backward message has (the last stage: right after its own F(n) and the loss), U at once. Because a stage
 // runs its ops in stream order and an op reads only its stage's state and its message, the forward of micro-batch n
@@ -49,7 +49,7 @@
 // undefined: the executor refuses every later push / drain with std::logic_error, and pb::engine refuses every later
 // call (pb/engine.hpp). Call openblas_set_num_threads(1) in programs that use it (stages must not oversubscribe the
 // cores).
-// Stages in several processes (issue 15; remote_transport.hpp, pipeprop/mpi/mpi_transport.hpp; the exchange with
+// Stages in several processes (remote_transport.hpp, pipeprop/mpi/mpi_transport.hpp; the exchange with
 // the other processes is pb/remote_stages.hpp): given a transport, the executor runs only the stages the transport
 // calls local (a contiguous group, one lane). Every process calls push() with the same micro-batch infos (the process
 // of stage 0 with the data, the others with any x of the right size: it is not read). Completed micro-batches are
@@ -368,7 +368,7 @@ private:
         }
     }
 
-    // The message's payload into dst (and its targets into labels_dst), checking the sample count (pitfalls.md
+    // The message's payload into dst (and its targets into labels_dst), checking the sample count (docs/pitfalls.md
     // item 3); the buffer is released.
     void receive(std::size_t s, boundary_channel<T>& ch, const boundary_message& msg, std::size_t b, T* dst,
                  std::int32_t* labels_dst) {

@@ -1,7 +1,7 @@
 // pipeprop/pb/concurrent_stage_buffers.hpp: what the concurrent PB executor (pb/concurrent_executor.hpp) keeps per
 // stage: D_s + 1 activation slots (micro-batch n in slot n mod (D_s + 1), each with its layers' inputs, stashes and
 // targets), the workspaces, the LWP forward weights and the weight stash, the stage's op stream and the rings of
-// messages that arrived for it (shared/docs/pb-semantics.md §1; PB-paper, Kosson et al., arXiv 2003.11666, §3; the
+// messages that arrived for it (docs/pb-semantics.md §1; PB-paper, Kosson et al., arXiv 2003.11666, §3; the
 // bounds are the executor's file comment). Allocated once, when the executor is built: nothing grows with the number
 // of micro-batches.
 #pragma once

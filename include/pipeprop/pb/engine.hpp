@@ -1,6 +1,6 @@
 // pipeprop/pb/engine.hpp: a Pipelined Backpropagation training engine over a runtime list of stages.
 //
-// PB-paper (Kosson et al., arXiv 2003.11666) §3-4; shared/docs/pb-semantics.md. The engine owns the network's
+// PB-paper (Kosson et al., arXiv 2003.11666) §3-4; docs/pb-semantics.md. The engine owns the network's
 // layers (layer_stack), one stage_state per stage (weights, velocity, gradient, policy state) and one executor
 // (sequential reference or concurrent flow graph; identical results). It is driven from the caller's own loop:
 //
@@ -11,7 +11,7 @@
 //   auto r = e.evaluate(test_x, test_labels, n);        // current weights
 //
 // The static pipeline types with compile-time stage counts and delays (pb::pipeline, pb/pipeline.hpp) derive from
-// it and share all of its code. Loss and optimizer are policies (issue 10 item 6): Loss (loss/loss_policy.hpp;
+// it and share all of its code. Loss and optimizer are policies: Loss (loss/loss_policy.hpp;
 // default softmax cross-entropy over a rank-1 [classes] output against int32 labels; token_cross_entropy for a
 // language model's [L, V] output against [L] next tokens) and Optimizer (pb/optimizer.hpp: optim::sgd<T>, the
 // default, with every mitigation; optim::adamw<T> with none, weight stashing, LWP's weight-difference form and
@@ -97,7 +97,7 @@ public:
     engine(std::vector<stage_program<stack_type>> programs, const options_type& opt)
         : engine(std::move(programs), opt, std::span<T>{}) {}
 
-    /// Embedding (issue 10 item 7): the engine runs on parameter storage the caller owns, `storage`
+    /// Embedding: the engine runs on parameter storage the caller owns, `storage`
     /// [stack_type::parameter_count] in the network's block layout (layer_stack: layers in order, each layer's
     /// tensors in parameter_tensors() order). Its values are the initial weights (options.seed is not used for
     /// them); every update writes into it in place, so the caller (a framework keeping the weights in its own
@@ -352,7 +352,7 @@ public:
         remote_stages_current_ = true;
     }
 
-    /// Per-stage and per-run figures (pb-semantics.md §5).
+    /// Per-stage and per-run figures (docs/pb-semantics.md §5).
     [[nodiscard]] run_stats stats() const {
         run_stats r;
         r.executor = std::string(to_string(executor_->kind()));

@@ -1,6 +1,6 @@
 // pipeprop/pb/executor.hpp: the one interface behind which the two PB executors run, and the options of a PB run.
 //
-// PB-paper (Kosson et al., arXiv 2003.11666) §3; shared/docs/pb-semantics.md §1. Both executors realize the
+// PB-paper (Kosson et al., arXiv 2003.11666) §3; docs/pb-semantics.md §1. Both executors realize the
 // clocked model exactly and produce identical bits:
 //   - sequential (pb/sequential_executor.hpp): the reference; one micro-batch at a time through every stage, with a
 //     per-stage history of forward weights.
@@ -51,8 +51,8 @@ struct options {
     /// plan_lanes over measure_tick_costs or one's own); when given, `lanes` is not read and nothing is measured.
     /// Throws std::invalid_argument at engine construction when it is not a plan for the engine's S stages.
     std::vector<std::size_t> lane_starts{};
-    /// Concurrent executor in one process with more than one lane: adapt to the cores' load (pb/load_adaptation.hpp,
-    /// issue 16 item 3): every `load_probe_period` graph runs (of push_buffer micro-batches), one run goes the other
+    /// Concurrent executor in one process with more than one lane: adapt to the cores' load
+    /// (pb/load_adaptation.hpp): every `load_probe_period` graph runs (of push_buffer micro-batches), one run goes the other
     /// way (inline on the calling thread when on the lanes, and back), and the faster of the two is kept; run_stats::load
     /// says what it did. 0: always the lanes. The results do not depend on it.
     std::size_t load_probe_period = 16;
@@ -66,7 +66,7 @@ struct options {
     /// Engines whose Optimizer is optim::adamw<T> (pb/optimizer.hpp): beta1, beta2 and eps. The decoupled weight
     /// decay comes per micro-batch with optim::hyperparameters, like the learning rate.
     optim::adamw_config adamw{};
-    /// Stages in several processes (issue 15): the transport to the stages other processes run
+    /// Stages in several processes: the transport to the stages other processes run
     /// (remote_transport.hpp, e.g. pipeprop/mpi/mpi_transport.hpp; it must outlive the engine). This process then
     /// runs only its local stages, on one lane (concurrent executor only: std::invalid_argument with the sequential
     /// one). Every process makes the same engine and pushes the same micro-batches. nullptr (default): one process.

@@ -1,5 +1,5 @@
 // pipeprop/pb/lane_plan.hpp: which consecutive stages each serial node ("lane") of PB's concurrent executor runs, as
-// an explicit step (issue 10 item 5): measure the stages' per-tick costs, cut them into lanes, hand the plan to the
+// an explicit step: measure the stages' per-tick costs, cut them into lanes, hand the plan to the
 // engine (options::lane_starts), or skip the measurement and give a plan of one's own.
 //
 //   const auto costs = pb::measure_tick_costs<net>(stages, /*b=*/1);   // seconds per tick, one per stage
@@ -63,7 +63,7 @@ inline void check_lane_plan(const std::vector<std::size_t>& first_stage, std::si
 
 /// Per-tick cost (seconds) of each stage of the cut `stages` of Net (value type T) for micro-batches of b samples
 /// under mitigation Policy: the sum of the medians over `rounds` rounds of measure_op_costs (op_cost_probe.hpp) of
-/// what a PB tick of stage s runs (pb-semantics.md §1; PB-paper, Kosson et al., arXiv 2003.11666, §3): F (with the
+/// what a PB tick of stage s runs (docs/pb-semantics.md §1; PB-paper, Kosson et al., arXiv 2003.11666, §3): F (with the
 /// boundary copies), the fused BW, the momentum update of the stage's parameters, plus one parameter-sized copy for
 /// the predicted forward weights where the policy predicts (lwp_horizon(D_s) != 0) and one for the stash where it
 /// stashes (Policy::stashes_weights, D_s > 0). The probe gives stage s D_s + 1 activation slots (D_s = 2 (S - 1 - s),

@@ -1,5 +1,5 @@
-// pipeprop/pb/load_adaptation.hpp: the concurrent PB executor's adaptation to the load of the cores (issue 16
-// item 3): which way the next graph run goes, on the lanes (pb/lane_plan.hpp: one serial flow-graph node per run of
+// pipeprop/pb/load_adaptation.hpp: the concurrent PB executor's adaptation to the load of the cores:
+// which way the next graph run goes, on the lanes (pb/lane_plan.hpp: one serial flow-graph node per run of
 // stages, one per core) or inline (every stage on the calling thread, no flow graph).
 //
 // Why: the lanes advance in lock step (each needs the other's previous tick), so when another process takes one of

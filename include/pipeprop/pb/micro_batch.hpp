@@ -2,8 +2,8 @@
 //
 // A micro-batch is b >= 1 samples, x [b, input...] and int32 targets [b, targets_per_sample] (class labels, or a
 // sequence's next tokens for a token loss), pushed by the caller; its gradient is the gradient of its MEAN loss over
-// its N counted targets (N = b for a classifier; pb-semantics.md §1; shared/docs/pitfalls.md item 1). Its index n
-// (0-based, counted over the whole run, across drains) determines its delay behaviour (pb-semantics.md §1).
+// its N counted targets (N = b for a classifier; docs/pb-semantics.md §1; docs/pitfalls.md item 1). Its index n
+// (0-based, counted over the whole run, across drains) determines its delay behaviour (docs/pb-semantics.md §1).
 #pragma once
 
 #include "pipeprop/evaluation.hpp"

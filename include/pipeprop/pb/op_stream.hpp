@@ -1,7 +1,7 @@
 // pipeprop/pb/op_stream.hpp: the op list of one stage of Pipelined Backpropagation, generated as the micro-batches
 // come (it has no end while the pipeline runs).
 //
-// PB-paper (Kosson et al., arXiv 2003.11666) §3; shared/docs/pb-semantics.md §1. In the clocked model stage s runs at
+// PB-paper (Kosson et al., arXiv 2003.11666) §3; docs/pb-semantics.md §1. In the clocked model stage s runs at
 // every tick the forward of the micro-batch that reaches it, then the backward of the one coming back, then that
 // micro-batch's update. Micro-batch n reaches stage s at tick tau_n + s and comes back to it D_s = 2 (S - 1 - s)
 // ticks later, so the stage's ops are, group after group (group i = the tick at which micro-batch i reaches it):

@@ -1,7 +1,7 @@
 // pipeprop/pb/optimizer.hpp: the optimizers a PB stage can apply its updates with, and which mitigation policies
-// each admits (issue 10 item 6).
+// each admits.
 //
-// PB-paper (Kosson et al., arXiv 2003.11666) §4 and shared/docs/pb-semantics.md §2-3 define PB's mitigations for
+// PB-paper (Kosson et al., arXiv 2003.11666) §4 and docs/pb-semantics.md §2-3 define PB's mitigations for
 // momentum SGD. A PB engine's Optimizer template argument is
 //   optim::sgd<T>    heavy-ball momentum SGD with L2 weight decay (the default): every mitigation policy. The
 //                    momentum and weight decay come per micro-batch with optim::hyperparameters; Nesterov is not

@@ -1,6 +1,6 @@
 // pipeprop/pb/pipeline.hpp: the static Pipelined Backpropagation pipeline type, and its runtime-partition variant.
 //
-// PB-paper (Kosson et al., arXiv 2003.11666) §3-4; shared/docs/pb-semantics.md §1, §3. A pipeline is a network cut
+// PB-paper (Kosson et al., arXiv 2003.11666) §3-4; docs/pb-semantics.md §1, §3. A pipeline is a network cut
 // into stages (pipeline_layout: split_at<...> or fine_grained<...>), a mitigation policy and a value type:
 //
 //   using net = pipeprop::network<pipeprop::shape<1, 28, 28>, pipeprop::conv2d<8, 3, 1, 1>, pipeprop::relu, ...>;

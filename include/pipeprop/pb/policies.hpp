@@ -1,7 +1,7 @@
 // pipeprop/pb/policies.hpp: the mitigation policies of Pipelined Backpropagation, as compile-time types.
 //
 // PB-paper = Kosson et al., "Pipelined Backpropagation at Scale: Training Large Models without Batches", arXiv
-// 2003.11666; shared/docs/pb-semantics.md §3 gives the exact formulas implemented here. A policy is a plain type
+// 2003.11666; docs/pb-semantics.md §3 gives the exact formulas implemented here. A policy is a plain type
 // with static members that the stage code (pb/stage_state.hpp) branches on with `if constexpr`; it carries no
 // state. Its runtime knobs (if any) are in its nested `parameters` struct, passed through pb::options.
 //
@@ -32,7 +32,7 @@ namespace pipeprop::pb {
 /// Tag: the momentum is a runtime hyperparameter (set through optim::hyperparameters, per micro-batch).
 struct runtime_momentum {};
 
-/// Which form of Linear Weight Prediction (PB-paper §4; pb-semantics.md §3).
+/// Which form of Linear Weight Prediction (PB-paper §4; docs/pb-semantics.md §3).
 enum class lwp_form : std::uint8_t {
     velocity,           ///< w_hat = w - eta T v  (eta: learning rate of the stage's most recent update)
     weight_difference,  ///< w_hat = w + T (w(k) - w(k-1))  (the stage's most recent weight step)
@@ -108,7 +108,7 @@ struct policy_base {
 
 namespace policy {
 
-/// Plain PB: momentum SGD per stage with delayed gradients, no mitigation (pb-semantics.md §3 "none").
+/// Plain PB: momentum SGD per stage with delayed gradients, no mitigation (docs/pb-semantics.md §3 "none").
 struct none : policy_base {
     static constexpr std::string_view name = "none";
 };
@@ -166,14 +166,14 @@ struct sc_lwp : policy_base {
     [[nodiscard]] static constexpr double horizon(std::size_t delay) noexcept { return Horizon::horizon(delay); }
 };
 
-/// Weight stashing (PipeDream, Narayanan et al. 2019; pb-semantics.md §3): the backward of a micro-batch uses
+/// Weight stashing (PipeDream, Narayanan et al. 2019; docs/pb-semantics.md §3): the backward of a micro-batch uses
 /// exactly the weights its forward used, at the cost of D_s + 1 weight copies per stage. Heavy-ball update.
 struct weight_stashing : policy_base {
     static constexpr std::string_view name = "stash";
     static constexpr bool stashes_weights = true;
 };
 
-/// PipeMare (Yang et al. 2019, arXiv 1910.05124; pb-semantics.md §3): per-stage learning-rate warm-up
+/// PipeMare (Yang et al. 2019, arXiv 1910.05124; docs/pb-semantics.md §3): per-stage learning-rate warm-up
 /// eta_s(t) = eta(t) * D_s^-(1 - min(t / T_w, 1)) (factor 1 for D_s = 0 or T_w = 0; t = samples trained before the
 /// micro-batch) and discrepancy correction: the backward uses w - D_s delta, delta <- gamma delta + (1 - gamma)
 /// (w(k) - w(k-1)) after every update (an EMA of the recent weight steps). Heavy-ball update.

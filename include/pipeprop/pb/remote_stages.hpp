@@ -1,5 +1,5 @@
-// pipeprop/pb/remote_stages.hpp: the concurrent PB executor's stages in other processes (issue 15;
-// remote_transport.hpp, pipeprop/mpi/mpi_transport.hpp): the part of pb::concurrent_executor
+// pipeprop/pb/remote_stages.hpp: the concurrent PB executor's stages in other processes
+// (remote_transport.hpp, pipeprop/mpi/mpi_transport.hpp): the part of pb::concurrent_executor
 // (pb/concurrent_executor.hpp) that exchanges boundary messages with the other processes.
 //
 // Given a transport, the executor runs only the stages the transport calls local (a contiguous group, one lane) and
@@ -8,7 +8,7 @@
 // messages from other processes whenever its graph is idle, until every local stage has run its ops of the run
 // (remote_receive.hpp). A forward message that arrives before its push() on this process waits for it
 // (remote_backlog.hpp). Every stage runs its op stream as in one process (the clocked model, PB-paper, Kosson et al.,
-// arXiv 2003.11666, §3; shared/docs/pb-semantics.md §1), so a run across processes is bit-identical to one process
+// arXiv 2003.11666, §3; docs/pb-semantics.md §1), so a run across processes is bit-identical to one process
 // (tests/mpi/test_mpi_pb.cpp). No message within the transport's timeout while a local stage waits:
 // remote_timeout_error naming the stage.
 #pragma once

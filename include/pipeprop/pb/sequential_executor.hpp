@@ -1,6 +1,6 @@
 // pipeprop/pb/sequential_executor.hpp: the sequential reference executor of Pipelined Backpropagation.
 //
-// shared/docs/pb-semantics.md §1 ("sequential equivalent"); PB-paper (Kosson et al., arXiv 2003.11666) §3. For each
+// docs/pb-semantics.md §1 ("sequential equivalent"); PB-paper (Kosson et al., arXiv 2003.11666) §3. For each
 // pushed micro-batch n, in the caller's thread:
 //   1. every stage s (input side first) runs its forward with its forward weights "as after k_s updates",
 //      k_s = max(n0, n - D_s) (n0: first micro-batch after the last drain): w(k_s), or for LWP the prediction made

@@ -1,4 +1,4 @@
-// pipeprop/pb/stage_kernels.hpp: the element-wise kernels of the PB mitigation policies (pb-semantics.md §3).
+// pipeprop/pb/stage_kernels.hpp: the element-wise kernels of the PB mitigation policies (docs/pb-semantics.md §3).
 //
 // Written once over xsimd batches with a scalar tail that performs the same single-rounding operations (the vector
 // body uses pipeprop::kernels::fma / fnma, fused on every architecture, the tail std::fma), so a result does not

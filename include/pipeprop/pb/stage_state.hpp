@@ -1,6 +1,6 @@
 // pipeprop/pb/stage_state.hpp: the state one PB stage owns, and the per-stage operations both executors share.
 //
-// PB-paper (Kosson et al., arXiv 2003.11666) §3; shared/docs/pb-semantics.md §1-3. A stage is a contiguous layer
+// PB-paper (Kosson et al., arXiv 2003.11666) §3; docs/pb-semantics.md §1-3. A stage is a contiguous layer
 // range [begin, end) of the network with delay D = 2 (S - 1 - s). On the stage_core every engine's stages share
 // (stage_core.hpp: program, weights w [P] (owned or a view of the caller's storage), gradient [P], running state) it
 // adds (all aligned, allocated once):
@@ -71,7 +71,7 @@ public:
 
     /// As above, with the stage's code given: a program instantiated for its stage type (static pipeline,
     /// stage_program.hpp) or for a runtime range (dynamic variant).
-    /// storage (optional): the caller's parameter block [stack_type::parameter_count] (embedding, issue 10 item 7):
+    /// storage (optional): the caller's parameter block [stack_type::parameter_count] (embedding):
     /// the stage's weights are then its slice of that block, updated in place, instead of a copy the stage owns.
     /// adamw: AdamW's betas and eps (AdamW stages; the decoupled decay comes per micro-batch).
     stage_state(std::size_t index, std::size_t stage_count, const stage_program<stack_type>& program,
@@ -197,7 +197,7 @@ public:
         return lr;
     }
 
-    /// The update coefficients for micro-batch mb (pb-semantics.md §2-3): heavy-ball, or spike compensation with
+    /// The update coefficients for micro-batch mb (docs/pb-semantics.md §2-3): heavy-ball, or spike compensation with
     /// a = m^D, b = (1 - m^D)/(1 - m); AdamW: those of its step updates() + 1 (bias corrections in double).
     /// lr: learning_rate_for(mb).
     [[nodiscard]] auto coefficients_for(const micro_batch_info<T>& mb, T lr) const noexcept {
@@ -220,7 +220,7 @@ public:
     }
 
     /// Whether the backward of a micro-batch of b samples also applies the update of the layers that fuse backward-p2
-    /// into it (issue 16 item 1: b = 1, momentum SGD, a policy that needs no weights from before the update, and a
+    /// into it (b = 1, momentum SGD, a policy that needs no weights from before the update, and a
     /// layer such as dense_layer in the stage). The executors then call backward_fusing_update instead of the
     /// program's backward; update() applies the rest.
     [[nodiscard]] bool fuses_update(std::size_t b) const noexcept { return fusable_ && b == 1; }
@@ -241,7 +241,7 @@ public:
         }
     }
 
-    /// Applies the update of micro-batch mb from gradient() (pb-semantics.md §1: after the forward and the backward
+    /// Applies the update of micro-batch mb from gradient() (docs/pb-semantics.md §1: after the forward and the backward
     /// of the tick), zeroes gradient(), advances the policy state (LWP step, PipeMare EMA and correction) and, when
     /// forward_out is not null, writes the forward weights of the new state into it [P] (see forward_weights).
     /// One fused pass over the block in chunks of update_chunk elements; optim::momentum_update is element-wise, so
@@ -294,7 +294,7 @@ public:
         ++updates_;
     }
 
-    /// Records the delay a backward observed (updates between its forward and itself; issue 4 item 6).
+    /// Records the delay a backward observed (updates between its forward and itself).
     void record_delay(std::size_t observed) noexcept {
         if (backward_count_ == 0 || observed < observed_min_) observed_min_ = observed;
         observed_max_ = std::max(observed_max_, observed);

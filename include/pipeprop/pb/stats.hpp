@@ -1,4 +1,4 @@
-// pipeprop/pb/stats.hpp: observability of a PB run (pb-semantics.md §5; issue 4 item 5).
+// pipeprop/pb/stats.hpp: observability of a PB run (docs/pb-semantics.md §5).
 #pragma once
 
 #include <cstddef>

@@ -29,7 +29,7 @@ struct basic_executor_options {
     OptimizerConfig optimizer{};    ///< what of the optimizer stays fixed (SGD: Nesterov; AdamW: betas, eps)
     std::uint64_t seed = 0;         ///< parameter initialization (layer_stack::init_parameters: cut-independent)
     executor_kind executor = executor_kind::concurrent;
-    /// > 0: clip the gradient to this global L2 norm (over ALL stages, pitfalls.md item 7) before the updates; the
+    /// > 0: clip the gradient to this global L2 norm (over ALL stages, docs/pitfalls.md item 7) before the updates; the
     /// stages then update after the whole graph has finished (a global barrier). 0: no clipping.
     double max_gradient_norm = 0;
     /// Most optimizer steps one schedule_executor::consecutive_steps call runs back to back without a barrier (the
@@ -38,7 +38,7 @@ struct basic_executor_options {
     /// Stages per device (v) of schedule_kind::interleaved_1f1b (the stage count must be a multiple); ZB-V always
     /// has 2, the other schedules one per device.
     std::size_t chunks = 2;
-    /// Stages in several processes (issue 15; remote_transport.hpp, e.g. pipeprop/mpi/mpi_transport.hpp; it must
+    /// Stages in several processes (remote_transport.hpp, e.g. pipeprop/mpi/mpi_transport.hpp; it must
     /// outlive the executor): this process runs only the stages the transport calls local, the others' messages
     /// cross the transport. nullptr: every stage runs here. Needs executor == concurrent and no clipping; a device
     /// of a virtual-stage schedule must have all of its stages in one process (schedule_executor's file comment).

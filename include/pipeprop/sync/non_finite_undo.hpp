@@ -1,7 +1,7 @@
 // pipeprop/sync/non_finite_undo.hpp: the trainers' non-finite-loss policy for the synchronous schedule executor
 // (sync/schedule_executor.hpp: step_or_undo, consecutive_steps_or_undo; the same policy as
 // sequential_trainer::train_batch): the whole-network state saved before a step, restored when the step's loss is NaN
-// or infinite (the pipeline applies its update before the loss is known, shared/docs/2bp-schedules.md §3), and the
+// or infinite (the pipeline applies its update before the loss is known, docs/schedules.md §3), and the
 // non_finite_loss_error that names the update.
 #pragma once
 

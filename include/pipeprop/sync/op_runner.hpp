@@ -6,7 +6,7 @@
 // Per stage and step it keeps the op cursor, the boundary messages received per micro-batch, the loss totals of the
 // last stage and the op spans. An op is F (stage 0 reads its micro-batch from the batch; a later stage copies the
 // forward message's payload and targets out of the boundary channel into its slot; the last stage then computes the
-// loss policy's totals and gradient with gradient_scale 1 / N, N the counted targets of the WHOLE batch: pitfalls.md
+// loss policy's totals and gradient with gradient_scale 1 / N, N the counted targets of the WHOLE batch: docs/pitfalls.md
 // item 1), B / p1 or BW (the output gradient from the backward message; p1 sends the input gradient back), or W
 // (p2 ADDS into the stage's gradient block). After the stage's last op of a step, its optimizer step (update_stage),
 // unless the caller defers it (global gradient clipping); a plan of several consecutive steps (consecutive_steps)
@@ -201,7 +201,7 @@ public:
                 }
                 st.forward(slot, b);
                 if (last) {
-                    // gradient of the MEAN loss over the batch's N counted targets (pitfalls.md item 1)
+                    // gradient of the MEAN loss over the batch's N counted targets (docs/pitfalls.md item 1)
                     rt.totals[g] = Loss::totals_and_gradient(
                         act.output(), lab, b, act.output_gradient(),
                         in.counted > 0 ? T(1) / static_cast<T>(in.counted) : T(1));
@@ -278,7 +278,7 @@ public:
 private:
     using clock = std::chrono::steady_clock;
 
-    // Copies a received payload into the stage's slot, checking the sample count (pitfalls.md item 3).
+    // Copies a received payload into the stage's slot, checking the sample count (docs/pitfalls.md item 3).
     void receive(std::size_t s, boundary_channel<T>& ch, const boundary_message& msg, std::size_t j, T* dst,
                  std::size_t elems, std::int32_t* labels_dst) {
         if (msg.batch != sizes_[j] || msg.micro_batch != j)

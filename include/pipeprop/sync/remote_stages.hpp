@@ -1,5 +1,5 @@
-// pipeprop/sync/remote_stages.hpp: the synchronous schedule executor's stages in other processes (issue 15;
-// executor_options::remote, remote_transport.hpp, pipeprop/mpi/mpi_transport.hpp): the part of
+// pipeprop/sync/remote_stages.hpp: the synchronous schedule executor's stages in other processes
+// (executor_options::remote, remote_transport.hpp, pipeprop/mpi/mpi_transport.hpp): the part of
 // sync::schedule_executor (sync/schedule_executor.hpp) that exchanges boundary messages with the other processes.
 //
 // This process runs only its local stages on its lanes (a virtual-stage schedule's device keeps all of its stages in
@@ -8,7 +8,7 @@
 // receives the other processes' messages into its channels and graph until every local stage has made its optimizer
 // steps and its own sends have arrived (remote_receive.hpp); a forward message of a later step (a process that is
 // ahead) waits in a backlog (remote_backlog.hpp) until that step starts. Every stage runs the same ops as in one
-// process (2BP-paper, Rae et al. arXiv 2405.18047, §3; shared/docs/2bp-schedules.md §3), so the losses, the local
+// process (2BP-paper, Rae et al. arXiv 2405.18047, §3; docs/schedules.md §3), so the losses, the local
 // stages' weights and optimizer state are bitwise those of a single process (tests/mpi/test_mpi_sync.cpp). No
 // message for timeout(): remote_timeout_error naming the waiting stage. Not with clipping (a global norm) or the
 // sequential executor.

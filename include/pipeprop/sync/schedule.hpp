@@ -6,7 +6,7 @@
 //
 // Operations (2BP-paper, Rae et al. arXiv 2405.18047, §3; ZB-paper, Qi et al. arXiv 2401.10241, §2: F, B, W):
 //   F  (forward)          forward of micro-batch j over the stage's layers; the last stage also computes the loss
-//                         and its gradient (shared/docs/2bp-schedules.md §3: mean over the whole batch).
+//                         and its gradient (docs/schedules.md §3: mean over the whole batch).
 //   B  (backward-p1)      input gradients of micro-batch j; sent upstream at once.
 //   W  (backward-p2)      weight gradients of micro-batch j, ADDED into the stage's gradient block.
 //   BW (fused backward)   2BP off: p1 and p2 of micro-batch j in one op (layer by layer, last first); its input

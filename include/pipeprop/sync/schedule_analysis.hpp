@@ -8,7 +8,7 @@
 //   W(j) needs B(j) of the same stage, and every B/BW needs F(j) of the same stage: both are order constraints
 //   inside one list, which validate() checks.
 // A micro-batch is "in flight" on a stage from the start of its F to the end of its W (2BP on) or BW (2BP off):
-// its activations a(k), gradients g(k) and stashes are alive in between (shared/docs/pitfalls.md item 11).
+// its activations a(k), gradients g(k) and stashes are alive in between (docs/pitfalls.md item 11).
 #pragma once
 
 #include <algorithm>

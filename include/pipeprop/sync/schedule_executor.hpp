@@ -2,11 +2,11 @@
 // a batch B, every stage running exactly the op list of the schedule generator (sync/schedule.hpp), with 2BP
 // (2BP-paper, Rae et al. arXiv 2405.18047, §3) on or off.
 //
-// Semantics (shared/docs/2bp-schedules.md §3): the batch x [B, input size] with targets [B, targets per sample]
+// Semantics (docs/schedules.md §3): the batch x [B, input size] with targets [B, targets per sample]
 // is split into m micro-batches of sizes differing by at most one (the first B mod m get one sample more; B not
 // divisible by m works); the last stage's F computes the loss policy's totals and gradient of its micro-batch with
 // gradient_scale 1/N (N: the counted targets of the WHOLE batch: B samples, or its non-ignored tokens), so the
-// accumulated gradient is that of the MEAN loss over the whole batch whatever m is (pitfalls.md item 1). Every
+// accumulated gradient is that of the MEAN loss over the whole batch whatever m is (docs/pitfalls.md item 1). Every
 // stage zeroes its gradient block, runs its op list (p2 of each micro-batch ADDS into the block), checks that all
 // of its W (or BW) ops have run (a std::logic_error otherwise: deferred p2 work must be complete), then applies one
 // update of the optimizer policy (momentum SGD by default, AdamW) to its own parameter block. The W's of a stage run in
@@ -29,7 +29,7 @@
 // one (input gradients, s+1 -> s) whose capacities are channel_capacities() of the schedule; a sender copies its
 // output into a channel buffer and sends the header; the receiver copies the payload into its own slot and
 // releases the buffer (boundary_channel.hpp). Activation memory per stage = slot_plan() slots, i.e. the
-// schedule's peak in-flight count, not m (pitfalls.md item 11).
+// schedule's peak in-flight count, not m (docs/pitfalls.md item 11).
 //
 // Two executors, chosen at run time (executor_kind), same ops (sync/op_runner.hpp runs them), bit-identical results:
 //   concurrent: the engines' flow graph (lane_graph.hpp) with one serial node per stage; a node's input is a
@@ -42,7 +42,7 @@
 // micro-batch and the step; the flow graph is cancelled (no hang) and reset. The executor is usable again once the
 // caller restores the parameters and velocity from before the step (see step()).
 //
-// Stages in several processes (issue 15; options::remote, remote_transport.hpp, pipeprop/mpi/mpi_transport.hpp;
+// Stages in several processes (options::remote, remote_transport.hpp, pipeprop/mpi/mpi_transport.hpp;
 // the exchange with the other processes is sync/remote_stages.hpp): this process runs only its local stages; every
 // stage runs the same ops as in one process, so the losses, the local stages' weights and optimizer state are
 // bitwise those of a single process (tests/mpi/test_mpi_sync.cpp); step_result's loss, correct and targets come from
@@ -50,7 +50,7 @@
 // remote_timeout_error naming the waiting stage. Not with clipping (a global norm), the sequential executor or
 // evaluate() (the other stages' weights are elsewhere).
 //
-// Global reductions (pitfalls.md item 7): every step reports the L2 norm of the whole network's gradient (all
+// Global reductions (docs/pitfalls.md item 7): every step reports the L2 norm of the whole network's gradient (all
 // stages, fixed order); optional gradient clipping (executor_options::max_gradient_norm) clips that global norm,
 // never a per-stage one, so with clipping the updates wait until every stage's p2 is done (a barrier after the
 // graph; the schedules' overlap of one stage's update with another stage's backward is then lost).
@@ -133,7 +133,7 @@ public:
                       const options_type& opt)
         : schedule_executor(kind, two_stage_bp, std::vector<stage_program<stack_type>>{}, std::move(stages), opt, {}) {}
 
-    /// Embedding (issue 10 item 7): as above, on parameter storage the caller owns, `storage`
+    /// Embedding: as above, on parameter storage the caller owns, `storage`
     /// [stack_type::parameter_count] in the network's block layout (layer_stack: layers in order). Its values are the
     /// initial weights (opt.seed is not used for them); every optimizer step writes into it in place, so the caller
     /// (a framework that keeps the weights in its own tensors) sees the current weights between steps. It must

@@ -16,7 +16,7 @@
 // n + 1 runs on weights updated by step n), which is the steady-state accounting of the ZB-paper (Qi et al. arXiv
 // 2401.10241, §3.1).
 //
-// Closed forms it reproduces (shared/docs/2bp-schedules.md §2; checked by tests/unit/test_sync_simulator.cpp):
+// Closed forms it reproduces (docs/schedules.md §2; checked by tests/unit/test_sync_simulator.cpp):
 // equal stage costs, one step, no latency, T_opt = 0:
 //   GPipe, 1F1B:  makespan (m + p - 1)(T_F + T_B + T_W)      bubble (p-1)(T_F+T_B+T_W) per stage
 //   GPipe + 2BP:  makespan (m + p - 1)(T_F + T_B) + m T_W

@@ -1,7 +1,7 @@
 // pipeprop/sync/step_plan.hpp: what the synchronous executor derives from a schedule before it runs it: the op
 // lists (sync/schedule.hpp), each stage's activation slots, the boundary channels' capacities and one valid global
 // order of all ops (for the sequential executor). Plain data, computed at run time from (kind, p, m, 2BP): every
-// schedule is an op list run by the same compiled executor (shared/docs/2bp-schedules.md §3).
+// schedule is an op list run by the same compiled executor (docs/schedules.md §3).
 #pragma once
 
 #include <cstddef>
