@@ -166,7 +166,7 @@ struct network_state {
 template <std::size_t I>
 void register_layer(network_state& s) {
     using L = typename stack_type::template layer_type<I>;
-    const auto& layer = std::get<I>(s.stack.layers());
+    const auto& layer = s.stack.template layer<I>();
     const std::string base = layer_name<I>() + "/b" + std::to_string(s.b) + "/";
     const auto w = std::span<const float>(s.w).subspan(stack_type::parameter_offset[I], L::parameter_count);
     const auto dw = std::span<float>(s.dw).subspan(stack_type::parameter_offset[I], L::parameter_count);

@@ -95,8 +95,9 @@ void check_compiled_for(const train::common_options& o) {
     const std::string what = o.network + (train::is_resnet(o.network) ? " (network type " + o.network_type + ")" : "");
     throw CLI::ValidationError("--network", what + " is not compiled into this build of the main program for --mode " +
                                                 o.mode + " (CMake option PIPEPROP_TRAIN_NETWORKS=" +
-                                                train::compiled::networks_option + "; configure with it empty for "
-                                                "every network)");
+                                                train::compiled::networks_option + "; configure with "
+                                                "-DPIPEPROP_TRAIN_NETWORKS=all, or with the key " + o.network_type +
+                                                " among those it names)");
 }
 void check_compiled(const train::common_options& o) {
     if (o.mode == "sgd") check_compiled_for<train::mode_sgd>(o);

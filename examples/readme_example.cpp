@@ -1,6 +1,7 @@
 // The example of README.md: fine-grained Pipelined Backpropagation at micro-batch size 1 with spike compensation
 // and linear weight prediction, on Fashion-MNIST (an MLP, 5000 samples: a few seconds).
-#include <pipeprop/pipeprop.hpp>
+#include <pipeprop/data.hpp>
+#include <pipeprop/pb.hpp>
 
 #include <cstdio>
 

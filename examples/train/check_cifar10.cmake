@@ -56,8 +56,8 @@ foreach(name sgd pb)
   endif()
 endforeach()
 # The ResNets take the input --data holds: here 3x32x32, Online Norm, PB with a stage per conv, and
-# group norm in --mode sgd; ResNet-56 on 3x32x32 trains too (a network's code is generated per layer type, so every
-# depth is compiled in).
+# group norm in --mode sgd; ResNet-56 on 3x32x32 with group norm trains too, and a type the default build leaves out
+# (ResNet-110 on 3x32x32) is refused with a message naming the CMake option (exit 2).
 run_program(0 resnet_pb --mode pb --network resnet20 --norm on --stages layer --reference-batch 32 --max-samples 40)
 if(NOT last_resnet_pb MATCHES "^\\{\"mode\":\"pb\",\"network\":\"resnet20\",.*\"samples\":40,.*\"network_type\":\"resnet20-on-cifar\",.*\"stages\":20,")
   message(FATAL_ERROR "resnet20 --norm on on CIFAR-10: unexpected result line: ${last_resnet_pb}")
@@ -69,6 +69,10 @@ endif()
 run_program(0 resnet56 --mode sgd --network resnet56 --batch 10 --max-samples 40)
 if(NOT last_resnet56 MATCHES "^\\{\"mode\":\"sgd\",\"network\":\"resnet56\",.*\"network_type\":\"resnet56-cifar\"")
   message(FATAL_ERROR "resnet56 on CIFAR-10: unexpected result line: ${last_resnet56}")
+endif()
+run_program(2 resnet110 --mode sgd --network resnet110 --batch 10 --max-samples 40)
+if(NOT err_resnet110 MATCHES "resnet110 \\(network type resnet110-cifar\\) is not compiled into this build of the main program for --mode sgd \\(CMake option PIPEPROP_TRAIN_NETWORKS=; configure with -DPIPEPROP_TRAIN_NETWORKS=all")
+  message(FATAL_ERROR "resnet110 on CIFAR-10: no message naming the CMake option:\n${err_resnet110}")
 endif()
 foreach(name resnet_pb resnet_sgd resnet56)
   if(NOT err_${name} MATCHES "data: 100 training and 20 test images 3x32x32 \\(cifar10\\)")

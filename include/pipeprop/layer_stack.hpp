@@ -29,6 +29,7 @@
 #include "pipeprop/layer_buffers.hpp"
 #include "pipeprop/layer_concept.hpp"
 #include "pipeprop/layer_entry_points.hpp"
+#include "pipeprop/layer_storage.hpp"
 #include "pipeprop/layer_tables.hpp"
 #include "pipeprop/network.hpp"
 #include "pipeprop/seed.hpp"
@@ -45,7 +46,6 @@ private:
 
 public:
     using typename base::layer_list;
-    using typename base::layer_tuple;
     using base::layer_count;
     using base::parameter_offset;
     using base::parameter_count;
@@ -60,15 +60,11 @@ public:
     /// Scratch memory of the layers of one range, owned by whoever runs the range (one per thread of execution).
     using workspaces = stack_workspaces<layer_stack>;
 
-    layer_stack() { bind_layers(); }
-    layer_stack(const layer_stack& o) : layers_(o.layers_) { bind_layers(); }
-    layer_stack& operator=(const layer_stack& o) {
-        layers_ = o.layers_;
-        bind_layers();
-        return *this;
+    /// The layer object at position I.
+    template <std::size_t I>
+    [[nodiscard]] const typename base::template layer_type<I>& layer() const noexcept {
+        return *static_cast<const typename base::template layer_type<I>*>(layers_.address(I));
     }
-
-    [[nodiscard]] const layer_tuple& layers() const noexcept { return layers_; }
 
     /// Buffers for one micro-batch of up to max_b samples of range r. Throws std::invalid_argument for an empty or
     /// out-of-bounds range or max_b == 0.
@@ -111,7 +107,7 @@ public:
         workspaces ws;
         ws.ws_.reserve(layer_count);
         for (std::size_t k = 0; k < layer_count; ++k)
-            ws.ws_.push_back(r.contains(k) ? entry_points[k].make_workspace(layer_[k], max_b)
+            ws.ws_.push_back(r.contains(k) ? entry_points[k].make_workspace(layers_.address(k), max_b)
                                            : detail::owned_object(nullptr, [](void*) {}));
         return ws;
     }
@@ -125,8 +121,9 @@ public:
                                         std::to_string(parameter_count));
         for (std::size_t i = 0; i < layer_count; ++i)
             if (entry_points[i].init_parameters != nullptr)
-                entry_points[i].init_parameters(layer_[i], w.subspan(parameter_offset[i], facts[i].parameter_count),
-                                            derive_seed(seed, i));
+                entry_points[i].init_parameters(layers_.address(i),
+                                                w.subspan(parameter_offset[i], facts[i].parameter_count),
+                                                derive_seed(seed, i));
     }
 
     /// Assigns the initial running state of every stateful layer to s [state_count] (layer i: its slice).
@@ -137,7 +134,7 @@ public:
                                         std::to_string(state_count));
         for (std::size_t i = 0; i < layer_count; ++i)
             if (entry_points[i].init_state != nullptr)
-                entry_points[i].init_state(layer_[i], s.subspan(state_offset[i], facts[i].state_count));
+                entry_points[i].init_state(layers_.address(i), s.subspan(state_offset[i], facts[i].state_count));
     }
 
     /// Forward over the range of `act`: reads act.input() [b, input size], assigns every a(k) and the stashes.
@@ -157,8 +154,8 @@ public:
         const layer_range r = loop_range(act, range);
         check_state(state, r, "forward");
         for (std::size_t i = r.begin; i < r.end; ++i)
-            entry_points[i].forward(layer_[i], layer_weights(i, w, r), act.a(i), act.a(i + 1), b, act.stash_at(i),
-                                ws.at(i), layer_state(i, state, r));
+            entry_points[i].forward(layers_.address(i), layer_weights(i, w, r), act.a(i), act.a(i + 1), b,
+                                    act.stash_at(i), ws.at(i), layer_state(i, state, r));
     }
 
     /// Evaluation forward over the range of `act`: like forward, but stateful layers run infer with the running
@@ -172,8 +169,8 @@ public:
         const layer_range r = loop_range(act, range);
         check_state(state, r, "infer");
         for (std::size_t i = r.begin; i < r.end; ++i)
-            entry_points[i].infer(layer_[i], layer_weights(i, w, r), act.a(i), act.a(i + 1), b, act.stash_at(i),
-                              ws.at(i), layer_state(i, state, r));
+            entry_points[i].infer(layers_.address(i), layer_weights(i, w, r), act.a(i), act.a(i + 1), b,
+                                  act.stash_at(i), ws.at(i), layer_state(i, state, r));
     }
 
     /// Backward-p1 over the range, last layer first: from act.output_gradient() assigns every g(k), k > begin,
@@ -268,8 +265,8 @@ public:
             const std::size_t off = parameter_offset[i] - parameter_offset[r.begin];
             const std::size_t n = facts[i].parameter_count;
             if (facts[i].fuses_momentum_update)
-                entry_points[i].backward_weight_momentum_update(layer_[i], w.subspan(off, n), v.subspan(off, n),
-                                                            act.a(i), act.g(i + 1), c);
+                entry_points[i].backward_weight_momentum_update(layers_.address(i), w.subspan(off, n),
+                                                                v.subspan(off, n), act.a(i), act.g(i + 1), c);
             else
                 p2(i, wb, dw, act, 1, ws, r);
         }
@@ -280,13 +277,13 @@ private:
     void p1(std::size_t i, std::span<const T> w, activations& act, std::size_t b, workspaces& ws,
             bool input_gradient_needed, std::span<T> state, layer_range r) const {
         if (i == r.begin && !input_gradient_needed && facts[i].state_count == 0) return;
-        entry_points[i].backward_input(layer_[i], layer_weights(i, w, r), act.a(i), act.a(i + 1), act.g(i + 1),
+        entry_points[i].backward_input(layers_.address(i), layer_weights(i, w, r), act.a(i), act.a(i + 1), act.g(i + 1),
                                    act.g(i), b, act.stash_at(i), ws.at(i), layer_state(i, state, r));
     }
     // Backward-p2 of layer i (with parameters) of range r into dw [parameter_count_of(r)].
     void p2(std::size_t i, std::span<const T> w, std::span<T> dw, const activations& act, std::size_t b,
             workspaces& ws, layer_range r) const {
-        entry_points[i].backward_weight(layer_[i], layer_weights(i, w, r),
+        entry_points[i].backward_weight(layers_.address(i), layer_weights(i, w, r),
                                     dw.subspan(parameter_offset[i] - parameter_offset[r.begin],
                                                facts[i].parameter_count),
                                     act.a(i), act.a(i + 1), act.g(i + 1), b, act.stash_at(i), ws.at(i));
@@ -350,8 +347,8 @@ private:
         act.bytes_ = (act.a_.size() + act.g_.size()) * sizeof(T);
         act.stashes_.reserve(r.size());
         for (std::size_t k = r.begin; k < r.end; ++k) {
-            act.stashes_.push_back(entry_points[k].make_stash(layer_[k], max_b));
-            act.bytes_ += entry_points[k].stash_bytes(layer_[k], act.stashes_.back().get());
+            act.stashes_.push_back(entry_points[k].make_stash(layers_.address(k), max_b));
+            act.bytes_ += entry_points[k].stash_bytes(layers_.address(k), act.stashes_.back().get());
         }
         return act;
     }
@@ -363,16 +360,7 @@ private:
                                         ") is empty or exceeds the " + std::to_string(layer_count) + " layers");
     }
 
-    // layer_[i]: the address of layer i in layers_ (set on construction and copy).
-    void bind_layers() noexcept {
-        std::apply([this](const auto&... l) {
-            std::size_t i = 0;
-            ((layer_[i++] = static_cast<const void*>(&l)), ...);
-        }, layers_);
-    }
-
-    layer_tuple layers_{};
-    std::array<const void*, layer_count> layer_{};
+    layer_storage<layer_list> layers_;
 };
 
 }  // namespace pipeprop

@@ -27,7 +27,6 @@ struct layer_tables {
     using network_type = Net;
     using value_type = T;
     using layer_list = typename Net::template layers<T>;
-    using layer_tuple = boost::mp11::mp_rename<layer_list, std::tuple>;
     static constexpr std::size_t layer_count = boost::mp11::mp_size<layer_list>::value;
     using input_shape = typename Net::input_shape;
     using output_shape = typename boost::mp11::mp_back<layer_list>::output_shape;
@@ -75,7 +74,7 @@ public:
         detail::names_of(boost::mp11::mp_rename<typename Net::template paths<T>, boost::mp11::mp_list>{});
 
     /// cut_allowed_before[i]: a stage boundary may be put in front of node i (false for the layers of a projection
-    /// shortcut and the add after them, which share the add's stage: docs/pb-semantics.md); [0] is true.
+    /// shortcut and the add after them, which share the add's stage: docs/pb-semantics.md §6); [0] is true.
     static constexpr std::array<bool, layer_count> cut_allowed_before = [] {
         std::array<bool, layer_count> c{};
         for (std::size_t i = 0; i < layer_count; ++i) {

@@ -28,7 +28,9 @@
 #include <vector>
 
 #include "pipeprop/check_policies.hpp"
-#include "pipeprop/checkpoint.hpp"
+#include "pipeprop/checkpoint/content.hpp"
+#include "pipeprop/checkpoint/network_tensors.hpp"
+#include "pipeprop/checkpoint/training_state.hpp"
 #include "pipeprop/layer_stack.hpp"
 #include "pipeprop/loss/default_loss.hpp"
 #include "pipeprop/loss/loss_policy.hpp"

@@ -1,15 +1,12 @@
-// pipeprop/stage_program.hpp: the code of one pipeline stage, instantiated from its stage type (issue 10 item 4).
+// pipeprop/stage_program.hpp: the code of one pipeline stage, as function pointers the executors call.
 //
 // A stage's passes (forward, infer, backward-p1, backward-p2, fused backward, fused backward with the momentum update
 // at b = 1) over its layers. For a static pipeline the stage type (stage_type<Layout, S>, pipeline_layout.hpp) fixes
-// the layers [B, E) at compile time and static_stage_programs<Layout>() instantiates each stage's passes for exactly
-// its layers (layer_stack with a static_range<B, E>: no per-layer range test at run time). The dynamic variant (a cut
-// chosen at run time, e.g. the main program's --stages 2,5,8) runs the same layer code over a runtime range
-// (dynamic_stage_programs). The executors hold one program per stage and call through it; results are the same bits
-// either way.
+// the layers [B, E) at compile time and static_stage_programs<Layout>() makes each stage's program from the layout's
+// constant boundaries; the dynamic variant (a cut chosen at run time, e.g. the main program's --stages 2,5,8) runs
+// over a runtime range (dynamic_stage_programs). Both run the same layer code, generated once per layer type (layer_stack.hpp), so a
+// stage adds only its small program and no copy of its layers' code; results are the same bits either way.
 #pragma once
-
-#include <boost/mp11/algorithm.hpp>
 
 #include <cstddef>
 #include <span>
@@ -33,7 +30,7 @@ struct stage_program {
     stage_program() = default;
 
     layer_range range{};
-    bool static_code = false;  ///< instantiated for exactly this stage's layers (a static pipeline's stage type)
+    bool static_code = false;  ///< the range is a static pipeline's stage (a stage type's constant expressions)
     void (*forward)(const Stack& stack, std::span<const T> w, activations& act, std::size_t b, workspaces& ws,
                     std::span<T> state) = nullptr;
     void (*infer)(const Stack& stack, std::span<const T> w, activations& act, std::size_t b, workspaces& ws,
@@ -86,15 +83,17 @@ template <class Stack>
     return out;
 }
 
-/// Programs of the stage types of a static Layout (pipeline_layout<Net, Partition, T>): stage s's passes are
-/// instantiated for its layers [boundaries[s], boundaries[s + 1]).
+/// Programs of the stages of a static Layout (pipeline_layout<Net, Partition, T>): stage s over its layers
+/// [boundaries[s], boundaries[s + 1]), the constant expressions of the layout. The passes are the same code as the
+/// dynamic variant's (the layer code is generated per layer type), so a stage adds no code; static_code marks them.
 template <class Layout>
 [[nodiscard]] std::vector<stage_program<typename Layout::stack_type>> static_stage_programs() {
     using Stack = typename Layout::stack_type;
     std::vector<stage_program<Stack>> out;
-    boost::mp11::mp_for_each<stage_types<Layout>>([&]<class Stage>(Stage) {
-        out.push_back(make_stage_program<Stack, typename Stage::range_tag>(Stage::range));
-    });
+    for (std::size_t s = 0; s < Layout::stage_count; ++s) {
+        out.push_back(make_stage_program<Stack, dynamic_range>(Layout::stage(s)));
+        out.back().static_code = true;
+    }
     return out;
 }
 

@@ -120,7 +120,7 @@ TEST_CASE("per-stage activation bytes follow the layer types; a concurrent stage
         std::size_t stashes = 0;
         boost::mp11::mp_for_each<boost::mp11::mp_iota_c<stack::layer_count>>([&](auto I) {
             if (I >= r.begin && I < r.end) {
-                const auto& layer = std::get<I>(net.layers());
+                const auto& layer = net.template layer<I>();
                 stashes += pp::stash_bytes(layer, pp::make_stash(layer, b));
             }
         });

@@ -1,0 +1,50 @@
+// pipeprop/core.hpp: the core of the library, for a program that wants layers, blocks, networks and their passes
+// without the engines: shapes, the layer contract, the built-in layers and losses, blocks and networks, layer_stack
+// (forward, backward-p1, backward-p2 over layer ranges), static stage layouts and programs, the optimizers' update
+// rules, the library's models, the sequential trainer and the gradient checks. Needs neither oneTBB, xtensor, zlib
+// nor {fmt}. The engines and services have headers of their own: pipeprop/pb.hpp (Pipelined Backpropagation),
+// pipeprop/sync.hpp (synchronous schedules with 2BP), pipeprop/data.hpp (datasets), pipeprop/checkpoint.hpp
+// (checkpoints), pipeprop/mpi/mpi_transport.hpp (stages in other processes); pipeprop/pipeprop.hpp includes them all.
+#pragma once
+
+#include "pipeprop/shape.hpp"
+#include "pipeprop/parameter_tensor.hpp"
+#include "pipeprop/layer_concept.hpp"
+#include "pipeprop/network.hpp"
+#include "pipeprop/graph/blocks.hpp"
+#include "pipeprop/graph/transformer_block.hpp"
+#include "pipeprop/seed.hpp"
+#include "pipeprop/layer_stack.hpp"
+#include "pipeprop/pipeline_layout.hpp"
+#include "pipeprop/stage_program.hpp"
+#include "pipeprop/kernels/gemm.hpp"
+#include "pipeprop/kernels/elementwise.hpp"
+#include "pipeprop/layers/dense.hpp"
+#include "pipeprop/layers/relu.hpp"
+#include "pipeprop/layers/flatten.hpp"
+#include "pipeprop/layers/conv2d.hpp"
+#include "pipeprop/layers/max_pool2d.hpp"
+#include "pipeprop/layers/avg_pool2d.hpp"
+#include "pipeprop/layers/global_avg_pool.hpp"
+#include "pipeprop/layers/group_norm.hpp"
+#include "pipeprop/layers/online_norm.hpp"
+#include "pipeprop/layers/token_embedding.hpp"
+#include "pipeprop/layers/token_linear.hpp"
+#include "pipeprop/layers/rms_norm.hpp"
+#include "pipeprop/layers/swiglu_gate.hpp"
+#include "pipeprop/layers/swiglu.hpp"
+#include "pipeprop/layers/causal_self_attention.hpp"
+#include "pipeprop/loss/softmax_cross_entropy.hpp"
+#include "pipeprop/loss/token_cross_entropy.hpp"
+#include "pipeprop/optim/momentum_update.hpp"
+#include "pipeprop/optim/sgd.hpp"
+#include "pipeprop/optim/adamw.hpp"
+#include "pipeprop/optim/lr_schedule.hpp"
+#include "pipeprop/optim/scaling_rules.hpp"
+#include "pipeprop/models/small_cnn.hpp"
+#include "pipeprop/models/resnet.hpp"
+#include "pipeprop/models/llama_tiny.hpp"
+#include "pipeprop/non_finite_loss_error.hpp"
+#include "pipeprop/sequential_trainer.hpp"
+#include "pipeprop/testing/check_gradients.hpp"
+#include "pipeprop/testing/check_network_gradients.hpp"

@@ -1,0 +1,12 @@
+// pipeprop/data.hpp: datasets: Fashion-MNIST / MNIST IDX files, CIFAR-10 binary batches, byte-level text corpora
+// (plain or gzip), in-memory datasets with micro-batch gathering, and the per-epoch sample permutation. Needs zlib
+// and {fmt}, not oneTBB.
+#pragma once
+
+#include "pipeprop/data/cifar10_reader.hpp"
+#include "pipeprop/data/data_error.hpp"
+#include "pipeprop/data/dataset.hpp"
+#include "pipeprop/data/epoch_permutation.hpp"
+#include "pipeprop/data/idx_reader.hpp"
+#include "pipeprop/data/text_corpus.hpp"
+#include "pipeprop/data/text_dataset.hpp"
