@@ -2,7 +2,8 @@
 //   require_finite_state   the state an epoch ends with (weights, optimizer state, running state: what the engine
 //                          saves) and its evaluation loss are finite, before metrics and checkpoint are written, so
 //                          that a run diverging in an update whose loss is never computed again (the last update of
-//                          --mode sgd / sync, the updates PB's drain applies) never replaces the last good checkpoint.
+//                          --mode sgd / sync, the updates PB's drain applies) never replaces the last good checkpoint;
+//   require_same_network   a checkpoint given to --checkpoint-in was saved by a run of the same network.
 #pragma once
 
 #include <fmt/format.h>
@@ -111,6 +112,26 @@ inline void require_finite_state(const pipeprop::checkpoint& state, double evalu
                     "training diverged {}; nothing was saved. Lower the learning rate or check the data.",
                     epoch, what, last),
         updates == 0 ? 0 : updates - 1, samples_seen);
+}
+
+/// Throws pipeprop::checkpoint_error (exit 1) when checkpoint c (of --checkpoint-in `where`) was saved by a run of
+/// another network than this run's --network `network` (network type `network_type`, train::network_type_key): by
+/// its scalar network_type when it has one, else by its scalar network. The message names both networks (their
+/// tensors differ, so loading would fail on the first missing or misshapen tensor instead).
+inline void require_same_network(const pipeprop::checkpoint& c, const std::string& network,
+                                 const std::string& network_type, const std::string& where) {
+    const auto describe = [](const std::string& name, const std::string& type) {
+        return "--network " + name + (type.empty() || type == name ? "" : " (network type " + type + ")");
+    };
+    const std::string saved = c.has_scalar("network") ? c.scalar("network") : std::string();
+    const std::string saved_type = c.has_scalar("network_type") ? c.scalar("network_type") : std::string();
+    if ((saved_type.empty() || saved_type == network_type) && (saved.empty() || saved == network)) return;
+    const std::string name = saved.empty() ? saved_type : saved;
+    throw pipeprop::checkpoint_error(fmt::format(
+        "{}: a checkpoint of {}, but this run trains {}; resume it with --network {}{}, or start without "
+        "--checkpoint-in",
+        where, describe(name, saved_type), describe(network, network_type), name,
+        saved_type.empty() || saved_type == name ? "" : " and the --norm / --data of network type " + saved_type));
 }
 
 }  // namespace train

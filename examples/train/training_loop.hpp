@@ -344,6 +344,7 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
         else
             refuse_rank_checkpoint(o.checkpoint_in);
         const pipeprop::checkpoint c = pipeprop::load_checkpoint(path);
+        require_same_network(c, o.network, o.network_type, o.checkpoint_in);
         if constexpr (requires { engine.rank_layout(); }) {
             if (o.ranks != nullptr) require_rank_layout(c, engine.rank_layout(), path);
         }
@@ -483,6 +484,7 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
             c.set_scalar("epoch_samples", epoch_size);
             c.set_scalar("mode", mode_name);
             c.set_scalar("network", o.network);
+            c.set_scalar("network_type", o.network_type);
             c.set_scalar("batch", o.batch);
             if constexpr (requires { engine.stages_by_rank(); }) {
                 if (o.ranks != nullptr) {

@@ -1,6 +1,7 @@
 // The main program's checks around its checkpoints (examples/train/checkpoint_checks.hpp): a state with a NaN or
 // infinite value (weights or optimizer state) or a non-finite evaluation loss is refused with a message naming the
-// epoch, the last update or micro-batch, the tensor and (PB) its stage.
+// epoch, the last update or micro-batch, the tensor and (PB) its stage; a checkpoint of another network is refused
+// naming both networks.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -93,4 +94,26 @@ TEST_CASE("require_finite_state: a non-finite evaluation loss with a finite stat
     const std::string m = message_of([&] { train::require_finite_state(c, INFINITY, 2, 64); });
     CHECK_THAT(m, Catch::Contains("epoch 2 is not finite: the evaluation loss became infinite") &&
                       Catch::Contains("update 1 (the last of epoch 2, after 64 samples)"));
+}
+
+TEST_CASE("require_same_network: a checkpoint of another network names both", "[train][checkpoint]") {
+    pipeprop::checkpoint cnn;
+    cnn.set_scalar("network", "cnn");
+    cnn.set_scalar("network_type", "cnn");
+    CHECK_NOTHROW(train::require_same_network(cnn, "cnn", "cnn", "ck"));
+    CHECK_THAT(message_of([&] { train::require_same_network(cnn, "cnn-on", "cnn-on", "ck"); }),
+               Catch::Contains("ck: a checkpoint of --network cnn, but this run trains --network cnn-on; resume it "
+                               "with --network cnn, or start"));
+    pipeprop::checkpoint old_cnn;  // saved before network_type was written
+    old_cnn.set_scalar("network", "cnn");
+    CHECK_THAT(message_of([&] { train::require_same_network(old_cnn, "cnn-on", "cnn-on", "ck"); }),
+               Catch::Contains("a checkpoint of --network cnn, but this run trains --network cnn-on"));
+    pipeprop::checkpoint resnet;  // the same --network, another --norm
+    resnet.set_scalar("network", "resnet20");
+    resnet.set_scalar("network_type", "resnet20-on");
+    CHECK_THAT(message_of([&] { train::require_same_network(resnet, "resnet20", "resnet20", "ck"); }),
+               Catch::Contains("a checkpoint of --network resnet20 (network type resnet20-on), but this run trains "
+                               "--network resnet20; resume it with --network resnet20 and the --norm / --data of "
+                               "network type resnet20-on"));
+    CHECK_NOTHROW(train::require_same_network(pipeprop::checkpoint{}, "mlp", "mlp", "ck"));  // no scalars: unknown
 }
