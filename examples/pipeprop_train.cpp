@@ -131,7 +131,9 @@ void train::mode_pb::validate(const train::common_options& o) const {
         try {
             (void)parse_stages<Net>(stages_);
         } catch (const std::invalid_argument& e) {
-            throw CLI::ValidationError("--stages", e.what());
+            std::string what = e.what();  // said once: "--stages: <problem>"
+            if (what.rfind("--stages: ", 0) == 0) what.erase(0, 10);
+            throw CLI::ValidationError("--stages", what);
         }
     };
     const bool text = is_text_network(o.network);
@@ -165,6 +167,11 @@ train::json_line train::mode_pb::run(const train::common_options& given) {
         note(o, fmt::format("pb: hyperparameters scaled from B = {} (lr {:.6g}, momentum {:.6g}) to b = {}: "
                             "lr {:.6g}, momentum {:.6g}",
                             reference_batch_, o.lr, o.momentum, o.batch, s.learning_rate, s.momentum));
+        if (!(static_cast<float>(s.momentum) < 1.0f))  // the stages' velocity decay is a float
+            throw CLI::ValidationError("--momentum", fmt::format("{} scaled from B = {} to b = {} is {}, which rounds "
+                                                                 "to 1 as a float (the velocity would never decay); "
+                                                                 "give a smaller --momentum or --reference-batch",
+                                                                 o.momentum, reference_batch_, o.batch, s.momentum));
         reference_lr_ = o.lr;
         reference_momentum_ = o.momentum;
         o.lr = s.learning_rate;
@@ -198,6 +205,33 @@ bool wants_mpi(int argc, char** argv) {
             return true;
     }
     return false;
+}
+
+/// What to add to a --mode pb divergence message: --lr and --momentum apply to every micro-batch; without
+/// --reference-batch, the values --reference-batch 32 would give (the defaults are batch-32 values).
+std::string pb_divergence_hint(const train::common_options& o, const CLI::App& app) {
+    const CLI::Option* optimizer = app.get_option_no_throw("--optimizer");
+    const std::string opt = optimizer != nullptr && optimizer->count() > 0 ? optimizer->as<std::string>() : "auto";
+    if (opt == "adamw" || (opt == "auto" && train::is_text_network(o.network))) return {};
+    const CLI::Option* reference = app.get_option_no_throw("--reference-batch");
+    if (reference != nullptr && reference->count() > 0)
+        return "\nIn --mode pb, --lr and --momentum apply to every micro-batch (the values scaled by "
+               "--reference-batch are printed at the start): lower --lr.";
+    const std::size_t b = app.get_option("--batch")->count() > 0 ? o.batch : 1;  // PB's default micro-batch
+    const bool defaults = !o.lr_given && !o.momentum_given;
+    std::string scaled;
+    try {
+        const auto s = pipeprop::optim::scale_hyperparameters(
+            {.learning_rate = o.lr, .momentum = o.momentum, .weight_decay = o.weight_decay}, 32, b);
+        scaled = fmt::format(" (here: lr {:.6g}, momentum {:.6g})", s.learning_rate, s.momentum);
+    } catch (const std::invalid_argument&) {
+    }
+    return fmt::format("\nIn --mode pb, --lr and --momentum apply to every micro-batch of b = {} sample(s){}: add "
+                       "--reference-batch 32 (or the batch size they were tuned for) to scale them to b{}.",
+                       b, defaults ? fmt::format(", and the defaults --lr {:g} --momentum {:g} are values for a batch "
+                                                 "of 32", o.lr, o.momentum)
+                                   : std::string(),
+                       scaled);
 }
 }  // namespace
 
@@ -367,9 +401,7 @@ int main(int argc, char** argv) {
         std::cerr << "\n" << who << ": checkpoint error: " << e.what() << std::endl;
     } catch (const pipeprop::non_finite_loss_error& e) {
         std::cerr << "\n" << who << ": training diverged: " << e.what()
-                  << (options.mode == "pb" ? "\nIn --mode pb, --lr and --momentum apply per micro-batch: "
-                                             "--reference-batch B scales values tuned for batch B to b."
-                                           : "")
+                  << (options.mode == "pb" ? pb_divergence_hint(options, app) : "")
                   << (options.checkpoint_out.empty() ? std::string()
                                                      : "\nThe last good checkpoint in " + options.checkpoint_out +
                                                            " (if one was written) was left untouched.")

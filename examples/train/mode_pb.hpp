@@ -186,6 +186,7 @@ public:
                      "Stages: layer (one per weight layer: a conv or dense layer with its normalization and "
                      "activation, the PB paper's fine-grained ResNets), fine (one per parametric layer, normalization "
                      "layers included), fine-own (one per layer) or comma-separated split points, e.g. 2,5,8")
+            ->check(not_empty("layer, fine, fine-own or split points"))
             ->capture_default_str();
         g.add_option("--executor", executor_, "PB executor: concurrent (TBB flow graph) or sequential (reference)")
             ->check(CLI::IsMember({"concurrent", "sequential"}))
@@ -214,9 +215,11 @@ public:
                    "flush_subnormals): much faster when momentum near 1 decays velocities into the subnormal range");
         g.add_option("--pipemare-warmup", pipemare_warmup_epochs_,
                      "PipeMare: per-stage learning-rate warm-up length in epochs")
+            ->check(finite_number())
             ->check(CLI::Range(0.0, 1e6))
             ->capture_default_str();
         g.add_option("--pipemare-decay", pipemare_decay_, "PipeMare: decay of the EMA of weight steps, in [0, 1)")
+            ->check(finite_number())
             ->check(CLI::Range(0.0, 0.999999))
             ->capture_default_str();
         // --mode sgd's optimizer options (text networks: AdamW by default), read here too.

@@ -58,6 +58,7 @@ public:
             ->check(momentum_range())
             ->capture_default_str();
         g.add_option("--eps", eps_, "AdamW: added to sqrt(v_hat), > 0")
+            ->check(finite_number())
             ->check(CLI::Range(1e-30, 1.0))
             ->capture_default_str();
     }

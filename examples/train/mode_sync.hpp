@@ -249,7 +249,8 @@ public:
         g.add_option("--trace", trace_,
                      "Write a Chrome trace (Perfetto) of the last full step and of its simulated prediction, and an "
                      "SVG Gantt chart of the prediction: PATH is the JSON and PATH with extension .svg the chart; a "
-                     "PATH ending in .svg is the chart and PATH with extension .json the JSON");
+                     "PATH ending in .svg is the chart and PATH with extension .json the JSON")
+            ->check(not_empty("a file path"));
     }
 
     [[nodiscard]] bool shares_option(const std::string& option_name) const override {

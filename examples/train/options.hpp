@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <stdexcept>
 #include <algorithm>
 #include <string>
@@ -78,10 +79,12 @@ inline void reject_sgd_options_with_adamw(const common_options& o) {
                                                  "adamw, the default on a text network)");
 }
 
-/// Validator for a momentum in [0, 1) (CLI::Range cannot express the open end).
-inline CLI::Validator momentum_range() {
+/// Validator for a momentum in [0, 1) (CLI::Range cannot express the open end). With `single_precision` the value
+/// must also stay below 1 when rounded to float (momentum SGD's velocity decay is a float: 0.9999999999 would be 1
+/// there and never decay); the message repeats the text as given.
+inline CLI::Validator momentum_range(bool single_precision = false) {
     return CLI::Validator(
-        [](std::string& text) -> std::string {
+        [single_precision](std::string& text) -> std::string {
             double v = 0;
             std::size_t used = 0;
             try {
@@ -90,9 +93,39 @@ inline CLI::Validator momentum_range() {
                 return "must be a number in [0, 1), got " + text;
             }
             if (used != text.size() || !(v >= 0.0 && v < 1.0)) return "must be a number in [0, 1), got " + text;
+            if (single_precision && !(static_cast<float>(v) < 1.0f))
+                return "must be below 1 also in single precision, got " + text +
+                       ", which rounds to 1 as a float (the velocity would never decay; 0.99999994 is the largest "
+                       "float below 1)";
             return {};
         },
         "in [0, 1)");
+}
+
+/// Validator for a floating-point option: rejects NaN and infinities (also a value that overflows, e.g. 1e999),
+/// which CLI11's range checks let through (every comparison with NaN is false). Text that is not a number is left
+/// to CLI11's conversion, which names the option.
+inline CLI::Validator finite_number() {
+    return CLI::Validator(
+        [](std::string& text) -> std::string {
+            char* end = nullptr;
+            const double v = std::strtod(text.c_str(), &end);
+            if (end != text.c_str() && !std::isfinite(v)) return "must be a finite number, got " + text;
+            return {};
+        },
+        "");
+}
+
+/// Validator for a path or list option given as an empty string: "" would read as "not given" (no file written,
+/// training from scratch, one stage), which is never what an explicit option means. `meaning`: what to give instead.
+inline CLI::Validator not_empty(const std::string& meaning) {
+    return CLI::Validator(
+        [meaning](std::string& text) -> std::string {
+            if (text.find_first_not_of(" \t") == std::string::npos)
+                return "must not be empty (give " + meaning + ", or leave the option out)";
+            return {};
+        },
+        "");
 }
 
 /// Validator for an unsigned 64-bit count or seed: rejects a leading minus sign (CLI11 would wrap "-5" to
@@ -135,13 +168,15 @@ inline void add_common_options(CLI::App& app, common_options& o, const std::vect
         ->check(CLI::Range(std::size_t(1), std::size_t(1) << 20))
         ->capture_default_str();
     app.add_option("--lr", o.lr, "Learning rate (per mean-loss gradient)")
+        ->check(finite_number())
         ->check(CLI::Range(0.0, 1e6))
         ->capture_default_str();
     app.add_option("--momentum", o.momentum, "Momentum m in [0, 1)")
-        ->check(momentum_range())
+        ->check(momentum_range(true))
         ->capture_default_str();
     app.add_flag("--nesterov", o.nesterov, "Nesterov momentum instead of heavy-ball");
     app.add_option("--weight-decay", o.weight_decay, "L2 weight decay lambda (added to the gradient)")
+        ->check(finite_number())
         ->check(CLI::Range(0.0, 1e6))
         ->capture_default_str();
     app.add_option("--epochs", o.epochs, "Train until this many epochs are complete (a resumed run counts the "
@@ -163,9 +198,11 @@ inline void add_common_options(CLI::App& app, common_options& o, const std::vect
     app.add_option("--data", o.data, "Dataset directory (MNIST / Fashion-MNIST IDX files, gzip or plain, for the "
                                      "1x28x28 networks; CIFAR-10 binary batches for --network cnn32; for llama-tiny "
                                      "a text corpus directory of fortune files (default there: /usr/share/games/fortunes))")
+        ->check(not_empty("a dataset directory"))
         ->capture_default_str();
     app.add_option("--metrics", o.metrics, "Write per-epoch metrics as JSON lines to this file (a run resumed with --checkpoint-in "
-                                       "appends, after the lines of the epochs the checkpoint completed)");
+                                       "appends, after the lines of the epochs the checkpoint completed)")
+        ->check(not_empty("a file path"));
     app.add_option("--log-every", o.log_every,
                    "With --metrics: also write the mean training loss of every this many samples (a line with "
                    "\"interval\":true, between the epoch lines; 0: none)")
@@ -174,22 +211,28 @@ inline void add_common_options(CLI::App& app, common_options& o, const std::vect
     app.add_option("--checkpoint-in", o.checkpoint_in,
                    "Start from this checkpoint directory (weights, optimizer state, data position). sgd and sync "
                    "checkpoints resume in either mode; a pb one only in --mode pb (exit 1 otherwise); pb starts "
-                   "from an sgd / sync checkpoint's weights with zero velocity");
+                   "from an sgd / sync checkpoint's weights with zero velocity")
+        ->check(not_empty("a checkpoint directory"));
     app.add_option("--checkpoint-out", o.checkpoint_out,
-                   "Save a checkpoint directory here after every epoch (atomically replaced)");
+                   "Save a checkpoint directory here after every epoch (atomically replaced)")
+        ->check(not_empty("a directory path"));
     app.add_option("--lr-schedule", o.lr_schedule, "Learning-rate schedule over samples: constant, step, cosine")
         ->check(CLI::IsMember({"constant", "step", "cosine"}))
         ->capture_default_str();
     app.add_option("--lr-step-epochs", o.lr_step_epochs, "Step schedule: epochs between two decays")
+        ->check(finite_number())
         ->check(CLI::Range(1e-9, 1e9))
         ->capture_default_str();
     app.add_option("--lr-gamma", o.lr_gamma, "Step schedule: decay factor per step")
+        ->check(finite_number())
         ->check(CLI::Range(1e-12, 1e6))
         ->capture_default_str();
     app.add_option("--lr-min", o.lr_min, "Cosine schedule: final learning rate")
+        ->check(finite_number())
         ->check(CLI::Range(0.0, 1e6))
         ->capture_default_str();
     app.add_option("--warmup", o.warmup_epochs, "Linear learning-rate warm-up, in epochs (fractions allowed)")
+        ->check(finite_number())
         ->check(CLI::Range(0.0, 1e6))
         ->capture_default_str();
     // At most the machine's hardware threads: more only oversubscribe the cores (the fuzzer found --blas-threads 100
@@ -226,7 +269,7 @@ inline void validate_common_options(const common_options& o) {
                                                     {"--lr-min", o.lr_min},
                                                     {"--warmup", o.warmup_epochs}};
     for (const auto& [name, value] : reals)
-        if (!std::isfinite(value)) throw CLI::ValidationError(name, "must be a finite number, got " + std::to_string(value));
+        if (!std::isfinite(value)) throw CLI::ValidationError(name, fmt::format("must be a finite number, got {}", value));
     if (o.lr_schedule == "cosine" && o.lr_min > o.lr)
         throw CLI::ValidationError("--lr-min", "must not exceed --lr for the cosine schedule");
     if (o.nesterov && o.momentum == 0.0) throw CLI::ValidationError("--nesterov", "needs --momentum > 0");

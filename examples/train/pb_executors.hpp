@@ -16,7 +16,7 @@
 #include <pipeprop/pb/make_executor.hpp>
 #include <pipeprop/pb/policies.hpp>
 
-#include <sstream>
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -38,9 +38,11 @@ std::vector<pipeprop::layer_range> parse_stages(const std::string& text) {
     if (text == "fine-own")
         return pipeprop::stage_ranges<pipeprop::pipeline_layout<Net, fine_grained<parameter_free::own_stage>>>();
     std::vector<std::size_t> points;
-    std::stringstream in(text);
-    std::string item;
-    while (std::getline(in, item, ',')) {
+    std::size_t start = 0;  // every comma-separated item, also an empty one ("", "2,", "2,,5")
+    while (start <= text.size()) {
+        const std::size_t comma = std::min(text.find(',', start), text.size());
+        const std::string item = text.substr(start, comma - start);
+        start = comma + 1;
         std::size_t used = 0;
         unsigned long long v = 0;
         try {
@@ -48,10 +50,11 @@ std::vector<pipeprop::layer_range> parse_stages(const std::string& text) {
         } catch (const std::exception&) {
             used = 0;
         }
-        if (item.empty() || used != item.size())
+        if (item.empty() || used != item.size() || item[0] < '0' || item[0] > '9')  // stoull takes "-1" as 2^64 - 1
             throw std::invalid_argument("--stages: '" + item +
                                         "' is not a split point (expected layer, fine, fine-own or "
-                                        "comma-separated layer indices such as 2,5,8)");
+                                        "comma-separated layer indices such as 2,5,8, each between 1 and the "
+                                        "layer count - 1)");
         points.push_back(static_cast<std::size_t>(v));
     }
     auto ranges = pipeprop::partition_at(pipeprop::layer_stack<Net, float>::layer_count, points);

@@ -48,6 +48,7 @@
 #include "pipeprop/layer_stack.hpp"
 #include "pipeprop/optim/lr_schedule.hpp"
 #include "pipeprop/sequential_trainer.hpp"
+#include "train/checkpoint_checks.hpp"
 #include "train/json.hpp"
 #include "train/networks.hpp"
 #include "train/options.hpp"
@@ -343,6 +344,7 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
         else
             refuse_rank_checkpoint(o.checkpoint_in);
         const pipeprop::checkpoint c = pipeprop::load_checkpoint(path);
+        require_same_network(c, o.network, o.network_type, o.checkpoint_in);
         if constexpr (requires { engine.rank_layout(); }) {
             if (o.ranks != nullptr) require_rank_layout(c, engine.rank_layout(), path);
         }
@@ -456,6 +458,10 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
         else
             progress.message(fmt::format("epoch {}/{}: train loss {:.4f}, test loss {:.4f}, test accuracy {:.4f}",
                                          epoch + 1, o.epochs, *r.train_loss, e.loss, e.accuracy));
+        // The state the epoch ends with, checked before metrics and checkpoint: a diverged one is never saved.
+        pipeprop::checkpoint c;
+        engine.save_state(c);
+        require_finite_state(c, e.loss, epoch + 1, engine.samples_seen());
         if (metrics.is_open()) {
             json_line m;
             m.add("epoch", epoch + 1).add("samples", engine.samples_seen()).add("train_loss", *r.train_loss);
@@ -472,14 +478,13 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
             if (!metrics) throw std::runtime_error(o.metrics + ": writing the metrics file failed");
         }
         if (!o.checkpoint_out.empty()) {
-            pipeprop::checkpoint c;
-            engine.save_state(c);
             c.set_scalar("epoch", epoch + 1);
             c.set_scalar("position", std::size_t(0));
             c.set_scalar("data_seed", data_seed);
             c.set_scalar("epoch_samples", epoch_size);
             c.set_scalar("mode", mode_name);
             c.set_scalar("network", o.network);
+            c.set_scalar("network_type", o.network_type);
             c.set_scalar("batch", o.batch);
             if constexpr (requires { engine.stages_by_rank(); }) {
                 if (o.ranks != nullptr) {

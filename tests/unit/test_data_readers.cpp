@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <span>
 #include <string>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -362,6 +363,15 @@ TEST_CASE("dataset: directory problems and image size mismatch name the path", "
     fs::remove(dir / "t10k-labels-idx1-ubyte.gz");
     msg = data_error_of([&] { (void)pd::load_image_dataset(dir.path, {1, 6, 7}); });
     CHECK_THAT(msg, Catch::Contains("t10k-labels-idx1-ubyte") && Catch::Contains("not found"));
+
+    // A directory where an IDX file should be is named as one, not reported as a missing file.
+    fs::create_directory(dir / "t10k-labels-idx1-ubyte.gz");
+    msg = data_error_of([&] { (void)pd::load_image_dataset(dir.path, {1, 6, 7}); });
+    CHECK_THAT(msg, Catch::Contains((dir / "t10k-labels-idx1-ubyte.gz").string() + ": is a directory"));
+    temp_dir only_dirs("ds-dirs");
+    fs::create_directory(only_dirs / "train-images-idx3-ubyte");
+    msg = data_error_of([&] { (void)pd::load_image_dataset(only_dirs.path, {1, 6, 7}); });
+    CHECK_THAT(msg, Catch::Contains((only_dirs / "train-images-idx3-ubyte").string() + ": is a directory"));
 }
 
 namespace {
@@ -454,4 +464,44 @@ TEST_CASE("gather_batch: samples follow the order, labels stay paired", "[data][
     CHECK(y[0] == 6);
     CHECK(y[1] == 5);
     CHECK_THROWS_AS(pd::gather_batch(ds, order, 3, 2, x, y), std::out_of_range);
+}
+
+TEST_CASE("gather_batch: a first + b that wraps past 2^64 is rejected, not read around", "[data][dataset]") {
+    pd::dataset ds;
+    ds.geometry = {1, 1, 2};
+    ds.count = 4;
+    ds.classes = 10;
+    ds.images = {0, 1, 10, 11, 20, 21, 30, 31};
+    ds.labels = {5, 6, 7, 8};
+    // The order is a view into a larger array whose entry before it is a valid sample index: an unchecked
+    // first = 2^64 - 1 reads that entry and then order[0] without any error.
+    const std::vector<std::uint32_t> storage{0, 3, 1, 0, 2};
+    const std::span<const std::uint32_t> order = std::span(storage).subspan(1);
+    float x[4];
+    std::int32_t y[2];
+    CHECK_THROWS_AS(pd::gather_batch(ds, order, SIZE_MAX, 2, x, y), std::out_of_range);
+    CHECK_THROWS_AS(pd::gather_batch(ds, order, 2, SIZE_MAX - 1, x, y), std::out_of_range);
+    CHECK_THROWS_AS(pd::gather_batch(ds, order, 5, 0, x, y), std::out_of_range);
+    pd::gather_batch(ds, order, 4, 0, x, y);  // an empty batch at the end is fine
+    pd::gather_batch(ds, order, 2, 2, x, y);
+    CHECK(y[0] == 5);
+    CHECK(y[1] == 7);
+}
+
+TEST_CASE("make_dataset: labels outside [0, classes) are rejected, naming the sample", "[data][dataset]") {
+    const std::vector<std::uint8_t> pixels{0, 255, 10, 20};
+    const pd::image_geometry g{1, 1, 2};
+    const pd::channel_statistics stats{{0.5}, {0.25}};
+    CHECK(pd::make_dataset(pixels, {0, 9}, g, 10, stats).labels == std::vector<std::int32_t>{0, 9});
+    const auto message = [&](std::vector<std::int32_t> labels) {
+        try {
+            (void)pd::make_dataset(pixels, std::move(labels), g, 10, stats);
+        } catch (const std::invalid_argument& e) {
+            return std::string(e.what());
+        }
+        return std::string("no exception");
+    };
+    CHECK_THAT(message({0, 200}), Catch::Contains("label 200 of sample 1 is outside [0, 10)"));
+    CHECK_THAT(message({-1, 3}), Catch::Contains("label -1 of sample 0 is outside [0, 10)"));
+    CHECK_THAT(message({3, 10}), Catch::Contains("label 10 of sample 1"));
 }

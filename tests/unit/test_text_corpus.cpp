@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <span>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -154,6 +155,10 @@ TEST_CASE("text corpus: next-token sequences and their seeded order", "[data][te
         CHECK(std::equal(tg.begin(), tg.end(), targets.begin() + static_cast<std::ptrdiff_t>(n * 4)));
     }
     CHECK_THROWS_AS(seqs.gather(order, order.size() - 1, 2, inputs.data(), targets.data()), std::out_of_range);
+    // first + b wrapping past 2^64 is rejected too (an unchecked first = 2^64 - 1 reads the entry before the order).
+    const std::vector<std::uint32_t> storage{0, 1, 0};
+    const std::span<const std::uint32_t> view = std::span(storage).subspan(1);
+    CHECK_THROWS_AS(seqs.gather(view, SIZE_MAX, 2, inputs.data(), targets.data()), std::out_of_range);
     const std::vector<std::uint32_t> bad{static_cast<std::uint32_t>(seqs.count())};
     CHECK_THROWS_AS(seqs.gather(bad, 0, 1, inputs.data(), targets.data()), std::out_of_range);
 }

@@ -97,8 +97,9 @@ inline bool holds_images(std::size_t pixels, std::size_t count, image_geometry g
     return s;
 }
 
-/// Builds a dataset from byte images pixels [count, C, H, W] and labels [count], normalized with `stats`.
-/// Throws std::invalid_argument for inconsistent sizes (overflow-checked) or statistics of the wrong channel count.
+/// Builds a dataset from byte images pixels [count, C, H, W] and labels [count] in [0, classes), normalized with
+/// `stats`. Throws std::invalid_argument for inconsistent sizes (overflow-checked), statistics of the wrong channel
+/// count, or a label outside [0, classes) (naming the sample and the label).
 [[nodiscard]] inline dataset make_dataset(std::span<const std::uint8_t> pixels, std::vector<std::int32_t> labels,
                                           image_geometry g, std::size_t classes, const channel_statistics& stats) {
     const std::size_t count = labels.size();
@@ -107,6 +108,13 @@ inline bool holds_images(std::size_t pixels, std::size_t count, image_geometry g
                                     std::to_string(pixels.size()) + " pixels, " + std::to_string(count) +
                                     " labels, images " + g.to_string() + ", statistics for " +
                                     std::to_string(stats.mean.size()) + " channels)");
+    const auto bad = std::find_if(labels.begin(), labels.end(), [classes](std::int32_t y) {
+        return y < 0 || static_cast<std::size_t>(y) >= classes;
+    });
+    if (bad != labels.end())
+        throw std::invalid_argument("pipeprop::data::make_dataset: label " + std::to_string(*bad) + " of sample " +
+                                    std::to_string(bad - labels.begin()) + " is outside [0, " +
+                                    std::to_string(classes) + ")");
     dataset d;
     d.geometry = g;
     d.count = count;
@@ -144,13 +152,21 @@ inline bool is_file(const std::filesystem::path& p) {
     return std::filesystem::is_regular_file(p, ec);
 }
 
-/// First existing file among the usual names of an MNIST-family file (gz or not, '-' or '.' before idx).
+/// Throws data_error "<p>: is a directory, not <what>" when p is a directory (a data file's name).
+inline void refuse_directory(const std::filesystem::path& p, const std::string& what) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(p, ec)) throw data_error(p.string() + ": is a directory, not " + what);
+}
+
+/// First existing file among the usual names of an MNIST-family file (gz or not, '-' or '.' before idx). Throws
+/// data_error when one of those names is a directory.
 inline std::filesystem::path find_idx_file(const std::filesystem::path& dir, const std::string& stem,
                                            const std::string& kind) {
     for (const std::string sep : {"-", "."})
         for (const std::string ext : {".gz", ""}) {
             const auto p = dir / (stem + sep + kind + ext);
             if (is_file(p)) return p;
+            refuse_directory(p, "an IDX file");
         }
     return {};
 }
@@ -169,7 +185,8 @@ inline void check_geometry(const std::string& source, image_geometry got, image_
 ///  - CIFAR-10: data_batch_1.bin .. data_batch_5.bin and test_batch.bin in dir or dir/cifar-10-batches-bin.
 /// Labels must lie in [0, 10). Setup-time function (allocates, reads files).
 /// Throws data_error naming the directory when it does not exist or holds neither format (or only part of one),
-/// and naming the file for every reader error and for an image size that differs from `expected`.
+/// and naming the file for every reader error, for a directory where a data file should be and for an image size
+/// that differs from `expected`.
 [[nodiscard]] inline dataset_pair load_image_dataset(const std::filesystem::path& dir, image_geometry expected) {
     constexpr std::size_t classes = 10;
     std::error_code ec;
@@ -203,16 +220,19 @@ inline void check_geometry(const std::string& source, image_geometry got, image_
         return out;
     }
     for (const auto& base : {dir, dir / "cifar-10-batches-bin"}) {
+        detail::refuse_directory(base / "data_batch_1.bin", "a CIFAR-10 batch file");
         if (!detail::is_file(base / "data_batch_1.bin")) continue;
         std::vector<std::filesystem::path> train_files;
         for (int i = 1; i <= 5; ++i) {
             const auto p = base / ("data_batch_" + std::to_string(i) + ".bin");
+            detail::refuse_directory(p, "a CIFAR-10 batch file");
             if (!detail::is_file(p))
                 throw data_error(p.string() + ": file not found (the CIFAR-10 dataset in " + base.string() +
                                  " is incomplete)");
             train_files.push_back(p);
         }
         const auto test_file = base / "test_batch.bin";
+        detail::refuse_directory(test_file, "a CIFAR-10 batch file");
         const image_geometry g{cifar10_format::channels, cifar10_format::rows, cifar10_format::cols};
         detail::check_geometry(train_files.front().string(), g, expected);
         cifar10_images train = read_cifar10_batches(train_files);
@@ -230,12 +250,13 @@ inline void check_geometry(const std::string& source, image_geometry got, image_
 }
 
 /// Copies samples order[first, first + b) of `ds` into x [b, C, H, W] and labels [b]. No allocation.
-/// Requires first + b <= order.size() and every order entry < ds.count (checked: throws std::out_of_range).
+/// Requires first + b <= order.size() (checked without overflow: a first + b that wraps past 2^64 is rejected too)
+/// and every order entry < ds.count; throws std::out_of_range otherwise.
 inline void gather_batch(const dataset& ds, std::span<const std::uint32_t> order, std::size_t first, std::size_t b,
                          float* x, std::int32_t* labels) {
-    if (first + b > order.size())
-        throw std::out_of_range("pipeprop::data::gather_batch: samples [" + std::to_string(first) + ", " +
-                                std::to_string(first + b) + ") exceed the order of " + std::to_string(order.size()));
+    if (first > order.size() || b > order.size() - first)
+        throw std::out_of_range("pipeprop::data::gather_batch: " + std::to_string(b) + " samples from position " +
+                                std::to_string(first) + " exceed the order of " + std::to_string(order.size()));
     const std::size_t n = ds.geometry.size();
     for (std::size_t i = 0; i < b; ++i) {
         const std::size_t s = order[first + i];

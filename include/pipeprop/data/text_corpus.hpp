@@ -256,9 +256,9 @@ public:
         requires std::is_arithmetic_v<In>
     void gather(std::span<const std::uint32_t> order, std::size_t first, std::size_t b, In* inputs,
                 std::int32_t* targets) const {
-        if (first + b > order.size())
-            throw std::out_of_range("pipeprop::data::token_sequences::gather: sequences [" + std::to_string(first) +
-                                    ", " + std::to_string(first + b) + ") exceed the order of " +
+        if (first > order.size() || b > order.size() - first)  // first + b could wrap
+            throw std::out_of_range("pipeprop::data::token_sequences::gather: " + std::to_string(b) +
+                                    " sequences from position " + std::to_string(first) + " exceed the order of " +
                                     std::to_string(order.size()));
         for (std::size_t n = 0; n < b; ++n) sequence(order[first + n], inputs + n * length_, targets + n * length_);
     }

@@ -1,0 +1,76 @@
+# The main program's refusals of what would be saved, read or run silently wrong: ctest runs. Included after
+# pipeprop_train.cmake (the globbed extras are sorted), whose pipeprop_train_test() helper and variables it uses.
+if(PIPEPROP_BUILD_TESTS)
+  # A run whose epoch 2 is one update (one PB micro-batch) diverges in that update: every loss computed was finite,
+  # the state or evaluation loss at the end of epoch 2 is not. Exit 1 naming the epoch and the update, nothing saved:
+  # the epoch-1 checkpoint stays byte-identical. The learning rate of epoch 2 is 0.05 * 9e4^8 = 2.2e38 (8 steps of the
+  # step schedule per epoch), still a float; epoch 1 trains at 0.05.
+  set(last_update_message "the state at the end of epoch 2 is not finite: .*(update|micro-batch) 1 .the last of epoch 2")
+  foreach(case IN ITEMS "sgd:--batch|32|--max-samples|32"
+                        "sync:--mode|sync|--batch|32|--max-samples|32"
+                        "pb_sequential:--mode|pb|--executor|sequential|--batch|8|--max-samples|8"
+                        "pb_concurrent:--mode|pb|--executor|concurrent|--batch|8|--max-samples|8")
+    string(REGEX REPLACE ":.*" "" name "${case}")
+    string(REGEX REPLACE "^[a-z_]*:" "" options "${case}")
+    add_test(NAME pipeprop_train_last_update_divergence_keeps_checkpoint_${name}
+             COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:pipeprop_train> -DDATA=${pipeprop_train_data}
+                     -DWORK=${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_last_update_divergence_${name}
+                     "-DOPTIONS=--network|mlp|--max-test-samples|100|--lr|0.05|--momentum|0.9|${options}"
+                     -DSTEP_EPOCHS=0.125 -DGAMMA=9e4 "-DMESSAGE=${last_update_message}"
+                     -P ${CMAKE_CURRENT_SOURCE_DIR}/train/check_divergence_keeps_checkpoint.cmake)
+    set_tests_properties(pipeprop_train_last_update_divergence_keeps_checkpoint_${name}
+                         PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300)
+  endforeach()
+
+  # An empty path or --stages is a bad option (exit 2), not "not given".
+  foreach(case IN ITEMS "data:--data:" "checkpoint_in:--checkpoint-in:" "checkpoint_out:--checkpoint-out:"
+                        "metrics:--metrics:" "trace:--trace:--mode|sync" "stages_pb:--stages:--mode|pb"
+                        "stages_sync:--stages:--mode|sync")
+    string(REPLACE ":" ";" parts "${case}")
+    list(GET parts 0 name)
+    list(GET parts 1 option)
+    list(LENGTH parts n)
+    set(extra "")
+    if(n GREATER 2)
+      list(GET parts 2 extra)
+    endif()
+    add_test(NAME pipeprop_train_empty_${name}
+             COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:pipeprop_train> -DDATA=${pipeprop_train_data}
+                     -DOPTION=${option} "-DEXTRA=${extra}"
+                     -P ${CMAKE_CURRENT_SOURCE_DIR}/train/check_empty_option.cmake)
+    set_tests_properties(pipeprop_train_empty_${name} PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 120)
+  endforeach()
+
+  # Options refused at parse time with a sentence (exit 2), before the data are loaded. The quick options after
+  # them would train (exit 0, or 1 after the data load) if the value got through.
+  set(quick --network mlp --max-samples 64 --max-test-samples 10 --progress log --data ${pipeprop_train_data})
+  pipeprop_train_test(eps_nan_pb EXPECT 2 ARGS --mode pb --eps nan ${quick} REGEX "--eps: must be a finite number.*Usage:")
+  pipeprop_train_test(eps_nan_sync EXPECT 2 ARGS --mode sync --eps nan ${quick}
+    REGEX "--eps: must be a finite number.*Usage:")
+  pipeprop_train_test(pipemare_decay_inf EXPECT 2 ARGS --mode pb --pipemare-decay -inf ${quick}
+    REGEX "--pipemare-decay: must be a finite number.*Usage:")
+  pipeprop_train_test(momentum_rounds_to_one EXPECT 2 ARGS --momentum 0.9999999999 ${quick}
+    REGEX "--momentum: must be below 1 also in single precision, got 0.9999999999.*Usage:" NOT_REGEX "data:")
+  pipeprop_train_test(momentum_scaled_rounds_to_one EXPECT 2
+    ARGS --mode pb --momentum 0.9999999 --reference-batch 32 ${quick}
+    REGEX "--momentum: 0.9999999 scaled from B = 32 to b = 1 is 0.99999999" NOT_REGEX "data:")
+  pipeprop_train_test(momentum_below_one_in_float EXPECT 0 ARGS --momentum 0.9999999 ${quick})
+  pipeprop_train_test(stages_negative EXPECT 2 ARGS --mode pb --stages -1 ${quick}
+    REGEX "--stages.*'-1' is not a split point.*Usage:" NOT_REGEX "18446744073709551615")
+  pipeprop_train_test(stages_trailing_comma EXPECT 2 ARGS --mode pb --stages 2, ${quick}
+    REGEX "--stages.*'' is not a split point.*Usage:")
+
+  # --mode pb with the default --lr / --momentum (batch-32 values) diverges at b = 1: the message says so and gives
+  # the --reference-batch 32 values.
+  pipeprop_train_test(pb_default_lr_hint EXPECT 1 ARGS --mode pb --network mlp --max-samples 500
+    --max-test-samples 10 --progress none --data ${pipeprop_train_data}
+    REGEX "training diverged: .*the defaults --lr 0.05 --momentum 0.9 are values for a batch of 32: add --reference-batch 32 .* lr 5.136.e-05, momentum 0.99671")
+
+  # A checkpoint of another network is refused naming both networks.
+  add_test(NAME pipeprop_train_other_network_checkpoint
+           COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:pipeprop_train> -DDATA=${pipeprop_train_data}
+                   -DWORK=${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_other_network_checkpoint
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/train/check_other_network_checkpoint.cmake)
+  set_tests_properties(pipeprop_train_other_network_checkpoint PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1"
+                       TIMEOUT 300)
+endif()

@@ -1,0 +1,137 @@
+// examples/train/checkpoint_checks.hpp: the main program's checks around its checkpoints, beyond the library's:
+//   require_finite_state   the state an epoch ends with (weights, optimizer state, running state: what the engine
+//                          saves) and its evaluation loss are finite, before metrics and checkpoint are written, so
+//                          that a run diverging in an update whose loss is never computed again (the last update of
+//                          --mode sgd / sync, the updates PB's drain applies) never replaces the last good checkpoint;
+//   require_same_network   a checkpoint given to --checkpoint-in was saved by a run of the same network.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "pipeprop/checkpoint.hpp"
+#include "pipeprop/non_finite_loss_error.hpp"
+
+namespace train {
+
+/// Where the first NaN or infinite value of a checkpoint's tensors is.
+struct non_finite_value {
+    std::string tensor;  ///< tensor name, e.g. layer_03.weight.velocity
+    std::size_t index = 0;
+    bool nan = false;    ///< NaN (else an infinite value)
+};
+
+/// The first NaN or infinite value among c's tensors (in their order), or nothing when all are finite.
+inline std::optional<non_finite_value> first_non_finite(const pipeprop::checkpoint& c) {
+    for (const pipeprop::checkpoint_tensor& t : c.tensors()) {
+        const auto found = std::visit(
+            [&](const auto& v) -> std::optional<non_finite_value> {
+                for (std::size_t i = 0; i < v.size(); ++i)
+                    if (!std::isfinite(v[i])) return non_finite_value{t.name, i, std::isnan(v[i])};
+                return std::nullopt;
+            },
+            t.values);
+        if (found) return found;
+    }
+    return std::nullopt;
+}
+
+/// The layer of a tensor named "layer_XX.<tensor>" (checkpoint/training_state.hpp), or nothing.
+inline std::optional<std::size_t> layer_of_tensor(const std::string& name) {
+    constexpr std::string_view prefix = "layer_";
+    if (name.rfind(prefix, 0) != 0) return std::nullopt;
+    std::size_t layer = 0, i = prefix.size();
+    if (i >= name.size() || name[i] < '0' || name[i] > '9') return std::nullopt;
+    for (; i < name.size() && name[i] >= '0' && name[i] <= '9'; ++i) layer = layer * 10 + std::size_t(name[i] - '0');
+    return layer;
+}
+
+/// The stage holding `layer` by c's scalar pb_stages ("b0-e0,b1-e1,...": a PB checkpoint), or nothing.
+inline std::optional<std::size_t> stage_of_layer(const pipeprop::checkpoint& c, std::size_t layer) {
+    if (!c.has_scalar("pb_stages")) return std::nullopt;
+    const std::string& text = c.scalar("pb_stages");
+    std::size_t stage = 0, pos = 0;
+    while (pos < text.size()) {
+        std::size_t begin = 0, end = 0;
+        if (std::sscanf(text.c_str() + pos, "%zu-%zu", &begin, &end) != 2) return std::nullopt;
+        if (layer >= begin && layer < end) return stage;
+        const std::size_t comma = text.find(',', pos);
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+        ++stage;
+    }
+    return std::nullopt;
+}
+
+/// Throws pipeprop::non_finite_loss_error (the program exits 1, nothing is saved) unless every value of `state`
+/// (engine.save_state's checkpoint) and the evaluation loss are finite. The message names the epoch (from 1), the
+/// run's last update (scalar pb_micro_batches: PB's micro-batch, from 0; else step_count: the update, from 0), the
+/// tensor and, for PB, its stage: every loss before was finite, so the updates no loss was computed after diverged
+/// (--mode sgd / sync: the epoch's last update; --mode pb: the in-flight micro-batches' updates, which the drain at
+/// the end of the epoch applies).
+inline void require_finite_state(const pipeprop::checkpoint& state, double evaluation_loss, std::size_t epoch,
+                                 std::uint64_t samples_seen) {
+    const std::optional<non_finite_value> bad = first_non_finite(state);
+    if (!bad && std::isfinite(evaluation_loss)) return;
+    const bool pb = state.has_scalar("pb_micro_batches");
+    const auto updates = state.has_scalar(pb ? "pb_micro_batches" : "step_count")
+                             ? state.scalar_as<std::uint64_t>(pb ? "pb_micro_batches" : "step_count")
+                             : std::uint64_t{0};
+    std::string what;
+    if (bad) {
+        std::string where;
+        if (const auto layer = layer_of_tensor(bad->tensor)) {
+            where = fmt::format(" (layer {}", *layer);
+            if (const auto stage = stage_of_layer(state, *layer)) where += fmt::format(", stage {}", *stage);
+            where += ")";
+        }
+        what = fmt::format("tensor '{}'{} holds {} at index {}", bad->tensor, where,
+                           bad->nan ? "NaN" : "an infinite value", bad->index);
+        if (!std::isfinite(evaluation_loss))
+            what += fmt::format(", and the evaluation loss is {}", std::isnan(evaluation_loss) ? "NaN" : "infinite");
+    } else {
+        what = fmt::format("the evaluation loss became {}", std::isnan(evaluation_loss) ? "NaN" : "infinite");
+    }
+    const std::string last =
+        updates == 0 ? std::string("before any update")
+        : pb ? fmt::format("in the updates up to micro-batch {} (the last of epoch {}, after {} samples; the drain at "
+                           "the end of the epoch applied those still in flight)",
+                           updates - 1, epoch, samples_seen)
+             : fmt::format("in update {} (the last of epoch {}, after {} samples)", updates - 1, epoch, samples_seen);
+    throw pipeprop::non_finite_loss_error(
+        fmt::format("the state at the end of epoch {} is not finite: {}. Every loss computed was finite, so the "
+                    "training diverged {}; nothing was saved. Lower the learning rate or check the data.",
+                    epoch, what, last),
+        updates == 0 ? 0 : updates - 1, samples_seen);
+}
+
+/// Throws pipeprop::checkpoint_error (exit 1) when checkpoint c (of --checkpoint-in `where`) was saved by a run of
+/// another network than this run's --network `network` (network type `network_type`, train::network_type_key): by
+/// its scalar network_type when it has one, else by its scalar network. The message names both networks (their
+/// tensors differ, so loading would fail on the first missing or misshapen tensor instead).
+inline void require_same_network(const pipeprop::checkpoint& c, const std::string& network,
+                                 const std::string& network_type, const std::string& where) {
+    const auto describe = [](const std::string& name, const std::string& type) {
+        return "--network " + name + (type.empty() || type == name ? "" : " (network type " + type + ")");
+    };
+    const std::string saved = c.has_scalar("network") ? c.scalar("network") : std::string();
+    const std::string saved_type = c.has_scalar("network_type") ? c.scalar("network_type") : std::string();
+    if ((saved_type.empty() || saved_type == network_type) && (saved.empty() || saved == network)) return;
+    const std::string name = saved.empty() ? saved_type : saved;
+    throw pipeprop::checkpoint_error(fmt::format(
+        "{}: a checkpoint of {}, but this run trains {}; resume it with --network {}{}, or start without "
+        "--checkpoint-in",
+        where, describe(name, saved_type), describe(network, network_type), name,
+        saved_type.empty() || saved_type == name ? "" : " and the --norm / --data of network type " + saved_type));
+}
+
+}  // namespace train
