@@ -2,7 +2,7 @@
 # <!-- snippet: fragment --> are skipped; <!-- snippet: part NAME --> blocks are joined) is extracted by
 # scripts/extract-doc-snippets.py and compiled (-fsyntax-only: GCC checks and instantiates every template) against
 # include/ with the project's compiler; a block that does not compile fails the test, naming the page.
-#   cmake -DPYTHON=... -DSOURCE=<project root> -DCXX=<compiler> -DWORK=<scratch dir> -P doc_snippets.cmake
+#   cmake -DPYTHON=... -DSOURCE=<project root> -DCXX=<compiler> -DWORK=<scratch dir> -P check-doc-snippets.cmake
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
 execute_process(COMMAND ${PYTHON} ${SOURCE}/scripts/extract-doc-snippets.py ${WORK} WORKING_DIRECTORY ${SOURCE}
