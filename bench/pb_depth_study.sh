@@ -20,8 +20,10 @@
 # checkpoints/ not committed). The program: build-study-r20 / build-study-r56 (-O3, that one network type, as
 # scripts/main-job.sh builds it), built here with -j1 when missing.
 #
-# Usage: bench/pb_depth_study.sh resnet20|resnet56 [--jobs J] [--program PATH]   (run it under nice / nohup)
+# Usage: bench/pb_depth_study.sh resnet20|resnet56 [--jobs J] [--program PATH] [--background]
 #        bench/pb_depth_study.sh resnet20|resnet56 --collect   (only the table and figure of the finished runs)
+# --background: start the study detached (setsid nohup, nice -n 19; output appended to OUT/driver.log, not committed)
+# and return; the command that starts a study is also the one that resumes it.
 # Exit: 0 every run finished, 3 some unfinished (run the same command again), 1 or 2 an error.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,9 +31,10 @@ cd "$(dirname "$0")/.."
 network=${1:-}
 [[ $network == resnet20 || $network == resnet56 ]] || { echo "usage: $0 resnet20|resnet56 [--jobs J] [--program PATH] [--collect]" >&2; exit 2; }
 shift
-jobs=2 program="" collect=false
+jobs=2 program="" collect=false background=false args=("$@")
 while (($#)); do
   case "$1" in
+    --background) background=true; shift ;;
     --jobs) jobs=$2; shift 2 ;;
     --program) program=$2; shift 2 ;;
     --collect) collect=true; shift ;;
@@ -44,6 +47,14 @@ case $network in
 esac
 out=bench/results/$network-gn-depth
 title="$network (gn), Fashion-MNIST, $epochs x 60000 samples, warm-up 6000 + cosine; PB: --stages layer, b = 1"
+if $background; then
+  mkdir -p "$out"
+  rest=()
+  for a in "${args[@]}"; do [[ $a == --background ]] || rest+=("$a"); done
+  setsid nohup nice -n 19 "$0" "$network" "${rest[@]}" >>"$out/driver.log" 2>&1 </dev/null &
+  echo "pb_depth_study: $network study running in the background (pid $!, log $out/driver.log)"
+  exit 0
+fi
 if $collect; then
   /usr/bin/python3 bench/fidelity_table.py "$out"
   /usr/bin/python3 bench/plot_fidelity.py "$out" "$out/curves.png" --title "$title"

@@ -227,7 +227,7 @@ run_one() {  # variant seed
   local v=$1 seed=$2 name=$1-seed$2 u=$out/unfinished/$1-seed$2 ckpt=$out/checkpoints/$1-seed$2
   local start rc=0 attempt=1 from=null log_size=0 finished=false how resume=()
   argv_of "$v" "$seed"
-  [[ -f $u.cmd ]] || quoted "${run_argv[@]}" >"$u.cmd"
+  [[ -f $u.cmd ]] || echo "$(quoted "${run_argv[@]}")" >"$u.cmd"
   if [[ -f $ckpt/manifest.txt ]]; then
     resume=(--checkpoint-in "$ckpt")
     from=$(sed -n 's/^scalar epoch \([0-9]*\)$/\1/p' "$ckpt/manifest.txt" | head -n 1)
