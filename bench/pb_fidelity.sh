@@ -59,9 +59,11 @@
 # in OUT/checkpoints/<run>/; the next invocation resumes it with --checkpoint-in from its last completed epoch (the
 # program drops the metrics lines of later epochs and appends; train/check_resume*.cmake: the same bits as an
 # uninterrupted run, tested for a killed study by examples/train/check_study_resume.sh). When a run finishes its files
-# move to OUT/runs/: <run>.cmd (the fresh command), <run>.attempts (one JSON line per attempt: the exact command,
-# exit code, wall time, git commit, host), <run>.out (stdout, the result JSON last), <run>.log, <run>.metrics.jsonl,
-# <run>.status (wall_seconds summed over the attempts). Checkpoints stay in OUT/checkpoints/ (not committed:
+# move to OUT/runs/: <run>.cmd (the fresh command), <run>.attempts (JSON lines: at each attempt's start the exact
+# command, the checkpoint's epoch, git commit, program hash, host; at its end the exit code and wall time, for a killed
+# attempt written by the next one with the time of its last output), <run>.out (stdout, the result JSON last),
+# <run>.log (an attempt header line before each attempt's stderr), <run>.metrics.jsonl, <run>.status (wall_seconds
+# summed over the attempts). Checkpoints stay in OUT/checkpoints/ (not committed:
 # bench/results/.gitignore ignores checkpoints/ and unfinished/, so 'git add OUT' takes the finished runs only).
 # A run whose recorded command differs from this invocation's (other than the program path) stops the study before
 # anything runs: use another --out, or delete that run. Other failures (killed, exit 2, ...) leave the run unfinished.
@@ -223,9 +225,11 @@ git_head=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD -- include examples 2>/dev/null || git_head+="+changes"  # uncommitted changes to the program
 program_sha=$(sha256sum "$program" | cut -c1-16)
 
+iso() { date -u -d "@$1" +%Y-%m-%dT%H:%M:%SZ; }
+json_string() { sed -e 's/\\/\\\\/g' -e 's/"/\\"/g'; }  # stdin as the inside of a JSON string
 run_one() {  # variant seed
   local v=$1 seed=$2 name=$1-seed$2 u=$out/unfinished/$1-seed$2 ckpt=$out/checkpoints/$1-seed$2
-  local start rc=0 attempt=1 from=null log_size=0 finished=false how resume=()
+  local start rc=0 attempt=1 from=null log_size=0 finished=false how last t0 resume=()
   argv_of "$v" "$seed"
   [[ -f $u.cmd ]] || echo "$(quoted "${run_argv[@]}")" >"$u.cmd"
   if [[ -f $ckpt/manifest.txt ]]; then
@@ -233,10 +237,24 @@ run_one() {  # variant seed
     from=$(sed -n 's/^scalar epoch \([0-9]*\)$/\1/p' "$ckpt/manifest.txt" | head -n 1)
     from=${from:-null}
   fi
-  [[ ! -f $u.attempts ]] || attempt=$(($(wc -l <"$u.attempts") + 1))
-  [[ ! -f $u.log ]] || log_size=$(stat -c %s "$u.log")
-  echo "pb_fidelity: attempt $attempt $(date -u +%Y-%m-%dT%H:%M:%SZ)${resume:+, resumed from the checkpoint of epoch $from}" >>"$u.log"
+  # Attempts are counted by their header lines in the log. One that has no end line in .attempts was killed: its end
+  # line is written now, with the time of its last output (metrics or log) as its end.
+  if [[ -f $u.log ]]; then
+    log_size=$(stat -c %s "$u.log")
+    attempt=$(($(grep -c '^pb_fidelity: attempt ' "$u.log" || true) + 1))
+    if ((attempt > 1)) && ! grep -q "^{\"attempt\":$((attempt - 1)),\"ended\"" "$u.attempts" 2>/dev/null; then
+      t0=$(sed -n 's/^pb_fidelity: attempt [0-9]* \([0-9TZ:-]*\).*/\1/p' "$u.log" | tail -n 1)
+      t0=$(date -u -d "$t0" +%s)
+      last=$(stat -c %Y "$u.log" "$u.metrics.jsonl" 2>/dev/null | sort -n | tail -n 1)
+      echo "{\"attempt\":$((attempt - 1)),\"ended\":\"$(iso "$last")\",\"exit\":\"killed\",\"wall_seconds\":$((last - t0))}" \
+        >>"$u.attempts"
+    fi
+  fi
   start=$(date +%s.%N)
+  echo "pb_fidelity: attempt $attempt $(iso "${start%.*}")${resume:+, resumed from the checkpoint of epoch $from}" >>"$u.log"
+  printf '{"attempt":%d,"started":"%s","resumed_from_epoch":%s,"git":"%s","program_sha256":"%s","host":"%s","command":"%s"}\n' \
+    "$attempt" "$(iso "${start%.*}")" "$from" "$git_head" "$program_sha" "$(hostname)" \
+    "$(quoted "${run_argv[@]}" "${resume[@]}" | json_string)" >>"$u.attempts"
   OPENBLAS_NUM_THREADS=1 "${run_argv[@]}" "${resume[@]}" >>"$u.out" 2>>"$u.log" 9>&- || rc=$?
   # Finished: exit 0, or a diverging run (exit 1 with the program's divergence message); anything else (killed,
   # bad options, a failed save) leaves the run unfinished, for the next invocation to resume.
@@ -244,16 +262,11 @@ run_one() {  # variant seed
   elif ((rc == 1)) && tail -c +$((log_size + 1)) "$u.log" | grep -q "training diverged"; then finished=true how=diverged
   else how="exit $rc: unfinished (the same command resumes it)"
   fi
-  awk -v s="$start" -v e="$(date +%s.%N)" -v rc="$rc" -v n="$attempt" -v from="$from" -v git="$git_head" \
-    -v sha="$program_sha" -v host="$(hostname)" -v t="$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
-    -v cmd="$(quoted "${run_argv[@]}" "${resume[@]}")" 'BEGIN {
-      gsub(/\\/, "\\\\", cmd); gsub(/"/, "\\\"", cmd)
-      printf "{\"attempt\":%d,\"ended\":\"%s\",\"resumed_from_epoch\":%s,\"exit\":%d,\"wall_seconds\":%.1f,", n, t, from, rc, e - s
-      printf "\"git\":\"%s\",\"program_sha256\":\"%s\",\"host\":\"%s\",\"command\":\"%s\"}\n", git, sha, host, cmd }' \
-    >>"$u.attempts"
+  awk -v s="$start" -v e="$(date +%s.%N)" -v rc="$rc" -v n="$attempt" -v t="$(date -u +%Y-%m-%dT%H:%M:%SZ)" 'BEGIN {
+    printf "{\"attempt\":%d,\"ended\":\"%s\",\"exit\":%d,\"wall_seconds\":%.1f}\n", n, t, rc, e - s }' >>"$u.attempts"
   if $finished; then
-    awk -v rc="$rc" -v v="$v" -v seed="$seed" '
-      { if (match($0, /"wall_seconds":[0-9.]+/)) w += substr($0, RSTART + 15, RLENGTH - 15); n++ }
+    awk -v rc="$rc" -v v="$v" -v seed="$seed" -v n="$attempt" '
+      match($0, /"wall_seconds":[0-9.]+/) { w += substr($0, RSTART + 15, RLENGTH - 15) }
       END { printf "{\"variant\":\"%s\",\"seed\":%s,\"exit\":%d,\"wall_seconds\":%.1f,\"attempts\":%d}\n", v, seed, rc, w, n }' \
       "$u.attempts" >"$u.status"
     finish_move "$name"

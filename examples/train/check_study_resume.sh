@@ -16,11 +16,11 @@ fail() { echo "check_study_resume: FAIL: $*" >&2; exit 1; }
 
 rm -rf "$work"
 mkdir -p "$work"
-study() {  # out [more pb_fidelity.sh options]: the small study (small CNN, 3 epochs of 400 samples, SGD B = 32 and PB)
+study() {  # out [more pb_fidelity.sh options]: the small study (small CNN, 3 epochs of 800 samples, SGD B = 32 and PB)
   local out=$1
   shift
-  bash "$root/bench/pb_fidelity.sh" --program "$program" --data "$data" --network cnn --epochs 3 --samples 400 \
-    --runs "sgd32:1 none:1" --jobs 1 --no-plots --out "$out" "$@" -- --max-test-samples 200 --warmup 0.5 --log-every 50
+  bash "$root/bench/pb_fidelity.sh" --program "$program" --data "$data" --network cnn --epochs 3 --samples 800 \
+    --runs "sgd32:1 none:1" --jobs 1 --no-plots --out "$out" "$@" -- --max-test-samples 200 --warmup 0.5
 }
 
 study "$work/a" >"$work/a.txt" 2>&1 || fail "the uninterrupted study failed: $(cat "$work/a.txt")"
@@ -49,10 +49,14 @@ echo "killed: none-seed1 after ${killed_at} epoch line(s), checkpoint of epoch" 
 # B, second invocation: the same command finishes the study.
 study "$work/b" >"$work/b2.txt" 2>&1 || fail "the resumed study failed: $(cat "$work/b2.txt")"
 grep -q "finished before: 1; to run or resume: none:1" "$work/b2.txt" || fail "not skipped / resumed: $(cat "$work/b2.txt")"
-[[ $(wc -l <"$work/b/runs/sgd32-seed1.attempts") == 1 ]] || fail "sgd32-seed1 ran again"
-[[ $(wc -l <"$work/b/runs/none-seed1.attempts") == 2 ]] || fail "none-seed1: not 2 attempts"
-sed -n 2p "$work/b/runs/none-seed1.attempts" | grep -q '"resumed_from_epoch":[12],' ||
-  fail "none-seed1's second attempt did not resume: $(cat "$work/b/runs/none-seed1.attempts")"
+[[ $(grep -c '"started"' "$work/b/runs/sgd32-seed1.attempts") == 1 ]] || fail "sgd32-seed1 ran again"
+attempts=$(cat "$work/b/runs/none-seed1.attempts")
+[[ $(grep -c '"started"' <<<"$attempts") == 2 ]] || fail "none-seed1: not 2 attempts: $attempts"
+grep -q '^{"attempt":1,"ended":"[0-9TZ:-]*","exit":"killed","wall_seconds":[0-9]*}$' <<<"$attempts" ||
+  fail "none-seed1: the killed attempt has no end line: $attempts"
+grep -q '^{"attempt":2,"started":"[0-9TZ:-]*","resumed_from_epoch":[12],.*--checkpoint-in ' <<<"$attempts" ||
+  fail "none-seed1's second attempt did not resume: $attempts"
+grep -q '"attempts":2}$' "$work/b/runs/none-seed1.status" || fail "none-seed1.status: $(cat "$work/b/runs/none-seed1.status")"
 [[ -z "$(ls -A "$work/b/unfinished")" ]] || fail "unfinished/ not empty: $(ls "$work/b/unfinished")"
 
 # Same bits: metrics without the timing keys, the result's numbers, the final checkpoints.
@@ -84,8 +88,8 @@ study "$work/b" >"$work/b3.txt" 2>&1 || fail "the third invocation failed: $(cat
 grep -q "finished before: 2; to run or resume: none$" "$work/b3.txt" || fail "third invocation: $(cat "$work/b3.txt")"
 [[ $(cat "$work"/b/runs/* | sha256sum) == "$before" ]] || fail "the third invocation changed the runs"
 rc=0
-bash "$root/bench/pb_fidelity.sh" --program "$program" --data "$data" --network cnn --epochs 4 --samples 400 \
-  --runs "sgd32:1 none:1" --jobs 1 --no-plots --out "$work/b" -- --max-test-samples 200 --warmup 0.5 --log-every 50 \
+bash "$root/bench/pb_fidelity.sh" --program "$program" --data "$data" --network cnn --epochs 4 --samples 800 \
+  --runs "sgd32:1 none:1" --jobs 1 --no-plots --out "$work/b" -- --max-test-samples 200 --warmup 0.5 \
   >"$work/b4.txt" 2>&1 || rc=$?
 [[ $rc == 1 ]] && grep -q "was started with other options" "$work/b4.txt" || fail "changed options: exit $rc: $(cat "$work/b4.txt")"
 echo "study resume: killed and resumed study equals the uninterrupted one"
