@@ -12,7 +12,8 @@
 # (218), for 1% of a 10-epoch run and 3% of a 3-epoch one.
 # Fashion-MNIST, group norm, PB with --stages layer (every conv its own stage) and the sequential executor; epochs of
 # the whole 60000 training images (a checkpoint after each: at most one epoch per run is lost to a kill; ResNet-20
-# PB trains an epoch in about 10 minutes here, ResNet-56 in about 20, see README / bench/README).
+# PB b = 1 trains 85 samples/s per run with two runs side by side on the shared 2-core host (load 6-8), about 12
+# minutes an epoch, 200-240 samples/s when quiet; ResNet-56 about 103 samples/s quiet (issue 30): ~10 minutes).
 #   resnet20: 10 epochs;  resnet56: 3 epochs.
 # Runs, in this order (seed 1 of each main variant first, so that a first comparison exists early), --jobs at once:
 #   sgd32, none, sc_lwp with seeds 1, 2, 3; then sc, lwp, stash, pipemare with seed 1.
