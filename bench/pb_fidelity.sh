@@ -173,7 +173,7 @@ text_args_of() {  # the pipeprop_train options of variant $1 of the text network
 }
 for v in $variants; do args_of "$v" >/dev/null; done  # fail on a bad variant before anything runs
 
-# One invocation at a time per study directory (the lock is released when this script ends; runs do not hold it).
+# One invocation at a time per study directory (held by this script and its run subshells; the programs close it).
 exec 9>"$out/.lock"
 flock -n 9 || { echo "pb_fidelity: another invocation is running on $out (lock $out/.lock)" >&2; exit 1; }
 
