@@ -246,8 +246,8 @@ run_one() {  # variant seed
       t0=$(sed -n 's/^pb_fidelity: attempt [0-9]* \([0-9TZ:-]*\).*/\1/p' "$u.log" | tail -n 1)
       t0=$(date -u -d "$t0" +%s)
       last=$(stat -c %Y "$u.log" "$u.metrics.jsonl" 2>/dev/null | sort -n | tail -n 1)
-      echo "{\"attempt\":$((attempt - 1)),\"ended\":\"$(iso "$last")\",\"exit\":\"killed\",\"wall_seconds\":$((last - t0))}" \
-        >>"$u.attempts"
+      printf '{"attempt":%d,"ended":"%s","exit":"killed","wall_seconds":%d}\n' "$((attempt - 1))" "$(iso "$last")" \
+        "$((last - t0))" >>"$u.attempts"
     fi
   fi
   start=$(date +%s.%N)

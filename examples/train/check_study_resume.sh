@@ -16,7 +16,8 @@ fail() { echo "check_study_resume: FAIL: $*" >&2; exit 1; }
 
 rm -rf "$work"
 mkdir -p "$work"
-study() {  # out [more pb_fidelity.sh options]: the small study (small CNN, 3 epochs of 800 samples, SGD B = 32 and PB + SC + LWP)
+# The small study: small CNN, 3 epochs of 800 samples, SGD B = 32 and PB + SC + LWP. Usage: study OUT [more options]
+study() {
   local out=$1
   shift
   bash "$root/bench/pb_fidelity.sh" --program "$program" --data "$data" --network cnn --epochs 3 --samples 800 \
@@ -48,7 +49,8 @@ echo "killed: sc_lwp-seed1 after ${killed_at} epoch line(s), checkpoint of epoch
 
 # B, second invocation: the same command finishes the study.
 study "$work/b" >"$work/b2.txt" 2>&1 || fail "the resumed study failed: $(cat "$work/b2.txt")"
-grep -q "finished before: 1; to run or resume: sc_lwp:1" "$work/b2.txt" || fail "not skipped / resumed: $(cat "$work/b2.txt")"
+grep -q "finished before: 1; to run or resume: sc_lwp:1" "$work/b2.txt" ||
+  fail "not skipped / resumed: $(cat "$work/b2.txt")"
 [[ $(grep -c '"started"' "$work/b/runs/sgd32-seed1.attempts") == 1 ]] || fail "sgd32-seed1 ran again"
 attempts=$(cat "$work/b/runs/sc_lwp-seed1.attempts")
 [[ $(grep -c '"started"' <<<"$attempts") == 2 ]] || fail "sc_lwp-seed1: not 2 attempts: $attempts"
@@ -56,7 +58,8 @@ grep -q '^{"attempt":1,"ended":"[0-9TZ:-]*","exit":"killed","wall_seconds":[0-9]
   fail "sc_lwp-seed1: the killed attempt has no end line: $attempts"
 grep -q '^{"attempt":2,"started":"[0-9TZ:-]*","resumed_from_epoch":[12],.*--checkpoint-in ' <<<"$attempts" ||
   fail "sc_lwp-seed1's second attempt did not resume: $attempts"
-grep -q '"attempts":2}$' "$work/b/runs/sc_lwp-seed1.status" || fail "sc_lwp-seed1.status: $(cat "$work/b/runs/sc_lwp-seed1.status")"
+grep -q '"attempts":2}$' "$work/b/runs/sc_lwp-seed1.status" ||
+  fail "sc_lwp-seed1.status: $(cat "$work/b/runs/sc_lwp-seed1.status")"
 [[ -z "$(ls -A "$work/b/unfinished")" ]] || fail "unfinished/ not empty: $(ls "$work/b/unfinished")"
 
 # Same bits: metrics without the timing keys, the result's numbers, the final checkpoints.
@@ -78,7 +81,8 @@ for run in sgd32-seed1 sc_lwp-seed1; do
     n=$((n + 1))
   done
   ((n >= 4)) || fail "$run: only $n tensors in the checkpoint"
-  echo "$run: $(grep -c . "$work/b/runs/$run.metrics.jsonl") metrics lines equal, $n checkpoint tensors bit-identical," \
+  echo "$run: $(grep -c . "$work/b/runs/$run.metrics.jsonl") metrics lines equal," \
+    "$n checkpoint tensors bit-identical," \
     "result $(tail -n 1 "$work/b/runs/$run.out" | grep -o '"test_accuracy":[^,}]*')"
 done
 
@@ -91,5 +95,6 @@ rc=0
 bash "$root/bench/pb_fidelity.sh" --program "$program" --data "$data" --network cnn --epochs 4 --samples 800 \
   --runs "sgd32:1 sc_lwp:1" --jobs 1 --no-plots --out "$work/b" -- --max-test-samples 200 --warmup 0.5 \
   >"$work/b4.txt" 2>&1 || rc=$?
-[[ $rc == 1 ]] && grep -q "was started with other options" "$work/b4.txt" || fail "changed options: exit $rc: $(cat "$work/b4.txt")"
+[[ $rc == 1 ]] && grep -q "was started with other options" "$work/b4.txt" ||
+  fail "changed options: exit $rc: $(cat "$work/b4.txt")"
 echo "study resume: killed and resumed study equals the uninterrupted one"
