@@ -23,8 +23,10 @@
 #
 # Usage: bench/pb_depth_study.sh resnet20|resnet56 [--jobs J] [--program PATH] [--background]
 #        bench/pb_depth_study.sh resnet20|resnet56 --collect   (only the table and figure of the finished runs)
-# --background: start the study detached (setsid nohup, nice -n 19; output appended to OUT/driver.log, not committed)
-# and return; the command that starts a study is also the one that resumes it.
+#        bench/pb_depth_study.sh resnet20|resnet56 --stop      (SIGTERM to a --background study's process group)
+# --background: start the study detached (setsid nohup, nice -n 19; output appended to OUT/driver.log, its process
+# group in OUT/driver.pid, neither committed) and return; the command that starts a study also resumes it. A stopped or
+# killed study loses at most the current epoch of each running run.
 # Exit: 0 every run finished, 3 some unfinished (run the same command again), 1 or 2 an error.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,13 +34,14 @@ cd "$(dirname "$0")/.."
 network=${1:-}
 [[ $network == resnet20 || $network == resnet56 ]] || { echo "usage: $0 resnet20|resnet56 [--jobs J] [--program PATH] [--collect]" >&2; exit 2; }
 shift
-jobs=2 program="" collect=false background=false args=("$@")
+jobs=2 program="" collect=false background=false stop=false args=("$@")
 while (($#)); do
   case "$1" in
     --background) background=true; shift ;;
     --jobs) jobs=$2; shift 2 ;;
     --program) program=$2; shift 2 ;;
     --collect) collect=true; shift ;;
+    --stop) stop=true; shift ;;
     *) echo "pb_depth_study: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -53,7 +56,19 @@ if $background; then
   rest=()
   for a in "${args[@]}"; do [[ $a == --background ]] || rest+=("$a"); done
   setsid nohup nice -n 19 "$0" "$network" "${rest[@]}" >>"$out/driver.log" 2>&1 </dev/null &
-  echo "pb_depth_study: $network study running in the background (pid $!, log $out/driver.log)"
+  echo "$!" >"$out/driver.pid"  # setsid: the process group of the study (setsid does not fork here)
+  echo "pb_depth_study: $network study running in the background (process group $!, log $out/driver.log)"
+  exit 0
+fi
+if $stop; then
+  pid=$(cat "$out/driver.pid" 2>/dev/null || true)
+  if [[ -n $pid && "$(ps -o pgid= -p "$pid" 2>/dev/null | tr -d ' ')" == "$pid" ]]; then
+    kill -TERM -- "-$pid"
+    for _ in $(seq 30); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 1; done
+    echo "pb_depth_study: stopped process group $pid (the same command with --background resumes)"
+  else
+    echo "pb_depth_study: no $network study running from $out/driver.pid" >&2
+  fi
   exit 0
 fi
 if $collect; then
