@@ -11,9 +11,10 @@
 # (1 / (1 - m) = 10 steps = 320 samples at B = 32, 304 samples at b = 1) and ~27 times ResNet-110's largest delay
 # (218), for 1% of a 10-epoch run and 3% of a 3-epoch one.
 # Fashion-MNIST, group norm, PB with --stages layer (every conv its own stage) and the sequential executor; epochs of
-# the whole 60000 training images (a checkpoint after each: at most one epoch per run is lost to a kill; ResNet-20
-# PB b = 1 trains 85 samples/s per run with two runs side by side on the shared 2-core host (load 6-8), about 12
-# minutes an epoch, 200-240 samples/s when quiet; ResNet-56 about 103 samples/s quiet (issue 30): ~10 minutes).
+# the whole 60000 training images (a checkpoint after each: at most one epoch per run is lost to a kill). ResNet-20,
+# two runs side by side on the shared 2-core host (load average 4-8, 2026-12-03): SGD B = 32 95-186 samples/s, PB
+# b = 1 (none) 84-157 samples/s, so 5-12 minutes an epoch, plus 16 s (SGD) / 50 s (PB) of evaluation on the 10000 test
+# images; ResNet-56 PB about 103 samples/s on a quiet host (issue 30): ~10 minutes an epoch.
 #   resnet20: 10 epochs;  resnet56: 3 epochs.
 # Runs, in this order (seed 1 of each main variant first, so that a first comparison exists early), --jobs at once:
 #   sgd32, none, sc_lwp with seeds 1, 2, 3; then sc, lwp, stash, pipemare with seed 1.
