@@ -46,6 +46,17 @@ def last_json(path):
     return json.loads(lines[-1]) if lines else None
 
 
+def final_train_loss(result, base):
+    """The result's train_loss; a run resumed from its last epoch's checkpoint (killed after the final save) trains
+    nothing more and reports null: then the last epoch line of its metrics file."""
+    if result.get("train_loss") is not None:
+        return result["train_loss"]
+    path = pathlib.Path(base + ".metrics.jsonl")
+    epochs = [json.loads(l) for l in path.read_text().splitlines() if l.startswith("{")] if path.exists() else []
+    epochs = [e for e in epochs if not e.get("interval")]
+    return epochs[-1]["train_loss"] if epochs else None
+
+
 def mean_std(xs):
     if not xs:
         return None, None
@@ -70,10 +81,10 @@ def main(out):
         if "validation_loss" in result:
             r.setdefault("val", []).append(result["validation_loss"])
             r.setdefault("ppl", []).append(result["validation_perplexity"])
-            r["loss"].append(result["train_loss"])
+            r["loss"].append(final_train_loss(result, base))
             continue
         r["acc"].append(result["test_accuracy"])
-        r["loss"].append(result["train_loss"])
+        r["loss"].append(final_train_loss(result, base))
         r.setdefault("stages", result.get("stages"))
         r.setdefault("delays", result.get("delays"))
     if not rows:

@@ -21,7 +21,11 @@
 # Usage: bench/pb_fidelity.sh [--build DIR | --program PATH] [--network resnet20|resnet56] [--norm gn|on] [--seeds "1 2 3"]
 #          [--variants "sgd32 none sc_lwp"] [--epochs E] [--samples N] [--lr LR] [--momentum M] [--jobs J]
 #          [--out DIR] [--label TEXT] [--batch B] [--adamw-lr LR] [--test-samples T]
+#          [--runs "sgd32:1 none:1 ..."] [--data DIR] [--no-plots]
 #          [-- more pipeprop_train options for every run]
+# --runs: the runs as variant:seed, started in this order (instead of every variant of every seed, seed by seed).
+# --no-plots: no figures (and no scripts/install-deps.sh); the table is still written.
+# --network mlp / cnn (small studies, e.g. the resume test) take no --norm and name OUT bench/results/<network>.
 # --program runs that pipeprop_train binary as it is (no build). Defaults: build, resnet20, gn, seeds "1 2 3", all variants, 3 epochs of 10000 samples (each epoch a fresh
 # permutation of Fashion-MNIST's 60000 training images), lr 0.05, momentum 0.9, jobs = cores,
 # out bench/results/<network>-<norm>[-<label>].
@@ -48,13 +52,28 @@
 # and the difference to the reference of the same optimizer (adamw for AdamW rows, sgd for momentum-SGD rows).
 # study.txt gets one header per invocation (appended): runs of an earlier invocation into OUT stay in OUT/runs/ and
 # in the table, so seeds or variants can be added later.
+#
+# Resumable (issue 30): invoke the same command again and the study continues where it stopped. A run is finished
+# when it has OUT/runs/<run>.status (exit 0, or exit 1 after 'training diverged'): it is skipped. An unfinished run
+# lives in OUT/unfinished/<run>.{cmd,attempts,out,log,metrics.jsonl} with its checkpoint (written after every epoch)
+# in OUT/checkpoints/<run>/; the next invocation resumes it with --checkpoint-in from its last completed epoch (the
+# program drops the metrics lines of later epochs and appends; train/check_resume*.cmake: the same bits as an
+# uninterrupted run, tested for a killed study by examples/train/check_study_resume.sh). When a run finishes its files
+# move to OUT/runs/: <run>.cmd (the fresh command), <run>.attempts (JSON lines: at each attempt's start the exact
+# command, the checkpoint's epoch, git commit, program hash, host; at its end the exit code and wall time, for a killed
+# attempt written by the next one with the time of its last output), <run>.out (stdout, the result JSON last),
+# <run>.log (an attempt header line before each attempt's stderr), <run>.metrics.jsonl, <run>.status (wall_seconds
+# summed over the attempts). Checkpoints stay in OUT/checkpoints/ (not committed:
+# bench/results/.gitignore ignores checkpoints/ and unfinished/, so 'git add OUT' takes the finished runs only).
+# A run whose recorded command differs from this invocation's (other than the program path) stops the study before
+# anything runs: use another --out, or delete that run. Other failures (killed, exit 2, ...) leave the run unfinished.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build=build network=resnet20 norm=gn seeds="1 2 3" epochs=3 samples=10000 lr=0.05 momentum=0.9
 variants="sgd32 sgd128 none sc lwp lwp_wd sc_lwp stash pipemare"
 jobs=$(nproc) out="" label="" program="" batch="" adamw_lr=3e-3 test_samples="" given_epochs="" given_samples=""
-given_variants=""
+given_variants="" given_runs="" data=/usr/share/datasets/fashion-mnist plots=true
 extra=()
 while (($#)); do
   case "$1" in
@@ -74,6 +93,9 @@ while (($#)); do
     --jobs) jobs=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --label) label=$2; shift 2 ;;
+    --runs) given_runs=$2; shift 2 ;;
+    --data) data=$2; shift 2 ;;
+    --no-plots) plots=false; shift ;;
     --) shift; extra=("$@"); break ;;
     *) echo "pb_fidelity: unknown argument '$1' (see the usage in $0)" >&2; exit 2 ;;
   esac
@@ -87,10 +109,20 @@ fi
 [[ -z "$given_variants" ]] || variants=$given_variants
 [[ -z "$given_epochs" ]] || epochs=$given_epochs
 [[ -z "$given_samples" ]] || samples=$given_samples
-[[ -n "$out" ]] || out=bench/results/$network-$norm${label:+-$label}
-mkdir -p "$out/runs"
+resnet=false norm_args=()
+[[ $network != resnet* ]] || resnet=true norm_args=(--norm "$norm")
+if $resnet; then [[ -n "$out" ]] || out=bench/results/$network-$norm${label:+-$label}; fi
+[[ -n "$out" ]] || out=bench/results/$network${label:+-$label}
+mkdir -p "$out/runs" "$out/unfinished" "$out/checkpoints"
+runs=()  # variant:seed, in start order
+if [[ -n "$given_runs" ]]; then
+  read -ra runs <<<"$given_runs"
+else
+  for seed in $seeds; do for v in $variants; do runs+=("$v:$seed"); done; done
+fi
+variants=$(printf '%s\n' "${runs[@]}" | cut -d: -f1 | awk '!seen[$0]++' | tr '\n' ' ')
 
-scripts/install-deps.sh --with-plots >&2  # idempotent: python3-matplotlib for the figures
+! $plots || scripts/install-deps.sh --with-plots >&2  # idempotent: python3-matplotlib for the figures
 if [[ -z "$program" ]]; then
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build "$build" --target pipeprop_train -j"$(nproc)" >/dev/null
@@ -101,8 +133,8 @@ fi
 read -r lr128 m128 < <(awk -v lr="$lr" -v m="$momentum" 'BEGIN {
   r = 4; mb = m ^ r; printf "%.10g %.10g\n", r * lr * (1 - mb) / (1 - m), mb }')
 
-common=(--network "$network" --norm "$norm" --epochs "$epochs" --max-samples "$samples" --lr-schedule cosine
-        --progress none --data /usr/share/datasets/fashion-mnist --log-every 1000)
+common=(--network "$network" "${norm_args[@]}" --epochs "$epochs" --max-samples "$samples" --lr-schedule cosine
+        --progress none --data "$data" --log-every 1000)
 if $text; then
   common=(--network "$network" --epochs "$epochs" --max-samples "$samples" --max-test-samples "$test_samples"
           --lr-schedule cosine --progress none --data /usr/share/games/fortunes --log-every 1000)
@@ -141,44 +173,126 @@ text_args_of() {  # the pipeprop_train options of variant $1 of the text network
 }
 for v in $variants; do args_of "$v" >/dev/null; done  # fail on a bad variant before anything runs
 
+# One invocation at a time per study directory (held by this script and its run subshells; the programs close it).
+exec 9>"$out/.lock"
+flock -n 9 || { echo "pb_fidelity: another invocation is running on $out (lock $out/.lock)" >&2; exit 1; }
+
+argv_of() {  # variant seed: sets run_argv to the run's fresh command line (program first)
+  local v=$1 seed=$2 name=$1-seed$2 a
+  read -ra a <<<"$(args_of "$v")"
+  run_argv=("$program" "${a[@]}" "${common[@]}" "${extra[@]}" --seed "$seed"
+            --metrics "$out/unfinished/$name.metrics.jsonl" --checkpoint-out "$out/checkpoints/$name")
+}
+quoted() { printf '%q ' "$@" | sed 's/ $//'; }  # a command line as one shell-quoted line
+run_files=(cmd attempts out log metrics.jsonl status)
+finish_move() {  # run name: move its files from unfinished/ to runs/, the status last (idempotent)
+  local f
+  for f in "${run_files[@]}"; do
+    [[ $f == status || ! -f $out/unfinished/$1.$f ]] || mv "$out/unfinished/$1.$f" "$out/runs/$1.$f"
+  done
+  mv "$out/unfinished/$1.status" "$out/runs/$1.status"
+}
+
+# Which runs are finished, and whether the others' recorded commands still match (before anything runs).
+pending=() finished=0
+for r in "${runs[@]}"; do
+  v=${r%%:*} seed=${r#*:} name=${r%%:*}-seed${r#*:}
+  argv_of "$v" "$seed"
+  cmd=$(quoted "${run_argv[@]}")
+  [[ ! -f $out/unfinished/$name.status ]] || finish_move "$name"  # a move interrupted by a kill
+  for recorded in "$out/runs/$name.cmd" "$out/unfinished/$name.cmd"; do
+    if [[ -f $recorded && "$(sed 's/^[^ ]* //' "$recorded")" != "${cmd#* }" ]]; then
+      echo "pb_fidelity: $name was started with other options:" >&2
+      echo "  recorded: $(cat "$recorded")" >&2
+      echo "  now:      $cmd" >&2
+      echo "  (use another --out, or delete the run's files and $out/checkpoints/$name)" >&2
+      exit 1
+    fi
+  done
+  if [[ -f $out/runs/$name.status ]]; then finished=$((finished + 1)); else pending+=("$r"); fi
+done
+
 {
   echo "# bench/pb_fidelity.sh $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname): $(lscpu | sed -n 's/^Model name: *//p')"
   echo "# flags: $(grep -m1 -ow -e avx2 -e avx512f -e fma /proc/cpuinfo | sort -u | tr '\n' ' ')($(nproc) cores)"
   echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg); jobs $jobs; git $(git rev-parse --short HEAD); $program"
   echo "# common: ${common[*]} ${extra[*]}"
   for v in $variants; do echo "# $v: $(args_of "$v")"; done
+  echo "# runs: ${runs[*]}; finished before: $finished; to run or resume: ${pending[*]:-none}"
 } | tee -a "$out/study.txt" >&2
 study_start=$(date +%s)
+git_head=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD -- include examples 2>/dev/null || git_head+="+changes"  # uncommitted changes to the program
+program_sha=$(sha256sum "$program" | cut -c1-16)
 
+iso() { date -u -d "@$1" +%Y-%m-%dT%H:%M:%SZ; }
+json_string() { sed -e 's/\\/\\\\/g' -e 's/"/\\"/g'; }  # stdin as the inside of a JSON string
 run_one() {  # variant seed
-  local v=$1 seed=$2 base=$out/runs/$1-seed$2 start rc=0
-  read -ra a <<<"$(args_of "$v")"
+  local v=$1 seed=$2 name=$1-seed$2 u=$out/unfinished/$1-seed$2 ckpt=$out/checkpoints/$1-seed$2
+  local start rc=0 attempt=1 from=null log_size=0 finished=false how last t0 resume=()
+  argv_of "$v" "$seed"
+  [[ -f $u.cmd ]] || echo "$(quoted "${run_argv[@]}")" >"$u.cmd"
+  if [[ -f $ckpt/manifest.txt ]]; then
+    resume=(--checkpoint-in "$ckpt")
+    from=$(sed -n 's/^scalar epoch \([0-9]*\)$/\1/p' "$ckpt/manifest.txt" | head -n 1)
+    from=${from:-null}
+  fi
+  # Attempts are counted by their header lines in the log. One that has no end line in .attempts was killed: its end
+  # line is written now, with the time of its last output (metrics or log) as its end.
+  if [[ -f $u.log ]]; then
+    log_size=$(stat -c %s "$u.log")
+    attempt=$(($(grep -c '^pb_fidelity: attempt ' "$u.log" || true) + 1))
+    if ((attempt > 1)) && ! grep -q "^{\"attempt\":$((attempt - 1)),\"ended\"" "$u.attempts" 2>/dev/null; then
+      t0=$(sed -n 's/^pb_fidelity: attempt [0-9]* \([0-9TZ:-]*\).*/\1/p' "$u.log" | tail -n 1)
+      t0=$(date -u -d "$t0" +%s)
+      last=$(stat -c %Y "$u.log" "$u.metrics.jsonl" 2>/dev/null | sort -n | tail -n 1)
+      printf '{"attempt":%d,"ended":"%s","exit":"killed","wall_seconds":%d}\n' "$((attempt - 1))" "$(iso "$last")" \
+        "$((last - t0))" >>"$u.attempts"
+    fi
+  fi
   start=$(date +%s.%N)
-  OPENBLAS_NUM_THREADS=1 "$program" "${a[@]}" "${common[@]}" "${extra[@]}" --seed "$seed" \
-    --metrics "$base.metrics.jsonl" >"$base.out" 2>"$base.log" || rc=$?
-  awk -v s="$start" -v e="$(date +%s.%N)" -v rc="$rc" -v v="$v" -v seed="$seed" \
-    'BEGIN { printf "{\"variant\":\"%s\",\"seed\":%s,\"exit\":%d,\"wall_seconds\":%.1f}\n", v, seed, rc, e - s }' \
-    >"$base.status"
-  echo "pb_fidelity: $v seed $seed: exit $rc, $(tail -n 1 "$base.out" | sed -n -e 's/.*"test_accuracy":\([0-9.]*\).*/test accuracy \1/p' \
-    -e 's/.*"validation_loss":\([0-9.]*\).*/validation loss \1/p'), $(sed -n 's/.*"wall_seconds":\([0-9.]*\).*/\1 s/p' "$base.status")" >&2
+  echo "pb_fidelity: attempt $attempt $(iso "${start%.*}")${resume:+, resumed from the checkpoint of epoch $from}" >>"$u.log"
+  printf '{"attempt":%d,"started":"%s","resumed_from_epoch":%s,"git":"%s","program_sha256":"%s","host":"%s","command":"%s"}\n' \
+    "$attempt" "$(iso "${start%.*}")" "$from" "$git_head" "$program_sha" "$(hostname)" \
+    "$(quoted "${run_argv[@]}" "${resume[@]}" | json_string)" >>"$u.attempts"
+  OPENBLAS_NUM_THREADS=1 "${run_argv[@]}" "${resume[@]}" >>"$u.out" 2>>"$u.log" 9>&- || rc=$?
+  # Finished: exit 0, or a diverging run (exit 1 with the program's divergence message); anything else (killed,
+  # bad options, a failed save) leaves the run unfinished, for the next invocation to resume.
+  if ((rc == 0)); then finished=true how="exit 0"
+  elif ((rc == 1)) && tail -c +$((log_size + 1)) "$u.log" | grep -q "training diverged"; then finished=true how=diverged
+  else how="exit $rc: unfinished (the same command resumes it)"
+  fi
+  awk -v s="$start" -v e="$(date +%s.%N)" -v rc="$rc" -v n="$attempt" -v t="$(date -u +%Y-%m-%dT%H:%M:%SZ)" 'BEGIN {
+    printf "{\"attempt\":%d,\"ended\":\"%s\",\"exit\":%d,\"wall_seconds\":%.1f}\n", n, t, rc, e - s }' >>"$u.attempts"
+  if $finished; then
+    awk -v rc="$rc" -v v="$v" -v seed="$seed" -v n="$attempt" '
+      match($0, /"wall_seconds":[0-9.]+/) { w += substr($0, RSTART + 15, RLENGTH - 15) }
+      END { printf "{\"variant\":\"%s\",\"seed\":%s,\"exit\":%d,\"wall_seconds\":%.1f,\"attempts\":%d}\n", v, seed, rc, w, n }' \
+      "$u.attempts" >"$u.status"
+    finish_move "$name"
+    how="$how, $(sed -n 's/.*"wall_seconds":\([0-9.]*\).*/\1 s/p' "$out/runs/$name.status")"
+  fi
+  echo "pb_fidelity: $v seed $seed (attempt $attempt${resume:+, from epoch $from}): $how$(tail -q -n 1 "$out"/{runs,unfinished}/"$name.out" 2>/dev/null |
+    sed -n -e 's/.*"test_accuracy":\([0-9.]*\).*/, test accuracy \1/p' -e 's/.*"validation_loss":\([0-9.]*\).*/, validation loss \1/p')" >&2
 }
 
 running=0
-for seed in $seeds; do
-  for v in $variants; do
-    run_one "$v" "$seed" &
-    running=$((running + 1))
-    if ((running >= jobs)); then wait -n || true; running=$((running - 1)); fi
-  done
+for r in "${pending[@]}"; do
+  run_one "${r%%:*}" "${r#*:}" &
+  running=$((running + 1))
+  if ((running >= jobs)); then wait -n || true; running=$((running - 1)); fi
 done
 wait || true
-echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg); wall time of the runs $(($(date +%s) - study_start)) s" |
+left=0
+for r in "${runs[@]}"; do [[ -f $out/runs/${r%%:*}-seed${r#*:}.status ]] || left=$((left + 1)); done
+echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg); wall time of the runs $(($(date +%s) - study_start)) s; unfinished runs: $left" |
   tee -a "$out/study.txt" >&2
 
-/usr/bin/python3 bench/fidelity_table.py "$out"
+if compgen -G "$out/runs/*.status" >/dev/null; then /usr/bin/python3 bench/fidelity_table.py "$out"; fi
 if $text; then
   title="$network, fortunes, $epochs x $samples sequences of 64 bytes, cosine; PB: --stages fine, b = 1"
 else
   title="$network ($norm), Fashion-MNIST, $epochs x $samples samples, cosine; PB: --stages layer, b = 1"
 fi
-/usr/bin/python3 bench/plot_fidelity.py "$out" "$out/curves.png" --title "$title"
+! $plots || /usr/bin/python3 bench/plot_fidelity.py "$out" "$out/curves.png" --title "$title"
+((left == 0)) || { echo "pb_fidelity: $left run(s) unfinished: the same command resumes them" >&2; exit 3; }

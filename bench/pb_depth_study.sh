@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# bench/pb_depth_study.sh: the runs of issue 30 (the PB paper's claim at depth, trained to the end), one study per
+# depth, resumable: the same command continues a study that was stopped (a killed session), over several sessions.
+#
+# The recipe, the same for SGD B = 32 and every PB variant (no re-tuning for PB): lr 0.05, momentum 0.9 at B = 32;
+# PB at b = 1 with --reference-batch 32 (lr and momentum scaled by the rules of pb-semantics.md §4: lr 5.14e-5,
+# momentum 0.99671); cosine decay to 0 over the whole run (--lr-schedule cosine: horizon --epochs x --max-samples
+# samples); linear warm-up over the first 6000 samples (--warmup 0.1: in epochs of the 60000-sample epoch; the
+# schedule is in samples, so the same for B = 32 and b = 1): the ResNet-56 SGD runs without warm-up blew up in their
+# first 1000 samples (interval loss 6.4, bench/results/resnet56-gn); 6000 samples are ~20 momentum time constants
+# (1 / (1 - m) = 10 steps = 320 samples at B = 32, 304 samples at b = 1) and ~27 times ResNet-110's largest delay
+# (218), for 1% of a 10-epoch run and 3% of a 3-epoch one.
+# Fashion-MNIST, group norm, PB with --stages layer (every conv its own stage) and the sequential executor; epochs of
+# the whole 60000 training images (a checkpoint after each: at most one epoch per run is lost to a kill). ResNet-20,
+# two runs side by side on the shared 2-core host (load average 4-8, 2026-12-03): SGD B = 32 95-186 samples/s, PB
+# b = 1 (none) 84-157 samples/s, so 5-12 minutes an epoch, plus 16 s (SGD) / 50 s (PB) of evaluation on the 10000 test
+# images; ResNet-56 PB about 103 samples/s on a quiet host (issue 30): ~10 minutes an epoch.
+#   resnet20: 10 epochs;  resnet56: 3 epochs.
+# Runs, in this order (seed 1 of each main variant first, so that a first comparison exists early), --jobs at once:
+#   sgd32, none, sc_lwp with seeds 1, 2, 3; then sc, lwp, stash, pipemare with seed 1.
+# Results: bench/results/<network>-gn-depth/ (bench/pb_fidelity.sh's layout: runs/ the finished runs, unfinished/ and
+# checkpoints/ not committed). The program: build-study-r20 / build-study-r56 (-O3, that one network type, as
+# scripts/main-job.sh builds it), built here with -j1 when missing.
+#
+# Usage: bench/pb_depth_study.sh resnet20|resnet56 [--jobs J] [--program PATH] [--background]
+#        bench/pb_depth_study.sh resnet20|resnet56 --collect   (only the table and figure of the finished runs)
+#        bench/pb_depth_study.sh resnet20|resnet56 --stop      (SIGTERM to a --background study's process group)
+# --background: start the study detached (setsid nohup, nice -n 19; output appended to OUT/driver.log, its process
+# group in OUT/driver.pid, neither committed) and return; the command that starts a study also resumes it. A stopped or
+# killed study loses at most the current epoch of each running run.
+# Exit: 0 every run finished, 3 some unfinished (run the same command again), 1 or 2 an error.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+network=${1:-}
+[[ $network == resnet20 || $network == resnet56 ]] || { echo "usage: $0 resnet20|resnet56 [--jobs J] [--program PATH] [--collect]" >&2; exit 2; }
+shift
+jobs=2 program="" collect=false background=false stop=false args=("$@")
+while (($#)); do
+  case "$1" in
+    --background) background=true; shift ;;
+    --jobs) jobs=$2; shift 2 ;;
+    --program) program=$2; shift 2 ;;
+    --collect) collect=true; shift ;;
+    --stop) stop=true; shift ;;
+    *) echo "pb_depth_study: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+case $network in
+  resnet20) epochs=10 ;;
+  resnet56) epochs=3 ;;
+esac
+out=bench/results/$network-gn-depth
+title="$network (gn), Fashion-MNIST, $epochs x 60000 samples, warm-up 6000 + cosine; PB: --stages layer, b = 1"
+if $background; then
+  mkdir -p "$out"
+  rest=()
+  for a in "${args[@]}"; do [[ $a == --background ]] || rest+=("$a"); done
+  setsid nohup nice -n 19 "$0" "$network" "${rest[@]}" >>"$out/driver.log" 2>&1 </dev/null &
+  echo "$!" >"$out/driver.pid"  # setsid: the process group of the study (setsid does not fork here)
+  echo "pb_depth_study: $network study running in the background (process group $!, log $out/driver.log)"
+  exit 0
+fi
+if $stop; then
+  pid=$(cat "$out/driver.pid" 2>/dev/null || true)
+  if [[ -n $pid && "$(ps -o pgid= -p "$pid" 2>/dev/null | tr -d ' ')" == "$pid" ]]; then
+    kill -TERM -- "-$pid"
+    for _ in $(seq 30); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 1; done
+    echo "pb_depth_study: stopped process group $pid (the same command with --background resumes)"
+  else
+    echo "pb_depth_study: no $network study running from $out/driver.pid" >&2
+  fi
+  exit 0
+fi
+if $collect; then
+  /usr/bin/python3 bench/fidelity_table.py "$out"
+  /usr/bin/python3 bench/plot_fidelity.py "$out" "$out/curves.png" --title "$title"
+  exit 0
+fi
+
+build=build-study-r${network#resnet}
+if [[ -z "$program" ]]; then
+  program=$build/examples/pipeprop_train
+  if [[ ! -x $program ]]; then
+    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DPIPEPROP_TRAIN_NETWORKS="$network" >/dev/null
+    nice -n 19 cmake --build "$build" --target pipeprop_train -j1
+  fi
+fi
+
+runs="sgd32:1 none:1 sc_lwp:1 sgd32:2 none:2 sc_lwp:2 sgd32:3 none:3 sc_lwp:3 sc:1 lwp:1 stash:1 pipemare:1"
+exec nice -n 19 bench/pb_fidelity.sh --program "$program" --network "$network" --norm gn --epochs "$epochs" \
+  --samples 60000 --lr 0.05 --momentum 0.9 --jobs "$jobs" --out "$out" --runs "$runs" -- --warmup 0.1
