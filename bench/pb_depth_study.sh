@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/pb_depth_study.sh: the runs of issue 30 (the PB paper's claim at depth, trained to the end), one study per
+# bench/pb_depth_study.sh: the depth study's runs (the PB paper's claim at depth, trained to the end), one study per
 # depth, resumable: the same command continues a study that was stopped (a killed session), over several sessions.
 #
 # The recipe, the same for SGD B = 32 and every PB variant (no re-tuning for PB): lr 0.05, momentum 0.9 at B = 32;
@@ -14,7 +14,7 @@
 # the whole 60000 training images (a checkpoint after each: at most one epoch per run is lost to a kill). ResNet-20,
 # two runs side by side on the shared 2-core host (load average 4-8, 2026-12-03): SGD B = 32 95-186 samples/s, PB
 # b = 1 (none) 84-157 samples/s, so 5-12 minutes an epoch, plus 16 s (SGD) / 50 s (PB) of evaluation on the 10000 test
-# images; ResNet-56 PB about 103 samples/s on a quiet host (issue 30): ~10 minutes an epoch.
+# images; ResNet-56 PB about 103 samples/s on a quiet host: ~10 minutes an epoch.
 #   resnet20: 10 epochs;  resnet56: 3 epochs.
 # Runs, in this order (seed 1 of each main variant first, so that a first comparison exists early), --jobs at once:
 #   sgd32, none, sc_lwp with seeds 1, 2, 3; then sc, lwp, stash, pipemare with seed 1.

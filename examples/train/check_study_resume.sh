@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ctest helper for examples/pipeprop_train_study.cmake (issue 30): a bench/pb_fidelity.sh study that is killed in the
+# ctest helper for examples/pipeprop_train_study.cmake: a bench/pb_fidelity.sh study that is killed in the
 # middle of a run (the whole study, script and program, with SIGKILL, as at the end of a session) and then invoked
 # again with the same command ends with the same bits as an uninterrupted study.
 #   A: the study straight.   B: the same study, killed once run sc_lwp-seed1 has saved a checkpoint (the sgd32 run
