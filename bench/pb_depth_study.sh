@@ -56,7 +56,10 @@ if $background; then
   mkdir -p "$out"
   rest=()
   for a in "${args[@]}"; do [[ $a == --background ]] || rest+=("$a"); done
-  setsid nohup nice -n 19 "$0" "$network" "${rest[@]}" >>"$out/driver.log" 2>&1 </dev/null &
+  # setsid makes a new scheduling autogroup, in which nice alone does not yield to the other sessions' work (builds):
+  # the autogroup's own nice value (/proc/self/autogroup, Linux) does.
+  setsid nohup sh -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec nice -n 19 "$0" "$@"' "$0" "$network" \
+    "${rest[@]}" >>"$out/driver.log" 2>&1 </dev/null &
   echo "$!" >"$out/driver.pid"  # setsid: the process group of the study (setsid does not fork here)
   echo "pb_depth_study: $network study running in the background (process group $!, log $out/driver.log)"
   exit 0
