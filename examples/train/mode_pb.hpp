@@ -32,6 +32,7 @@
 #include <pipeprop/optim/scaling_rules.hpp>
 #include <pipeprop/pb/checkpoint.hpp>
 #include <pipeprop/pb/pipeline.hpp>
+#include <pipeprop/pb/trainer.hpp>
 
 #include <memory>
 #include <sstream>
@@ -49,54 +50,50 @@
 
 namespace train {
 
-/// The PB pipeline adapted to the training loop's engine contract (training_loop.hpp).
-/// train_batch pushes one micro-batch and returns the loss sum of the micro-batches COMPLETED during the call
-/// divided by b, so the loop's b-weighted sum counts each completed micro-batch once (the loss of a PB micro-batch
-/// is known when its backward completes, which for the concurrent executor is up to push_buffer + 2 S micro-batches
-/// later); end_of_epoch drains and keeps the epoch's exact mean loss per counted target (epoch_train_loss).
+/// The PB trainer of the library (pipeprop::pb::trainer: the pipeprop::trainer contract, training_loop.hpp) with
+/// what the main program adds: the epoch's exact mean loss per counted target (end_of_epoch drains; the loss of a PB
+/// micro-batch is known when its backward completes, up to push_buffer + 2 S micro-batches after its push with the
+/// concurrent executor) and, with --transport mpi, the collective evaluation and the checkpoint manifest's ranks.
 template <class Net, class Policy, class Loss = pipeprop::detail::default_loss_t<Net, float>,
           class Optimizer = pipeprop::optim::sgd<float>>
-class pb_engine {
+class pb_engine : public pipeprop::pb::trainer<Net, Policy, float, Loss, Optimizer> {
+    using base = pipeprop::pb::trainer<Net, Policy, float, Loss, Optimizer>;
+
 public:
-    using pipe_type = pipeprop::pb::engine<Net, Policy, float, Loss, Optimizer>;
-    using programs_type = std::vector<pipeprop::stage_program<typename pipe_type::stack_type>>;
-    static constexpr std::size_t targets_per_sample = pipe_type::targets_per_sample;
+    using pipe_type = typename base::engine_type;
+    using typename base::programs_type;
+    using base::input_size;
+    using base::targets_per_sample;
 
     /// programs: the stages' code (pb_stage_programs: static for --stages layer / fine / fine-own,
     /// dynamic for split points).
     /// ranks: --transport mpi (opt.remote is then this rank's transport), else nullptr.
     pb_engine(programs_type programs, const pipeprop::pb::options<Policy>& opt, pipeprop::optim::lr_schedule schedule,
               double momentum, double weight_decay, cluster* ranks = nullptr)
-        : pipe_(std::move(programs), opt),
-          schedule_(schedule),
-          momentum_(momentum),
-          weight_decay_(weight_decay),
-          ranks_(ranks) {}
+        : base(std::move(programs), opt, schedule, momentum, weight_decay), ranks_(ranks) {}
 
-    float train_batch(const float* x, const std::int32_t* labels, std::size_t b) {
-        pipe_.set_hyperparameters({.learning_rate = static_cast<float>(schedule_(pipe_.samples_pushed())),
-                                   .momentum = static_cast<float>(momentum_),
-                                   .weight_decay = static_cast<float>(weight_decay_)});
-        const auto done = pipe_.push({x, b * pipe_type::input_size}, {labels, b * targets_per_sample}, b);
-        return static_cast<float>(take(done) / static_cast<double>(b));
-    }
+    /// Drains and keeps the epoch's mean loss per counted target over all of its micro-batches.
     void end_of_epoch() {
-        take(pipe_.drain());
-        last_epoch_loss_ = epoch_targets_ > 0 ? epoch_loss_sum_ / static_cast<double>(epoch_targets_) : 0.0;
-        epoch_loss_sum_ = 0.0;
-        epoch_targets_ = 0;
+        (void)this->drain();
+        const pipeprop::pb::completed_losses& now = this->completed();
+        const std::uint64_t targets = now.targets - epoch_start_.targets;
+        last_epoch_loss_ =
+            targets > 0 ? (now.loss_times_targets - epoch_start_.loss_times_targets) / static_cast<double>(targets)
+                        : 0.0;
+        epoch_start_ = now;
     }
     /// With --transport mpi collective: every rank's own stages (weights, running state) are gathered on rank 0,
     /// which evaluates its n samples (the other ranks pass none) and sends the result to every rank
     /// (train/rank_evaluation.hpp).
     pipeprop::evaluation evaluate(const float* x, const std::int32_t* labels, std::size_t n) {
-        if (ranks_ == nullptr) return pipe_.evaluate({x, n * pipe_type::input_size}, {labels, n * targets_per_sample}, n);
+        if (ranks_ == nullptr) return base::evaluate(x, labels, n);
+        auto& pipe = pipeline();
         return evaluate_on_rank0<typename pipe_type::stack_type>(
-            *ranks_, pipe_.stage_ranges(), rank_of(), [&](std::size_t s) { return pipe_.stages()[s].weights(); },
-            [&](std::size_t s) { return pipe_.stages()[s].state(); },
+            *ranks_, pipe.stage_ranges(), rank_of(), [&](std::size_t s) { return pipe.stages()[s].weights(); },
+            [&](std::size_t s) { return pipe.stages()[s].state(); },
             [&](std::span<const float> w, std::span<const float> state) {
-                pipe_.load_remote_stages(w, state);
-                return pipe_.evaluate({x, n * pipe_type::input_size}, {labels, n * targets_per_sample}, n);
+                pipe.load_remote_stages(w, state);
+                return base::evaluate(x, labels, n);
             });
     }
     /// --transport mpi: rank r's stages, for the checkpoint manifest (train/rank_checkpoints.hpp).
@@ -104,62 +101,25 @@ public:
         return train::stages_by_rank(rank_of(), ranks_->size());
     }
     /// --transport mpi: every stage's layers and rank (train/rank_evaluation.hpp), kept in each rank's checkpoint.
-    [[nodiscard]] std::string rank_layout() const { return rank_layout_text(pipe_.stage_ranges(), rank_of()); }
-    void save_state(pipeprop::checkpoint& c) const { pipeprop::pb::save_state(pipe_, c); }
-    /// A PB checkpoint restores everything; a checkpoint of another mode (e.g. --mode sgd) provides the initial
-    /// weights and the data position only (its velocity belongs to another batch size).
-    void load_state(const pipeprop::checkpoint& c, const std::string& where) {
-        if (c.has_scalar("pb_format")) {
-            pipeprop::pb::load_state(pipe_, c, where);
-            return;
-        }
-        pipeprop::require_signature(c, pipeprop::signature_of<Net, float>(), where);
-        std::vector<float> w(pipe_type::stack_type::parameter_count);
-        pipeprop::read_network_tensors<Net, float>(c, std::span<float>(w));
-        pipe_.load_parameters(w);
-        const auto seen = c.scalar_as<std::uint64_t>("samples_seen");
-        std::vector<float> no_lr(pipe_.number_of_stages(), 0.0f);
-        pipe_.restore_counters(0, static_cast<std::size_t>(seen), no_lr);
-    }
-    [[nodiscard]] std::uint64_t samples_seen() const { return pipe_.samples_pushed(); }
+    [[nodiscard]] std::string rank_layout() const { return rank_layout_text(pipeline().stage_ranges(), rank_of()); }
     /// Samples whose loss is known (their micro-batch's backward completed), since the engine was made.
-    [[nodiscard]] std::uint64_t completed_samples() const noexcept { return completed_samples_; }
-    [[nodiscard]] double current_learning_rate() const { return schedule_(pipe_.samples_pushed()); }
+    [[nodiscard]] std::uint64_t completed_samples() const noexcept { return this->completed().samples; }
 
-    [[nodiscard]] pipe_type& pipeline() noexcept { return pipe_; }
+    [[nodiscard]] pipe_type& pipeline() noexcept { return this->pipeline_engine(); }
+    [[nodiscard]] const pipe_type& pipeline() const noexcept { return this->pipeline_engine(); }
     /// Mean training loss of the last finished epoch, over all its micro-batches.
     [[nodiscard]] double epoch_train_loss() const noexcept { return last_epoch_loss_; }
 
 private:
     // The rank of every stage (--transport mpi).
     [[nodiscard]] std::vector<int> rank_of() const {
-        std::vector<int> r(pipe_.number_of_stages());
-        for (std::size_t s = 0; s < r.size(); ++s) r[s] = pipe_.engine_options().remote->rank_of(s);
+        std::vector<int> r(pipeline().number_of_stages());
+        for (std::size_t s = 0; s < r.size(); ++s) r[s] = pipeline().engine_options().remote->rank_of(s);
         return r;
     }
 
-    /// Adds the completed micro-batches to the epoch's loss (weighted by their counted targets) and returns their
-    /// loss sum weighted by samples (what train_batch reports to the progress display).
-    double take(std::span<const pipeprop::pb::completed_micro_batch<float>> done) {
-        double sum = 0.0;
-        for (const auto& c : done) {
-            // A NaN or infinite loss never gets here: pb::engine throws pipeprop::non_finite_loss_error first
-            // (exit 1, the last good checkpoint left as it was).
-            sum += static_cast<double>(c.loss) * static_cast<double>(c.batch);
-            completed_samples_ += c.batch;
-            epoch_loss_sum_ += static_cast<double>(c.loss) * static_cast<double>(c.targets);
-            epoch_targets_ += c.targets;
-        }
-        return sum;
-    }
-
-    pipe_type pipe_;
-    pipeprop::optim::lr_schedule schedule_;
-    double momentum_, weight_decay_;
-    double epoch_loss_sum_ = 0.0;
-    std::size_t epoch_targets_ = 0;
+    pipeprop::pb::completed_losses epoch_start_;
     double last_epoch_loss_ = 0.0;
-    std::uint64_t completed_samples_ = 0;
     cluster* ranks_ = nullptr;
 };
 

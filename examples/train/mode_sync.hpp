@@ -28,6 +28,7 @@
 #include <pipeprop/pipeline_layout.hpp>
 #include <pipeprop/sequential_trainer.hpp>
 #include <pipeprop/sync/any_executor.hpp>
+#include <pipeprop/sync/trainer.hpp>
 #include <pipeprop/balanced_partition.hpp>
 #include <pipeprop/sync/cost_measurement.hpp>
 #include <pipeprop/sync/checkpoint.hpp>
@@ -59,57 +60,49 @@ namespace train {
 
 namespace ps = pipeprop::sync;
 
-/// Engine of --mode sync for run_training (training_loop.hpp): one pipeline step per batch, composed of library
-/// parts: schedule_executor::step_or_undo (a NaN/inf loss undoes the step and throws non_finite_loss_error, like
-/// sgd), schedule_executor::evaluate, sync::save_state / load_state (the sequential trainer's names, so a
-/// checkpoint moves freely between --mode sgd and --mode sync). The schedule kind and 2BP flag are run-time values
-/// (one compiled executor for every schedule).
+/// The synchronous trainer of the library (pipeprop::sync::trainer: the pipeprop::trainer contract,
+/// training_loop.hpp; step_or_undo, evaluate, sync::save_state / load_state, so a checkpoint moves freely between
+/// --mode sgd and --mode sync) with what the main program adds: the spans of the last full step for --trace and, with
+/// --transport mpi, the collective evaluation and the checkpoint manifest's ranks. The schedule kind and 2BP flag are
+/// run-time values (one compiled executor for every schedule).
 template <class Net, class Loss = pipeprop::detail::default_loss_t<Net, float>,
           class Optimizer = pipeprop::optim::sgd<float>>
-class sync_engine {
+class sync_engine : public ps::trainer<Net, float, Loss, Optimizer> {
+    using base = ps::trainer<Net, float, Loss, Optimizer>;
+
 public:
-    using executor_type = ps::any_executor<Net, float, Loss, Optimizer>;
-    using stack_type = pipeprop::layer_stack<Net, float>;
-    static constexpr std::size_t targets_per_sample = Loss::targets_per_sample;
+    using typename base::executor_type;
+    using typename base::stack_type;
+    using base::targets_per_sample;
 
     /// ranks, rank_of: --transport mpi (opt.remote is then this rank's transport, stage s on rank rank_of[s]).
     sync_engine(ps::schedule_kind kind, bool two_stage_bp, std::vector<pipeprop::layer_range> stages,
                 const typename executor_type::options_type& opt, pipeprop::optim::lr_schedule schedule,
                 double momentum, double weight_decay, bool keep_spans, cluster* ranks = nullptr,
                 std::vector<int> rank_of = {})
-        : ex_(ps::make_any_executor<Net, float, Loss, Optimizer>(kind, two_stage_bp, std::move(stages), opt)),
-          schedule_(schedule),
-          momentum_(momentum),
-          weight_decay_(weight_decay),
-          seed_(opt.seed),
+        : base(kind, two_stage_bp, std::move(stages), opt, schedule, momentum, weight_decay),
           keep_spans_(keep_spans),
           ranks_(ranks),
-          rank_of_(std::move(rank_of)) {
-        schedule_.validate();
-    }
+          rank_of_(std::move(rank_of)) {}
 
-    float train_batch(const float* x, const std::int32_t* labels, std::size_t b) {
-        const auto r = ex_->step_or_undo(std::span<const float>(x, b * stack_type::input_shape::size),
-                                         std::span<const std::int32_t>(labels, b * targets_per_sample),
-                                         current_hyperparameters(), samples_seen_);
-        samples_seen_ += b;
-        if (keep_spans_ && r.micro_batches == ex_->options().micro_batches) last_full_spans_ = ex_->spans();
-        return static_cast<float>(r.loss);
+    /// One step (pipeprop::sync::trainer::train_batch); keeps the spans of a step of all m micro-batches.
+    double train_batch(const float* x, const std::int32_t* labels, std::size_t b) {
+        const double loss = base::train_batch(x, labels, b);
+        auto& ex = this->executor();
+        if (keep_spans_ && ex.options().micro_batches <= b) last_full_spans_ = ex.spans();
+        return loss;
     }
 
     /// With --transport mpi collective (train/rank_evaluation.hpp): rank 0 evaluates with every rank's stages.
     pipeprop::evaluation evaluate(const float* x, const std::int32_t* labels, std::size_t n) {
-        const auto here = [&] {
-            return ex_->evaluate(std::span<const float>(x, n * stack_type::input_shape::size),
-                                 std::span<const std::int32_t>(labels, n * targets_per_sample));
-        };
-        if (ranks_ == nullptr) return here();
+        if (ranks_ == nullptr) return base::evaluate(x, labels, n);
+        auto& ex = this->executor();
         return evaluate_on_rank0<stack_type>(
-            *ranks_, ex_->ranges(), rank_of_, [&](std::size_t s) { return ex_->stage_at(s).parameters(); },
-            [&](std::size_t s) { return ex_->stage_at(s).state(); },
+            *ranks_, ex.ranges(), rank_of_, [&](std::size_t s) { return ex.stage_at(s).parameters(); },
+            [&](std::size_t s) { return ex.stage_at(s).state(); },
             [&](std::span<const float> w, std::span<const float> state) {
-                ex_->load_remote_stages(w, state);
-                return here();
+                ex.load_remote_stages(w, state);
+                return base::evaluate(x, labels, n);
             });
     }
     /// --transport mpi: rank r's stages, for the checkpoint manifest (train/rank_checkpoints.hpp).
@@ -117,30 +110,13 @@ public:
         return train::stages_by_rank(rank_of_, ranks_->size());
     }
     /// --transport mpi: every stage's layers and rank (train/rank_evaluation.hpp), kept in each rank's checkpoint.
-    [[nodiscard]] std::string rank_layout() const { return rank_layout_text(ex_->ranges(), rank_of_); }
+    [[nodiscard]] std::string rank_layout() const { return rank_layout_text(this->executor().ranges(), rank_of_); }
 
-    void save_state(pipeprop::checkpoint& c) const { ps::save_state(*ex_, c, samples_seen_, seed_); }
-    void load_state(const pipeprop::checkpoint& c, const std::string& where) {
-        samples_seen_ = ps::load_state(c, *ex_, where).samples_seen;
-    }
-    [[nodiscard]] std::uint64_t samples_seen() const noexcept { return samples_seen_; }
-    [[nodiscard]] double current_learning_rate() const noexcept { return schedule_(samples_seen_); }
-    /// The next step's hyperparameters: the schedule's learning rate, the run's momentum and weight decay.
-    [[nodiscard]] pipeprop::optim::hyperparameters<double> current_hyperparameters() const noexcept {
-        return {.learning_rate = current_learning_rate(), .momentum = momentum_, .weight_decay = weight_decay_};
-    }
-
-    [[nodiscard]] executor_type& executor() noexcept { return *ex_; }
     /// Spans of the last step that ran all m micro-batches (empty unless keep_spans).
     [[nodiscard]] const std::vector<ps::op_span>& last_full_spans() const noexcept { return last_full_spans_; }
 
 private:
-    std::unique_ptr<executor_type> ex_;
-    pipeprop::optim::lr_schedule schedule_;
-    double momentum_, weight_decay_;
-    std::uint64_t seed_;
     bool keep_spans_;
-    std::uint64_t samples_seen_ = 0;
     std::vector<ps::op_span> last_full_spans_;
     cluster* ranks_ = nullptr;
     std::vector<int> rank_of_;

@@ -7,13 +7,11 @@
 // dataset (pipeprop::data::text_dataset: samples are next-token sequences [L], targets [L], evaluation on the
 // validation split: validation_loss per token, validation_perplexity = exp(validation_loss), token accuracy).
 //
-// An engine is what a mode trains with. Required members (pipeprop::sequential_trainer has all of them):
-//   float train_batch(const float* x, const std::int32_t* targets, std::size_t b);  // x [b, input...]; mean loss
-//   pipeprop::evaluation evaluate(const float* x, const std::int32_t* targets, std::size_t n);
-//   void save_state(pipeprop::checkpoint&) const;  void load_state(const pipeprop::checkpoint&, const std::string&);
-//   std::uint64_t samples_seen() const;  double current_learning_rate() const;
-// Optional: void end_of_epoch();  called after the last batch of each epoch, before evaluation and checkpointing
-// (a pipelined engine can finish its in-flight micro-batches there).
+// An engine is what a mode trains with: a pipeprop::trainer (pipeprop/trainer_concept.hpp: train_batch, drain,
+// evaluate, save_state / load_state, samples_seen, current_learning_rate), i.e. pipeprop::sequential_trainer,
+// pipeprop::pb::trainer or pipeprop::sync::trainer, or a class derived from one. drain() is called after the last
+// batch of each epoch, before evaluation and checkpointing; optional: void end_of_epoch() instead (a pipelined
+// engine that also keeps the epoch's loss), double epoch_train_loss(), std::uint64_t completed_samples().
 // With --transport mpi (common_options::ranks) every rank runs this loop with the same batches; rank 0 reads the
 // data, the others a placeholder_source (their inputs are never read: stage 0 runs on rank 0); evaluate() is
 // collective (the engine gathers every rank's stages); checkpoints are per rank (train/rank_checkpoints.hpp), so the
@@ -48,6 +46,7 @@
 #include "pipeprop/layer_stack.hpp"
 #include "pipeprop/optim/lr_schedule.hpp"
 #include "pipeprop/sequential_trainer.hpp"
+#include "pipeprop/trainer_concept.hpp"
 #include "train/checkpoint_checks.hpp"
 #include "train/json.hpp"
 #include "train/networks.hpp"
@@ -330,6 +329,7 @@ inline pipeprop::optim::lr_schedule make_schedule(const common_options& o, std::
 template <class Net, class Engine, class Source>
 run_summary run_training_on(Engine& engine, const common_options& o, const Source& data,
                             const std::string& mode_name) {
+    static_assert(pipeprop::trainer<Engine>, "a mode's engine must satisfy pipeprop::trainer (trainer_concept.hpp)");
     namespace pd = pipeprop::data;
     const auto run_start = std::chrono::steady_clock::now();
     const std::size_t epoch_size = epoch_samples(o, data.train_count());
@@ -436,7 +436,10 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
                 }
             }
         }
-        if constexpr (requires { engine.end_of_epoch(); }) engine.end_of_epoch();
+        if constexpr (requires { engine.end_of_epoch(); })
+            engine.end_of_epoch();
+        else
+            (void)engine.drain();
         const double epoch_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         r.seconds += epoch_seconds;
         r.samples += loss_n;

@@ -46,5 +46,6 @@
 #include "pipeprop/models/llama_tiny.hpp"
 #include "pipeprop/non_finite_loss_error.hpp"
 #include "pipeprop/sequential_trainer.hpp"
+#include "pipeprop/trainer_concept.hpp"
 #include "pipeprop/testing/check_gradients.hpp"
 #include "pipeprop/testing/check_network_gradients.hpp"

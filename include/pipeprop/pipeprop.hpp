@@ -12,3 +12,5 @@
 #include "pipeprop/pb/checkpoint.hpp"
 #include "pipeprop/sync.hpp"
 #include "pipeprop/sync/checkpoint.hpp"
+#include "pipeprop/pb/trainer.hpp"
+#include "pipeprop/sync/trainer.hpp"

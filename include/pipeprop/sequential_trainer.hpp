@@ -201,6 +201,9 @@ public:
         return loss;
     }
 
+    /// Nothing is in flight after train_batch (pipeprop::trainer's drain): returns 0.
+    double drain() noexcept { return 0.0; }
+
     /// Forward only on a batch x [b, input_size]; returns a pointer to the logits [b, output_shape...] (valid until
     /// the next call on this trainer). Throws std::invalid_argument for b == 0 or b > max_batch().
     const T* predict(const T* x, std::size_t b) {

@@ -122,12 +122,16 @@ public:
             stack_.init_parameters(block, opt.seed);
         else
             std::copy(storage.begin(), storage.end(), block.begin());
+        // The concurrent executor's lane plan first: its cost probe allocates every stage's activation slots once
+        // more, and freed before the stages allocate theirs it does not add to the peak.
+        const lane_plan lanes = opt.executor == executor_kind::concurrent ? lane_plan_for<Net, Policy, T>(opt, ranges_)
+                                                                          : lane_plan{};
         stages_.reserve(ranges_.size());
         for (std::size_t s = 0; s < ranges_.size(); ++s)
             stages_.emplace_back(s, ranges_.size(), programs[s], std::span<const T>(block), opt.policy, storage,
                                  opt.adamw);
         if constexpr (Policy::fixed_momentum) hyper_.momentum = static_cast<T>(Policy::momentum);
-        executor_ = make_executor<Net, Policy, T, Loss, Optimizer>(stack_, stages_, opt, ranges_);
+        executor_ = make_executor<Net, Policy, T, Loss, Optimizer>(stack_, stages_, opt, lanes);
     }
 
     /// The dynamic programs of runtime ranges, after the partition checks (a bad range must not reach the stack).

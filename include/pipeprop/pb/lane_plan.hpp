@@ -66,9 +66,9 @@ inline void check_lane_plan(const std::vector<std::size_t>& first_stage, std::si
 /// what a PB tick of stage s runs (docs/pb-semantics.md §1; PB-paper, Kosson et al., arXiv 2003.11666, §3): F (with the
 /// boundary copies), the fused BW, the momentum update of the stage's parameters, plus one parameter-sized copy for
 /// the predicted forward weights where the policy predicts (lwp_horizon(D_s) != 0) and one for the stash where it
-/// stashes (Policy::stashes_weights, D_s > 0). The probe gives stage s D_s + 1 activation slots (D_s = 2 (S - 1 - s),
-/// the micro-batches it holds in flight), so each backward reads a slot written rounds before, and visits the
-/// stages in turn, so each stage finds the caches as the others left them. Returns S costs (plan_lanes' input). Runs
+/// stashes (Policy::stashes_weights, D_s > 0). The probe gives every stage but the last two activation slots, so
+/// each backward reads a slot written a round before, and visits the stages in turn, so each stage finds the caches
+/// as the others left them (its memory: two slots per stage, not the pipeline's D_s + 1). Returns S costs (plan_lanes' input). Runs
 /// on its own buffers and the weights of layer_stack::init_parameters(seed) (the costs do not depend on the
 /// values). Throws std::invalid_argument, naming pipeprop::pb::measure_tick_costs, for b == 0, rounds == 0 or
 /// `stages` not a partition of the network (check_partition).
@@ -79,7 +79,8 @@ template <network_type Net, class T = float, mitigation_policy Policy = policy::
                                             "pipeprop::pb::measure_tick_costs");
     const std::size_t S = stages.size();
     op_cost_probe_options opt{.rounds = rounds, .seed = seed, .slots = {}};
-    for (std::size_t s = 0; s < S; ++s) opt.slots.push_back(2 * (S - 1 - s) + 1);
+    // D_s + 1 slots would allocate the whole pipeline's activations (S^2 slots) once more for the same timing.
+    for (std::size_t s = 0; s < S; ++s) opt.slots.push_back(s + 1 < S ? 2 : 1);
     const std::vector<op_costs> ops = measure_op_costs<Net, T>(stages, b, opt);
     std::vector<double> costs(S);
     for (std::size_t s = 0; s < S; ++s) {

@@ -49,11 +49,13 @@ lane_plan lane_plan_for(const options<Policy>& opt, const std::vector<layer_rang
 }
 
 /// The executor options::executor names, running the stages `stages` (cut `ranges`) of `stack`, both owned by the
-/// caller (pb::engine) and outliving the executor. Throws std::invalid_argument as lane_plan_for.
+/// caller (pb::engine) and outliving the executor; `lanes`: the concurrent executor's lane plan (lane_plan_for of
+/// the same options and cut, made before the stages allocate their buffers). Throws std::invalid_argument for
+/// options::remote with the sequential executor.
 template <network_type Net, mitigation_policy Policy, class T, class Loss, class Optimizer>
 std::unique_ptr<executor<T>> make_executor(const layer_stack<Net, T>& stack,
                                            std::vector<stage_state<Net, Policy, T, Optimizer>>& stages,
-                                           const options<Policy>& opt, const std::vector<layer_range>& ranges) {
+                                           const options<Policy>& opt, const lane_plan& lanes) {
     if (opt.executor == executor_kind::sequential && opt.remote != nullptr)
         throw std::invalid_argument("pipeprop::pb::engine: stages in other processes (options::remote) need the "
                                     "concurrent executor; the sequential one runs every stage in this process");
@@ -61,7 +63,7 @@ std::unique_ptr<executor<T>> make_executor(const layer_stack<Net, T>& stack,
         return std::make_unique<sequential_executor<Net, Policy, T, Loss, Optimizer>>(stack, stages, opt.max_batch,
                                                                                       opt.flush_subnormals);
     return std::make_unique<concurrent_executor<Net, Policy, T, Loss, Optimizer>>(
-        stack, stages, opt.max_batch, opt.push_buffer, lane_plan_for<Net, Policy, T>(opt, ranges),
+        stack, stages, opt.max_batch, opt.push_buffer, lanes,
         opt.flush_subnormals, opt.remote, opt.load_probe_period);
 }
 
@@ -80,4 +82,4 @@ std::unique_ptr<executor<T>> make_executor(const layer_stack<Net, T>& stack,
     EXTERN template std::unique_ptr<::pipeprop::pb::executor<T>>                                                 \
     pipeprop::pb::make_executor<NET, POLICY, T, LOSS, OPTIMIZER>(                                                 \
         const ::pipeprop::layer_stack<NET, T>&, std::vector<::pipeprop::pb::stage_state<NET, POLICY, T, OPTIMIZER>>&, \
-        const ::pipeprop::pb::options<POLICY>&, const std::vector<::pipeprop::layer_range>&)
+        const ::pipeprop::pb::options<POLICY>&, const ::pipeprop::pb::lane_plan&)
