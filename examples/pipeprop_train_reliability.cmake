@@ -74,3 +74,14 @@ if(PIPEPROP_BUILD_TESTS)
   set_tests_properties(pipeprop_train_other_network_checkpoint PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1"
                        TIMEOUT 300)
 endif()
+
+if(PIPEPROP_BUILD_TESTS)
+  # Saving a checkpoint never destroys the user's files: a --metrics file inside the --checkpoint-out directory, a
+  # file of the user's there, a --checkpoint-out that is a symbolic link (written through).
+  add_test(NAME pipeprop_train_user_files_in_checkpoint
+           COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:pipeprop_train> -DDATA=${pipeprop_train_data}
+                   -DWORK=${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_user_files_in_checkpoint
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/train/check_user_files_in_checkpoint.cmake)
+  set_tests_properties(pipeprop_train_user_files_in_checkpoint PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1"
+                       TIMEOUT 300)
+endif()

@@ -22,52 +22,29 @@
 
 #include "pipeprop/checkpoint/content.hpp"
 #include "pipeprop/checkpoint/npy_files.hpp"
+#include "pipeprop/checkpoint/save_directories.hpp"
 #include "pipeprop/checkpoint/signature.hpp"
 
 namespace pipeprop {
 
 namespace detail {
-/// Removes <parent>/<name>.tmp-<pid> and <name>.old-<pid> left by save_checkpoint in processes that no longer exist
-/// (a kill during a save). Keeps this process's, a live process's, and everything else. Best effort (no throw).
-inline void remove_stale_save_directories(const std::filesystem::path& parent, const std::string& name) noexcept {
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
-        const std::string entry = it->path().filename().string();
-        for (const std::string kind : {".tmp-", ".old-"}) {
-            const std::string prefix = name + kind;
-            if (entry.size() <= prefix.size() || entry.compare(0, prefix.size(), prefix) != 0) continue;
-            const std::string_view digits = std::string_view(entry).substr(prefix.size());
-            long long pid = 0;
-            const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
-            if (r.ec != std::errc{} || r.ptr != digits.data() + digits.size() || pid <= 0 || pid == ::getpid() ||
-                pid > std::numeric_limits<pid_t>::max())
-                continue;
-            if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
-                std::error_code rm;
-                fs::remove_all(it->path(), rm);
-            }
-        }
-    }
-}
-
 /// save_checkpoint with a hook called after each file of the temporary directory is written (tests use it to
 /// simulate a failure in the middle of a save).
 template <class AfterFile>
 void save_checkpoint_impl(const checkpoint& c, const std::filesystem::path& dir, AfterFile&& after_file) {
     namespace fs = std::filesystem;
     if (dir.empty()) throw checkpoint_error("pipeprop::save_checkpoint: empty checkpoint path");
-    const fs::path target = dir.has_filename() ? dir : dir.parent_path();
+    const fs::path target = resolve_checkpoint_path(dir);
     std::error_code ec;
+    const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    if (fs::is_directory(parent, ec)) remove_stale_save_directories(parent, target.filename().string());
     const bool exists = fs::exists(fs::symlink_status(target, ec));
     if (exists && (!fs::is_directory(target, ec) || !fs::is_regular_file(target / detail::manifest_name, ec)))
         throw checkpoint_error(target.string() +
                                ": exists and is not a pipeprop checkpoint directory; refusing to replace it");
-    const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
     const fs::path tmp = parent / (target.filename().string() + ".tmp-" + std::to_string(::getpid()));
     try {
         fs::create_directories(parent);
-        remove_stale_save_directories(parent, target.filename().string());
         fs::remove_all(tmp);
         fs::create_directory(tmp);
         for (const auto& t : c.tensors()) {
@@ -77,6 +54,7 @@ void save_checkpoint_impl(const checkpoint& c, const std::filesystem::path& dir,
         }
         detail::write_file_synced(tmp / detail::manifest_name, detail::manifest_text(c));
         after_file(tmp / detail::manifest_name);
+        if (exists) link_user_entries(target, tmp);  // the user's files in <dir> stay (save_directories.hpp)
         detail::sync_directory(tmp);
     } catch (const std::exception& e) {
         fs::remove_all(tmp, ec);
@@ -113,14 +91,15 @@ void save_checkpoint_impl(const checkpoint& c, const std::filesystem::path& dir,
 }
 }  // namespace detail
 
-/// Checks, without writing anything, that save_checkpoint(c, dir) can create or replace `dir`: `dir` is not an
+/// Checks, without writing anything, that save_checkpoint(c, dir) can create or replace `dir` (followed through
+/// symbolic links: resolve_checkpoint_path): `dir` is not an
 /// existing path other than a pipeprop checkpoint directory, and the nearest existing ancestor of its parent (the
 /// save creates missing directories) is a writable directory. For a program that wants to fail before a long run
 /// rather than at its first save. Throws checkpoint_error naming the path and the reason.
 inline void check_checkpoint_destination(const std::filesystem::path& dir) {
     namespace fs = std::filesystem;
     if (dir.empty()) throw checkpoint_error("pipeprop::check_checkpoint_destination: empty checkpoint path");
-    const fs::path target = dir.has_filename() ? dir : dir.parent_path();
+    const fs::path target = detail::resolve_checkpoint_path(dir);
     std::error_code ec;
     if (fs::exists(fs::symlink_status(target, ec)) &&
         (!fs::is_directory(target, ec) || !fs::is_regular_file(target / detail::manifest_name, ec)))
@@ -152,18 +131,29 @@ inline void check_checkpoint_destination(const std::filesystem::path& dir) {
 ///   end
 /// Throws checkpoint_error naming the path when `dir` exists but is not a pipeprop checkpoint (it is never
 /// replaced), or when writing, syncing or renaming fails; the previous checkpoint then survives unchanged.
-/// Also removes the temporary directories of earlier saves to `dir` whose process no longer exists (file comment).
+/// Also removes the temporary directories of earlier saves to `dir` whose process no longer exists (file comment),
+/// after renaming back a <dir>.old-<pid> that holds the only copy (recover_interrupted_save).
+/// Files of the user's inside an existing `dir` (a --metrics file, notes: every entry the old manifest does not
+/// list) are kept: hard-linked into the new directory before the swap (link_user_entries). A `dir` that is a
+/// symbolic link is written through: the link stays and the directory it points to is replaced (its temporary
+/// directory is made next to that directory, on its filesystem).
 inline void save_checkpoint(const checkpoint& c, const std::filesystem::path& dir) {
     detail::save_checkpoint_impl(c, dir, [](const std::filesystem::path&) {});
 }
 
-/// Loads the checkpoint in directory `dir`: parses the manifest, then reads and checks every tensor (.npy format,
-/// dtype and shape as the manifest states). Throws checkpoint_error naming the path when the directory or the
-/// manifest is missing, the format tag or version is unknown, a manifest line is malformed, or a tensor file is
-/// missing, truncated or does not match the manifest.
+/// Loads the checkpoint in directory `dir` (when `dir` is missing and a save to it was killed between its two
+/// renames, its <dir>.old-<pid> is renamed back first: recover_interrupted_save): parses the manifest, then reads
+/// and checks every tensor (.npy format, dtype and shape as the manifest states). Throws checkpoint_error naming the
+/// path when the directory or the manifest is missing, the format tag or version is unknown, a manifest line is
+/// malformed, or a tensor file is missing, truncated or does not match the manifest.
 [[nodiscard]] inline checkpoint load_checkpoint(const std::filesystem::path& dir) {
     namespace fs = std::filesystem;
     std::error_code ec;
+    if (!fs::exists(fs::symlink_status(dir, ec)) && !dir.empty()) {  // a save killed between its two renames?
+        const fs::path target = detail::resolve_checkpoint_path(dir);
+        (void)detail::recover_interrupted_save(target.has_parent_path() ? target.parent_path() : fs::path("."),
+                                               target.filename().string());
+    }
     if (!fs::is_directory(dir, ec)) throw checkpoint_error(dir.string() + ": checkpoint directory not found");
     const fs::path manifest = dir / detail::manifest_name;
     std::ifstream in(manifest);
