@@ -15,8 +15,10 @@
 // runtime error on any rank is printed by that rank (naming it) and ends the whole job (MPI_Abort, exit 1).
 //
 // Exit codes: 0 success; 1 runtime error (missing or corrupt data, bad checkpoint, NaN/inf loss, I/O; an output path
-// that cannot be written is reported before the data are loaded); 2 bad options. When training finished but a final
-// output (--trace) could not be written, the JSON result line is still printed, then the error, exit 1.
+// that cannot be written is reported before the data are loaded); 2 bad options; 130 / 143 stopped by
+// SIGINT / SIGTERM (between two batches, after saving where it stopped: train/stop_signals.hpp). When training
+// finished but a final output (--trace) could not be written, the JSON result line is still printed, then the
+// error, exit 1.
 #include <cblas.h>
 
 #include <CLI/CLI.hpp>
@@ -45,6 +47,7 @@
 #include "train/output_paths.hpp"
 #include "train/cluster.hpp"
 #include "train/rank_checkpoints.hpp"
+#include "train/stop_signals.hpp"
 #ifdef PIPEPROP_TRAIN_MPI
 #include "train/mpi_cluster.hpp"
 #endif
@@ -275,8 +278,9 @@ int main(int argc, char** argv) {
     app.footer("Exit codes: 0 success; 2 bad options (with this text); 1 runtime errors: missing or corrupt data or "
                "checkpoint (also a --mode pb checkpoint given to --mode sgd / sync), a diverging run (the last good "
                "checkpoint is kept), I/O. Output paths (--metrics, --checkpoint-out, --trace) are checked before the "
-               "data are loaded (exit 1); if only writing the trace fails after training, the JSON result line is "
-               "still printed, then the error (exit 1).");
+               "data are loaded (exit 1); if only writing the trace fails after training, the "
+               "JSON result line is still printed, then the error (exit 1). SIGINT / SIGTERM stop between two batches, "
+               "save where the run stopped (with --checkpoint-out) and exit 130 / 143.");
     train::common_options options;
     train::add_common_options(app, options, mode_names, train::network_names());
     std::vector<CLI::Option_group*> groups;
@@ -378,9 +382,13 @@ int main(int argc, char** argv) {
             train::check_output_paths(options);
             selected->check_outputs(options);
         }
+        if (options.transport != "mpi") train::install_stop_signals();  // train/stop_signals.hpp
         const train::json_line result = selected->run(options);
         if (rank0) std::cout << result.str() << std::endl;
         return 0;
+    } catch (const train::stopped_by_signal& e) {  // SIGINT / SIGTERM: stopped between two batches
+        std::cerr << "\n" << who << ": " << e.what() << std::endl;
+        return e.exit_code();
     } catch (const pipeprop::remote_peer_error& e) {
         std::cerr << "\n" << who << ": error: " << e.what() << std::endl;
         return end_job(true);

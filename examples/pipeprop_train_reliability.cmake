@@ -85,3 +85,25 @@ if(PIPEPROP_BUILD_TESTS)
   set_tests_properties(pipeprop_train_user_files_in_checkpoint PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1"
                        TIMEOUT 300)
 endif()
+
+if(PIPEPROP_BUILD_TESTS AND EXISTS /usr/bin/python3)
+  # SIGINT / SIGTERM stop the run between two batches (PB: after draining), save where it stopped, say so, leave no
+  # temporary directory and exit 130 / 143; the checkpoint resumes. A file size limit makes the save fail with a
+  # message (SIGXFSZ ignored), not kill the program.
+  foreach(case IN ITEMS "sgd:TERM:--batch|32|--max-samples|60000"
+                        "pb:INT:--mode|pb|--reference-batch|32|--max-samples|3000"
+                        "sync:TERM:--mode|sync|--batch|32|--micro-batches|2|--max-samples|60000"
+                        "file_size_limit:XFSZ:--batch|32|--max-samples|320")
+    string(REPLACE ":" ";" parts "${case}")
+    list(GET parts 0 name)
+    list(GET parts 1 signal)
+    list(GET parts 2 options)
+    string(REPLACE "|" ";" options "${options}")
+    add_test(NAME pipeprop_train_stop_signal_${name}
+             COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/train/check_stop_signal.py
+                     $<TARGET_FILE:pipeprop_train> ${pipeprop_train_data}
+                     ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_stop_signal_${name} ${signal} ${options})
+    set_tests_properties(pipeprop_train_stop_signal_${name} PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1"
+                         TIMEOUT 600)
+  endforeach()
+endif()

@@ -54,6 +54,8 @@
 #include "train/options.hpp"
 #include "train/progress.hpp"
 #include "train/rank_checkpoints.hpp"
+#include "train/run_checkpoint.hpp"
+#include "train/stop_signals.hpp"
 
 namespace train {
 
@@ -390,6 +392,7 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
     r.epochs = std::min(start_epoch, o.epochs);
     const progress_style style = progress_style_from(o.progress);
 
+    std::uint64_t saved_after = engine.samples_seen();  // samples trained when the state was last saved or loaded
     for (std::size_t epoch = start_epoch; epoch < o.epochs; ++epoch) {
         pd::fill_epoch_permutation(data_seed, epoch, order);
         std::size_t pos = epoch == start_epoch ? start_position : 0;
@@ -407,6 +410,8 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
         };
         std::uint64_t known_before = known_samples();
         while (pos < epoch_size) {
+            if (const int sig = stop_requested())  // SIGINT / SIGTERM: drain, save where it stopped, exit
+                stop_for_signal(engine, o, {epoch, pos, data_seed, epoch_size}, mode_name, sig, saved_after);
             const std::size_t b = std::min(o.batch, epoch_size - pos);
             data.gather(order, pos, b, x.data(), labels.data());
             const float loss = engine.train_batch(x.data(), labels.data(), b);
@@ -478,26 +483,10 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
             if (!metrics) throw std::runtime_error(o.metrics + ": writing the metrics file failed");
         }
         if (!o.checkpoint_out.empty()) {
-            c.set_scalar("epoch", epoch + 1);
-            c.set_scalar("position", std::size_t(0));
-            c.set_scalar("data_seed", data_seed);
-            c.set_scalar("epoch_samples", epoch_size);
-            c.set_scalar("mode", mode_name);
-            c.set_scalar("network", o.network);
-            c.set_scalar("network_type", o.network_type);
-            c.set_scalar("batch", o.batch);
-            if constexpr (requires { engine.stages_by_rank(); }) {
-                if (o.ranks != nullptr) {
-                    c.set_scalar("rank_layout", engine.rank_layout());
-                    save_rank_checkpoint(c, o.checkpoint_out, epoch + 1, engine.stages_by_rank(), *o.ranks);
-                } else {
-                    pipeprop::save_checkpoint(c, o.checkpoint_out);
-                }
-            } else {
-                pipeprop::save_checkpoint(c, o.checkpoint_out);
-            }
+            save_run_checkpoint(engine, c, o, {epoch + 1, 0, data_seed, epoch_size}, mode_name);
             progress.message("checkpoint: saved to " + o.checkpoint_out);
         }
+        saved_after = engine.samples_seen();
     }
 
     if (r.test_samples == 0) {  // nothing left to train: evaluate the starting point
