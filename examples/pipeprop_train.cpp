@@ -14,8 +14,8 @@
 // metrics and the one JSON result line; checkpoints are per rank with a manifest (train/rank_checkpoints.hpp). A
 // runtime error on any rank is printed by that rank (naming it) and ends the whole job (MPI_Abort, exit 1).
 //
-// Exit codes: 0 success; 1 runtime error (missing or corrupt data, bad checkpoint, NaN/inf loss, I/O; an output path
-// that cannot be written is reported before the data are loaded); 2 bad options; 130 / 143 stopped by
+// Exit codes: 0 success; 1 runtime error (missing or corrupt data, bad checkpoint, NaN/inf loss, I/O); 2 bad options
+// (also an output path that cannot be created or opened: reported before the data are loaded); 130 / 143 stopped by
 // SIGINT / SIGTERM (between two batches, after saving where it stopped: train/stop_signals.hpp). When training
 // finished but a final output (--trace) could not be written, the JSON result line is still printed, then the
 // error, exit 1.
@@ -277,8 +277,8 @@ int main(int argc, char** argv) {
     app.name("pipeprop_train");
     app.footer("Exit codes: 0 success; 2 bad options (with this text); 1 runtime errors: missing or corrupt data or "
                "checkpoint (also a --mode pb checkpoint given to --mode sgd / sync), a diverging run (the last good "
-               "checkpoint is kept), I/O. Output paths (--metrics, --checkpoint-out, --trace) are checked before the "
-               "data are loaded (exit 1); if only writing the trace fails after training, the "
+               "checkpoint is kept), I/O. Output paths (--metrics, --checkpoint-out, --trace) are checked by creating or "
+               "opening them before the data are loaded (exit 2); if only writing the trace fails after training, the "
                "JSON result line is still printed, then the error (exit 1). SIGINT / SIGTERM stop between two batches, "
                "save where the run stopped (with --checkpoint-out) and exit 130 / 143.");
     train::common_options options;
@@ -379,8 +379,12 @@ int main(int argc, char** argv) {
     }();
     try {
         if (rank0) {  // checked once (every rank writes under the same --checkpoint-out)
-            train::check_output_paths(options);
-            selected->check_outputs(options);
+            try {
+                train::check_output_paths(options);
+                selected->check_outputs(options);
+            } catch (const std::exception& e) {  // an output path that cannot be created or opened: a bad option
+                throw CLI::ValidationError(e.what());
+            }
         }
         if (options.transport != "mpi") train::install_stop_signals();  // train/stop_signals.hpp
         const train::json_line result = selected->run(options);

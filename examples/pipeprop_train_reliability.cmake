@@ -107,3 +107,17 @@ if(PIPEPROP_BUILD_TESTS AND EXISTS /usr/bin/python3)
                          TIMEOUT 600)
   endforeach()
 endif()
+
+if(PIPEPROP_BUILD_TESTS AND EXISTS /proc/self)
+  # Output paths are checked by creating or opening them, not with access() (which says yes to root on /proc):
+  # refused before the data are loaded, exit 2.
+  pipeprop_train_test(checkpoint_out_proc EXPECT 2
+    ARGS --network mlp --max-samples 320 --data ${pipeprop_train_data} --checkpoint-out /proc/ck
+    REGEX "--checkpoint-out: /proc/ck: cannot save a checkpoint here" NOT_REGEX "data: |epoch 1/1")
+  pipeprop_train_test(trace_proc EXPECT 2
+    ARGS --mode sync --network mlp --max-samples 320 --data ${pipeprop_train_data} --trace /proc/X.svg
+    REGEX "--trace: cannot write /proc/X\\.(json|svg): cannot create a file in /proc" NOT_REGEX "data: |epoch 1/1")
+  pipeprop_train_test(metrics_proc EXPECT 2
+    ARGS --network mlp --max-samples 320 --data ${pipeprop_train_data} --metrics /proc/m.jsonl
+    REGEX "--metrics: cannot write /proc/m\\.jsonl: cannot create a file in /proc" NOT_REGEX "data: |epoch 1/1")
+endif()

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -91,11 +93,13 @@ void save_checkpoint_impl(const checkpoint& c, const std::filesystem::path& dir,
 }
 }  // namespace detail
 
-/// Checks, without writing anything, that save_checkpoint(c, dir) can create or replace `dir` (followed through
-/// symbolic links: resolve_checkpoint_path): `dir` is not an
-/// existing path other than a pipeprop checkpoint directory, and the nearest existing ancestor of its parent (the
-/// save creates missing directories) is a writable directory. For a program that wants to fail before a long run
-/// rather than at its first save. Throws checkpoint_error naming the path and the reason.
+/// Checks that save_checkpoint(c, dir) can create or replace `dir` (followed through symbolic links:
+/// resolve_checkpoint_path): `dir` is not an existing path other than a pipeprop checkpoint directory, and a
+/// directory can be created where the save creates its temporary one: the check creates and removes
+/// <dir>.tmp-<pid> (and the missing directories above it, which it removes again), so that a read-only, virtual or
+/// full filesystem is found out the way the save would find it, not by permission bits (access() says yes to root
+/// on /proc). For a program that wants to fail before a long run rather than at its first save. Throws
+/// checkpoint_error naming the path and the reason.
 inline void check_checkpoint_destination(const std::filesystem::path& dir) {
     namespace fs = std::filesystem;
     if (dir.empty()) throw checkpoint_error("pipeprop::check_checkpoint_destination: empty checkpoint path");
@@ -105,20 +109,37 @@ inline void check_checkpoint_destination(const std::filesystem::path& dir) {
         (!fs::is_directory(target, ec) || !fs::is_regular_file(target / detail::manifest_name, ec)))
         throw checkpoint_error(target.string() +
                                ": exists and is not a pipeprop checkpoint directory; refusing to replace it");
-    fs::path ancestor = target.has_parent_path() ? target.parent_path() : fs::path(".");
-    while (!fs::exists(fs::status(ancestor, ec))) {
-        if (!ancestor.has_parent_path() || ancestor.parent_path() == ancestor) {
-            ancestor = ".";
-            break;
-        }
-        ancestor = ancestor.parent_path();
+    const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    // The missing directories above <dir>, outermost last, to remove again after the probe.
+    std::vector<fs::path> created;
+    fs::path existing = parent;
+    for (; !existing.empty() && !fs::exists(fs::symlink_status(existing, ec)); existing = existing.parent_path()) {
+        created.push_back(existing);
+        if (!existing.has_parent_path() || existing.parent_path() == existing) break;
     }
-    if (!fs::is_directory(ancestor, ec))
-        throw checkpoint_error(target.string() + ": cannot save a checkpoint here: " + ancestor.string() +
+    if (!existing.empty() && fs::exists(fs::symlink_status(existing, ec)) && !fs::is_directory(existing, ec))
+        throw checkpoint_error(target.string() + ": cannot save a checkpoint here: " + existing.string() +
                                " is not a directory");
-    if (::access(ancestor.c_str(), W_OK | X_OK) != 0)
-        throw checkpoint_error(target.string() + ": cannot save a checkpoint here: the directory " +
-                               ancestor.string() + " is not writable (" + std::strerror(errno) + ")");
+    const auto cleanup = [&] {
+        for (const fs::path& p : created) ::rmdir(p.c_str());
+    };
+    for (auto it = created.rbegin(); it != created.rend(); ++it) {
+        if (::mkdir(it->c_str(), 0777) != 0) {
+            const std::string err = std::strerror(errno);
+            cleanup();
+            throw checkpoint_error(target.string() + ": cannot save a checkpoint here: cannot create the directory " +
+                                   it->string() + " (" + err + ")");
+        }
+    }
+    const fs::path probe = parent / (target.filename().string() + ".tmp-" + std::to_string(::getpid()));
+    if (::mkdir(probe.c_str(), 0777) != 0 && errno != EEXIST) {
+        const std::string err = std::strerror(errno);
+        cleanup();
+        throw checkpoint_error(target.string() + ": cannot save a checkpoint here: cannot create a directory in " +
+                               parent.string() + " (" + err + ")");
+    }
+    ::rmdir(probe.c_str());
+    cleanup();
 }
 
 /// Saves `c` as directory `dir` (see the file comment), replacing an earlier checkpoint at `dir` atomically.
