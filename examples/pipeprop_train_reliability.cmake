@@ -121,3 +121,13 @@ if(PIPEPROP_BUILD_TESTS AND EXISTS /proc/self)
     ARGS --network mlp --max-samples 320 --data ${pipeprop_train_data} --metrics /proc/m.jsonl
     REGEX "--metrics: cannot write /proc/m\\.jsonl: cannot create a file in /proc" NOT_REGEX "data: |epoch 1/1")
 endif()
+
+if(PIPEPROP_BUILD_TESTS)
+  # A resume recognises the mode from the checkpoint's content (an edited "mode" line is refused) and refuses a
+  # data position beyond the epoch.
+  add_test(NAME pipeprop_train_checkpoint_content
+           COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:pipeprop_train> -DDATA=${pipeprop_train_data}
+                   -DWORK=${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_checkpoint_content
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/train/check_checkpoint_content.cmake)
+  set_tests_properties(pipeprop_train_checkpoint_content PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300)
+endif()

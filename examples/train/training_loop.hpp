@@ -146,11 +146,18 @@ pipeprop::data::dataset_pair load_data(const common_options& o) {
 /// updates under the scaled learning rate and momentum (and the mitigation's state); it has no exact counterpart in
 /// sgd's or sync's batch SGD, and reusing it wrecked training (train loss 60.75), so it is refused:
 /// throws pipeprop::checkpoint_error naming both modes (exit 1). A pb run from an sgd or sync checkpoint starts from
-/// its weights and data position with zero velocity (a note says so). A checkpoint without a "mode" scalar counts as
-/// pb when it has PB's "pb_format" scalar.
+/// its weights and data position with zero velocity (a note says so). The mode is recognised from the content
+/// (holds_pb_state: PB's per-stage state), not from the "mode" scalar alone: a checkpoint whose "mode" line
+/// contradicts its content is refused as edited or corrupt.
 inline void check_resume_mode(const pipeprop::checkpoint& c, const std::string& mode_name, const std::string& where,
                               const common_options& o) {
-    const std::string saved = c.has_scalar("mode") ? c.scalar("mode") : c.has_scalar("pb_format") ? "pb" : "";
+    const bool pb_content = holds_pb_state(c);
+    const std::string saved = pb_content ? std::string("pb") : c.has_scalar("mode") ? c.scalar("mode") : "";
+    if (c.has_scalar("mode") && (c.scalar("mode") == "pb") != pb_content)
+        throw pipeprop::checkpoint_error(fmt::format(
+            "{}: its manifest says mode {}, but it {} PB's per-stage state (scalars pb_*, stage_*); the manifest was "
+            "edited or is corrupt",
+            where, c.scalar("mode"), pb_content ? "holds" : "does not hold"));
     if (saved == "pb" && mode_name != "pb")
         throw pipeprop::checkpoint_error(fmt::format(
             "{}: a --mode pb checkpoint cannot be resumed with --mode {}: PB's optimizer state (per-stage velocities "
@@ -358,6 +365,7 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
         engine.load_state(c, o.checkpoint_in);
         start_epoch = c.scalar_as<std::size_t>("epoch");
         start_position = c.scalar_as<std::size_t>("position");
+        require_position_in_epoch(c, data.train_count(), o.checkpoint_in);
         data_seed = c.scalar_as<std::uint64_t>("data_seed");
         if (data_seed != o.seed)
             note(o, "note: shuffling continues with the checkpoint's seed " + std::to_string(data_seed) +

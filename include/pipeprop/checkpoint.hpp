@@ -6,7 +6,8 @@
 // engines store their state through it (parameters, velocities, step counts, data position, per-stage extras).
 //
 // Layout of a checkpoint directory <dir>:
-//   manifest.txt                      format tag, signature, tensor list, scalars (see save_checkpoint)
+//   manifest.txt                      format tag, signature, tensor list (each with zlib's crc32 of its data,
+//                                     checked on load), scalars (see save_checkpoint)
 //   <tensor name>.npy                 one file per tensor, e.g. layer_03.weight.npy, layer_03.weight.velocity.npy
 // Names are exact keys: lookups never match prefixes ("layer_1" never matches "layer_10"; network tensor names use
 // zero-padded layer indices, so the two cannot even share a prefix with a dot after it).

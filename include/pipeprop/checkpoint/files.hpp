@@ -144,10 +144,12 @@ inline void check_checkpoint_destination(const std::filesystem::path& dir) {
 
 /// Saves `c` as directory `dir` (see the file comment), replacing an earlier checkpoint at `dir` atomically.
 /// The manifest (manifest.txt) is line-based text:
-///   pipeprop-checkpoint 1
+///   pipeprop-checkpoint 2
 ///   layers <L>
 ///   layer <i> [<tensor>[<dims,...>] ...]          (one line per layer; nothing after i for parameter-free layers)
-///   tensor <name> <float32|float64> [<dims,...>]  (one line per tensor; its data is <name>.npy)
+///   tensor <name> <float32|float64> [<dims,...>] crc32=<8 hex digits>
+///                                                 (one line per tensor; its data is <name>.npy; zlib's crc32 of
+///                                                 the data bytes after the .npy header)
 ///   scalar <key> <value>                          (one line per scalar)
 ///   end
 /// Throws checkpoint_error naming the path when `dir` exists but is not a pipeprop checkpoint (it is never
@@ -164,9 +166,12 @@ inline void save_checkpoint(const checkpoint& c, const std::filesystem::path& di
 
 /// Loads the checkpoint in directory `dir` (when `dir` is missing and a save to it was killed between its two
 /// renames, its <dir>.old-<pid> is renamed back first: recover_interrupted_save): parses the manifest, then reads
-/// and checks every tensor (.npy format, dtype and shape as the manifest states). Throws checkpoint_error naming the
-/// path when the directory or the manifest is missing, the format tag or version is unknown, a manifest line is
-/// malformed, or a tensor file is missing, truncated or does not match the manifest.
+/// and checks every tensor (.npy format, dtype and shape as the manifest states, and its crc32: a flipped byte, or
+/// two files of one shape swapped, is refused naming the tensor). Throws checkpoint_error naming the path when the
+/// directory or the manifest is missing, the format tag or version is unknown, a manifest line is malformed, or a
+/// tensor file is missing, truncated or does not match the manifest. Version-1 manifests (earlier builds: no
+/// checksums) still load, so that a user's existing checkpoints resume; their tensors are checked as before,
+/// without a checksum.
 [[nodiscard]] inline checkpoint load_checkpoint(const std::filesystem::path& dir) {
     namespace fs = std::filesystem;
     std::error_code ec;
@@ -187,21 +192,26 @@ inline void save_checkpoint(const checkpoint& c, const std::filesystem::path& di
     };
     if (!std::getline(in, line)) throw checkpoint_error(manifest.string() + ": empty manifest");
     ++line_no;
+    bool with_checksums = false;
     {
         std::istringstream first(line);
         std::string tag;
         int version = 0;
         if (!(first >> tag) || tag != detail::checkpoint_format_tag)
             throw bad("not a pipeprop checkpoint manifest (first line '" + line + "')");
-        if (!(first >> version) || version != detail::checkpoint_format_version)
+        if (!(first >> version) || version < detail::oldest_checkpoint_format_version ||
+            version > detail::checkpoint_format_version)
             throw bad("unsupported checkpoint format version '" + line.substr(tag.size()) + "' (this build reads " +
+                      std::to_string(detail::oldest_checkpoint_format_version) + " to " +
                       std::to_string(detail::checkpoint_format_version) + ")");
+        with_checksums = version >= 2;
     }
     std::size_t declared_layers = 0;
     bool have_layers = false, ended = false;
     struct pending {
         std::string name, dtype;
         std::vector<std::size_t> shape;
+        std::uint32_t crc = 0;
     };
     std::vector<pending> tensors;
     while (std::getline(in, line)) {
@@ -229,11 +239,14 @@ inline void save_checkpoint(const checkpoint& c, const std::filesystem::path& di
             c.signature.layers.push_back(std::move(layer));
         } else if (kind == "tensor") {
             pending p;
-            std::string shape_tok, extra;
-            if (!(ls >> p.name >> p.dtype >> shape_tok) || (ls >> extra) || !detail::valid_name(p.name) ||
+            std::string shape_tok, crc_tok, extra;
+            if (!(ls >> p.name >> p.dtype >> shape_tok) || !detail::valid_name(p.name) ||
                 (p.dtype != "float32" && p.dtype != "float64") ||
                 !detail::parse_named_shape(shape_tok, nullptr, p.shape))
                 throw bad("malformed 'tensor' line");
+            if (with_checksums && !(ls >> crc_tok && detail::parse_crc32_token(crc_tok, p.crc)))
+                throw bad("malformed 'tensor' line (no crc32=<8 hex digits> after the shape)");
+            if (ls >> extra) throw bad("malformed 'tensor' line");
             tensors.push_back(std::move(p));
         } else if (kind == "scalar") {
             std::string key;
@@ -252,11 +265,21 @@ inline void save_checkpoint(const checkpoint& c, const std::filesystem::path& di
                                std::to_string(c.signature.layers.size()));
     for (const auto& p : tensors) {
         const fs::path file = dir / (p.name + ".npy");
+        const auto check = [&](const auto& v) {
+            const std::uint32_t crc = detail::values_crc32(v);
+            if (with_checksums && crc != p.crc)
+                throw checkpoint_error(file.string() + ": tensor '" + p.name + "' does not match its checksum in the "
+                                       "manifest (" + detail::crc32_token(crc) + ", the manifest says " +
+                                       detail::crc32_token(p.crc) + "): the file is corrupt or holds another "
+                                       "tensor's values");
+        };
         if (p.dtype == "float32") {
             const auto v = detail::load_npy_values<float>(file, p.shape);
+            check(v);
             c.add_tensor<float>(p.name, p.shape, v);
         } else {
             const auto v = detail::load_npy_values<double>(file, p.shape);
+            check(v);
             c.add_tensor<double>(p.name, p.shape, v);
         }
     }
