@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <new>
 #include <optional>
 #include <span>
 #include <chrono>
@@ -48,6 +49,7 @@
 #include "train/cluster.hpp"
 #include "train/rank_checkpoints.hpp"
 #include "train/stop_signals.hpp"
+#include "train/activity.hpp"
 #ifdef PIPEPROP_TRAIN_MPI
 #include "train/mpi_cluster.hpp"
 #endif
@@ -417,6 +419,17 @@ int main(int argc, char** argv) {
                   << (options.checkpoint_out.empty() ? std::string()
                                                      : "\nThe last good checkpoint in " + options.checkpoint_out +
                                                            " (if one was written) was left untouched.")
+                  << std::endl;
+    } catch (const std::bad_alloc& e) {  // says what was being built (train/activity.hpp) and what lowers it
+        std::cerr << "\n"
+                  << who << ": out of memory (" << e.what() << ") while " << train::current_activity()
+                  << "; --network " << options.network
+                  << (options.network_type != options.network ? " (network type " + options.network_type + ")" : "")
+                  << ", --mode " << options.mode
+                  << (app.get_option("--batch")->count() > 0 ? ", --batch " + std::to_string(options.batch) : "")
+                  << ". Lower --batch, "
+                  << "--max-test-samples (evaluation buffers) or, in --mode pb / sync, the number of stages "
+                     "(--stages), train a smaller network, or allow more memory (ulimit -v, the machine's RAM)."
                   << std::endl;
     } catch (const std::exception& e) {
         std::cerr << "\n" << who << ": error: " << e.what() << std::endl;

@@ -131,3 +131,25 @@ if(PIPEPROP_BUILD_TESTS)
                    -P ${CMAKE_CURRENT_SOURCE_DIR}/train/check_checkpoint_content.cmake)
   set_tests_properties(pipeprop_train_checkpoint_content PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300)
 endif()
+
+if(PIPEPROP_BUILD_TESTS AND EXISTS /usr/bin/python3)
+  # Out of memory (an address-space limit, as `ulimit -v` sets) is reported with what was being built or loaded,
+  # the network and mode, and the options that lower it. 780 MiB: the program with Fashion-MNIST loaded trains
+  # --batch 32 (a control run checks it), not --batch 60000; 200 MiB: the data do not fit (they need about 350).
+  foreach(case IN ITEMS "trainer:780:yes:building the --mode sgd trainer .batch 60000.:--batch|60000|--epochs|1"
+                        "data:200:no:loading the data from:--batch|32|--epochs|1")
+    string(REPLACE ":" ";" parts "${case}")
+    list(GET parts 0 name)
+    list(GET parts 1 limit)
+    list(GET parts 2 control)
+    list(GET parts 3 activity)
+    list(GET parts 4 options)
+    string(REPLACE "|" ";" options "${options}")
+    add_test(NAME pipeprop_train_out_of_memory_${name}
+             COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/train/check_out_of_memory.py
+                     $<TARGET_FILE:pipeprop_train> ${pipeprop_train_data} ${limit} ${control} "${activity}"
+                     ${options})
+    set_tests_properties(pipeprop_train_out_of_memory_${name} PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1"
+                         TIMEOUT 300)
+  endforeach()
+endif()

@@ -48,6 +48,7 @@
 #include "pipeprop/layer_stack.hpp"
 #include "pipeprop/optim/lr_schedule.hpp"
 #include "pipeprop/sequential_trainer.hpp"
+#include "train/activity.hpp"
 #include "train/checkpoint_checks.hpp"
 #include "train/json.hpp"
 #include "train/networks.hpp"
@@ -118,6 +119,7 @@ inline void note(const common_options& o, const std::string& text) {
 template <class Net>
 pipeprop::data::dataset_pair load_data(const common_options& o) {
     const auto t0 = std::chrono::steady_clock::now();
+    set_activity("loading the data from " + o.data);
     auto d = [&] {
         try {
             return pipeprop::data::load_image_dataset(o.data, input_geometry<Net>());
@@ -241,6 +243,7 @@ inline pipeprop::data::text_dataset load_text_data(const common_options& o, std:
                                                    std::size_t model_vocabulary) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::string dir = o.data_given ? o.data : std::string(pipeprop::data::default_text_directory);
+    set_activity("loading the text corpus from " + dir);
     pipeprop::data::text_dataset d(pipeprop::data::load_text_corpus(dir, model_vocabulary), length);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     note(o, fmt::format("data: {} training and {} validation sequences of {} tokens (byte vocabulary {}; {} files, "
@@ -386,6 +389,7 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
     std::ofstream metrics = open_metrics(o, !o.checkpoint_in.empty(), start_epoch);
 
     // Buffers, allocated once: the epoch order and one batch.
+    set_activity(fmt::format("allocating the buffers of one batch of {} samples", o.batch));
     std::vector<std::uint32_t> order(data.train_count());
     std::vector<float> x(o.batch * in);
     std::vector<std::int32_t> labels(o.batch * data.targets_per_sample());
@@ -417,6 +421,7 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
             else return engine.samples_seen();
         };
         std::uint64_t known_before = known_samples();
+        set_activity(fmt::format("training (epoch {}, batch {})", epoch + 1, o.batch));
         while (pos < epoch_size) {
             if (const int sig = stop_requested())  // SIGINT / SIGTERM: drain, save where it stopped, exit
                 stop_for_signal(engine, o, {epoch, pos, data_seed, epoch_size}, mode_name, sig, saved_after);
@@ -459,6 +464,7 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
         if constexpr (requires { engine.epoch_train_loss(); }) r.train_loss = engine.epoch_train_loss();
         r.epochs = epoch + 1;
 
+        set_activity("evaluating after epoch " + std::to_string(epoch + 1) + " (--max-test-samples sizes it)");
         const pipeprop::evaluation e = data.evaluate(engine);
         r.test_loss = e.loss;
         r.test_accuracy = e.accuracy;
@@ -498,6 +504,7 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
     }
 
     if (r.test_samples == 0) {  // nothing left to train: evaluate the starting point
+        set_activity("evaluating (--max-test-samples sizes it)");
         const pipeprop::evaluation e = data.evaluate(engine);
         r.test_loss = e.loss;
         r.test_accuracy = e.accuracy;
