@@ -14,9 +14,11 @@
 // metrics and the one JSON result line; checkpoints are per rank with a manifest (train/rank_checkpoints.hpp). A
 // runtime error on any rank is printed by that rank (naming it) and ends the whole job (MPI_Abort, exit 1).
 //
-// Exit codes: 0 success; 1 runtime error (missing or corrupt data, bad checkpoint, NaN/inf loss, I/O; an output path
-// that cannot be written is reported before the data are loaded); 2 bad options. When training finished but a final
-// output (--trace) could not be written, the JSON result line is still printed, then the error, exit 1.
+// Exit codes: 0 success; 1 runtime error (missing or corrupt data, bad checkpoint, NaN/inf loss, I/O); 2 bad options
+// (also an output path that cannot be created or opened: reported before the data are loaded); 130 / 143 stopped by
+// SIGINT / SIGTERM (between two batches, after saving where it stopped: train/stop_signals.hpp). When training
+// finished but a final output (--trace) could not be written, the JSON result line is still printed, then the
+// error, exit 1.
 #include <cblas.h>
 
 #include <CLI/CLI.hpp>
@@ -25,6 +27,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <new>
 #include <optional>
 #include <span>
 #include <chrono>
@@ -45,6 +48,8 @@
 #include "train/output_paths.hpp"
 #include "train/cluster.hpp"
 #include "train/rank_checkpoints.hpp"
+#include "train/stop_signals.hpp"
+#include "train/activity.hpp"
 #ifdef PIPEPROP_TRAIN_MPI
 #include "train/mpi_cluster.hpp"
 #endif
@@ -274,9 +279,10 @@ int main(int argc, char** argv) {
     app.name("pipeprop_train");
     app.footer("Exit codes: 0 success; 2 bad options (with this text); 1 runtime errors: missing or corrupt data or "
                "checkpoint (also a --mode pb checkpoint given to --mode sgd / sync), a diverging run (the last good "
-               "checkpoint is kept), I/O. Output paths (--metrics, --checkpoint-out, --trace) are checked before the "
-               "data are loaded (exit 1); if only writing the trace fails after training, the JSON result line is "
-               "still printed, then the error (exit 1).");
+               "checkpoint is kept), I/O. Output paths (--metrics, --checkpoint-out, --trace) are checked by creating or "
+               "opening them before the data are loaded (exit 2); if only writing the trace fails after training, the "
+               "JSON result line is still printed, then the error (exit 1). SIGINT / SIGTERM stop between two batches, "
+               "save where the run stopped (with --checkpoint-out) and exit 130 / 143.");
     train::common_options options;
     train::add_common_options(app, options, mode_names, train::network_names());
     std::vector<CLI::Option_group*> groups;
@@ -375,12 +381,20 @@ int main(int argc, char** argv) {
     }();
     try {
         if (rank0) {  // checked once (every rank writes under the same --checkpoint-out)
-            train::check_output_paths(options);
-            selected->check_outputs(options);
+            try {
+                train::check_output_paths(options);
+                selected->check_outputs(options);
+            } catch (const std::exception& e) {  // an output path that cannot be created or opened: a bad option
+                throw CLI::ValidationError(e.what());
+            }
         }
+        if (options.transport != "mpi") train::install_stop_signals();  // train/stop_signals.hpp
         const train::json_line result = selected->run(options);
         if (rank0) std::cout << result.str() << std::endl;
         return 0;
+    } catch (const train::stopped_by_signal& e) {  // SIGINT / SIGTERM: stopped between two batches
+        std::cerr << "\n" << who << ": " << e.what() << std::endl;
+        return e.exit_code();
     } catch (const pipeprop::remote_peer_error& e) {
         std::cerr << "\n" << who << ": error: " << e.what() << std::endl;
         return end_job(true);
@@ -405,6 +419,17 @@ int main(int argc, char** argv) {
                   << (options.checkpoint_out.empty() ? std::string()
                                                      : "\nThe last good checkpoint in " + options.checkpoint_out +
                                                            " (if one was written) was left untouched.")
+                  << std::endl;
+    } catch (const std::bad_alloc& e) {  // says what was being built (train/activity.hpp) and what lowers it
+        std::cerr << "\n"
+                  << who << ": out of memory (" << e.what() << ") while " << train::current_activity()
+                  << "; --network " << options.network
+                  << (options.network_type != options.network ? " (network type " + options.network_type + ")" : "")
+                  << ", --mode " << options.mode
+                  << (app.get_option("--batch")->count() > 0 ? ", --batch " + std::to_string(options.batch) : "")
+                  << ". Lower --batch, "
+                  << "--max-test-samples (evaluation buffers) or, in --mode pb / sync, the number of stages "
+                     "(--stages), train a smaller network, or allow more memory (ulimit -v, the machine's RAM)."
                   << std::endl;
     } catch (const std::exception& e) {
         std::cerr << "\n" << who << ": error: " << e.what() << std::endl;

@@ -17,7 +17,7 @@ if(PIPEPROP_BUILD_TESTS)
                    -P ${CMAKE_CURRENT_SOURCE_DIR}/train/check_resume_metrics.cmake)
   set_tests_properties(pipeprop_train_resume_metrics PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300)
 
-  # Output paths that cannot be written are reported before the data are loaded (exit 1, option and path named): a
+  # Output paths that cannot be written are reported before the data are loaded (exit 2, option and path named): a
   # path below a regular file (works for root too, unlike permissions).
   set(not_a_dir ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_not_a_directory)
   file(WRITE ${not_a_dir} "a file\n")
@@ -29,7 +29,7 @@ if(PIPEPROP_BUILD_TESTS)
     list(GET parts 2 file)
     string(REPLACE "|" ";" options "${options}")
     list(GET options -1 option)
-    pipeprop_train_test(${name}_unwritable EXPECT 1
+    pipeprop_train_test(${name}_unwritable EXPECT 2
       ARGS --network mlp --max-samples 320 --data ${pipeprop_train_data} ${options} ${not_a_dir}/${file}
       REGEX "${option}: .*pipeprop_train_not_a_directory.* is not a directory"
       NOT_REGEX "data: |epoch 1/1")

@@ -74,3 +74,82 @@ if(PIPEPROP_BUILD_TESTS)
   set_tests_properties(pipeprop_train_other_network_checkpoint PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1"
                        TIMEOUT 300)
 endif()
+
+if(PIPEPROP_BUILD_TESTS)
+  # Saving a checkpoint never destroys the user's files: a --metrics file inside the --checkpoint-out directory, a
+  # file of the user's there, a --checkpoint-out that is a symbolic link (written through).
+  add_test(NAME pipeprop_train_user_files_in_checkpoint
+           COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:pipeprop_train> -DDATA=${pipeprop_train_data}
+                   -DWORK=${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_user_files_in_checkpoint
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/train/check_user_files_in_checkpoint.cmake)
+  set_tests_properties(pipeprop_train_user_files_in_checkpoint PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1"
+                       TIMEOUT 300)
+endif()
+
+if(PIPEPROP_BUILD_TESTS AND EXISTS /usr/bin/python3)
+  # SIGINT / SIGTERM stop the run between two batches (PB: after draining), save where it stopped, say so, leave no
+  # temporary directory and exit 130 / 143; the checkpoint resumes. A file size limit makes the save fail with a
+  # message (SIGXFSZ ignored), not kill the program.
+  foreach(case IN ITEMS "sgd:TERM:--batch|32|--max-samples|60000"
+                        "pb:INT:--mode|pb|--reference-batch|32|--max-samples|3000"
+                        "sync:TERM:--mode|sync|--batch|32|--micro-batches|2|--max-samples|60000"
+                        "file_size_limit:XFSZ:--batch|32|--max-samples|320")
+    string(REPLACE ":" ";" parts "${case}")
+    list(GET parts 0 name)
+    list(GET parts 1 signal)
+    list(GET parts 2 options)
+    string(REPLACE "|" ";" options "${options}")
+    add_test(NAME pipeprop_train_stop_signal_${name}
+             COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/train/check_stop_signal.py
+                     $<TARGET_FILE:pipeprop_train> ${pipeprop_train_data}
+                     ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_stop_signal_${name} ${signal} ${options})
+    set_tests_properties(pipeprop_train_stop_signal_${name} PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1"
+                         TIMEOUT 600)
+  endforeach()
+endif()
+
+if(PIPEPROP_BUILD_TESTS AND EXISTS /proc/self)
+  # Output paths are checked by creating or opening them, not with access() (which says yes to root on /proc):
+  # refused before the data are loaded, exit 2.
+  pipeprop_train_test(checkpoint_out_proc EXPECT 2
+    ARGS --network mlp --max-samples 320 --data ${pipeprop_train_data} --checkpoint-out /proc/ck
+    REGEX "--checkpoint-out: /proc/ck: cannot save a checkpoint here" NOT_REGEX "data: |epoch 1/1")
+  pipeprop_train_test(trace_proc EXPECT 2
+    ARGS --mode sync --network mlp --max-samples 320 --data ${pipeprop_train_data} --trace /proc/X.svg
+    REGEX "--trace: cannot write /proc/X\\.(json|svg): cannot create a file in /proc" NOT_REGEX "data: |epoch 1/1")
+  pipeprop_train_test(metrics_proc EXPECT 2
+    ARGS --network mlp --max-samples 320 --data ${pipeprop_train_data} --metrics /proc/m.jsonl
+    REGEX "--metrics: cannot write /proc/m\\.jsonl: cannot create a file in /proc" NOT_REGEX "data: |epoch 1/1")
+endif()
+
+if(PIPEPROP_BUILD_TESTS)
+  # A resume recognises the mode from the checkpoint's content (an edited "mode" line is refused) and refuses a
+  # data position beyond the epoch.
+  add_test(NAME pipeprop_train_checkpoint_content
+           COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:pipeprop_train> -DDATA=${pipeprop_train_data}
+                   -DWORK=${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_checkpoint_content
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/train/check_checkpoint_content.cmake)
+  set_tests_properties(pipeprop_train_checkpoint_content PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300)
+endif()
+
+if(PIPEPROP_BUILD_TESTS AND EXISTS /usr/bin/python3)
+  # Out of memory (an address-space limit, as `ulimit -v` sets) is reported with what was being built or loaded,
+  # the network and mode, and the options that lower it. 780 MiB: the program with Fashion-MNIST loaded trains
+  # --batch 32 (a control run checks it), not --batch 60000; 200 MiB: the data do not fit (they need about 350).
+  foreach(case IN ITEMS "trainer:780:yes:building the --mode sgd trainer .batch 60000.:--batch|60000|--epochs|1"
+                        "data:200:no:loading the data from:--batch|32|--epochs|1")
+    string(REPLACE ":" ";" parts "${case}")
+    list(GET parts 0 name)
+    list(GET parts 1 limit)
+    list(GET parts 2 control)
+    list(GET parts 3 activity)
+    list(GET parts 4 options)
+    string(REPLACE "|" ";" options "${options}")
+    add_test(NAME pipeprop_train_out_of_memory_${name}
+             COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/train/check_out_of_memory.py
+                     $<TARGET_FILE:pipeprop_train> ${pipeprop_train_data} ${limit} ${control} "${activity}"
+                     ${options})
+    set_tests_properties(pipeprop_train_out_of_memory_${name} PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1"
+                         TIMEOUT 300)
+  endforeach()
+endif()

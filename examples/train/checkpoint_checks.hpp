@@ -3,7 +3,9 @@
 //                          saves) and its evaluation loss are finite, before metrics and checkpoint are written, so
 //                          that a run diverging in an update whose loss is never computed again (the last update of
 //                          --mode sgd / sync, the updates PB's drain applies) never replaces the last good checkpoint;
-//   require_same_network   a checkpoint given to --checkpoint-in was saved by a run of the same network.
+//   require_same_network   a checkpoint given to --checkpoint-in was saved by a run of the same network;
+//   holds_pb_state         a checkpoint holds PB's per-stage state (the mode recognised from content);
+//   require_position_in_epoch  its data position lies within the epoch it was saved in.
 #pragma once
 
 #include <fmt/format.h>
@@ -132,6 +134,32 @@ inline void require_same_network(const pipeprop::checkpoint& c, const std::strin
         "--checkpoint-in",
         where, describe(name, saved_type), describe(network, network_type), name,
         saved_type.empty() || saved_type == name ? "" : " and the --norm / --data of network type " + saved_type));
+}
+
+/// True when checkpoint c holds the state of a --mode pb engine (pipeprop/pb/checkpoint.hpp): a scalar named pb_*
+/// (pb_format, pb_stages, pb_micro_batches, ...) or a per-stage scalar or tensor stage_*. --mode sgd and sync save
+/// neither.
+inline bool holds_pb_state(const pipeprop::checkpoint& c) {
+    for (const auto& [key, value] : c.scalars())
+        if (key.rfind("pb_", 0) == 0 || key.rfind("stage_", 0) == 0) return true;
+    for (const pipeprop::checkpoint_tensor& t : c.tensors())
+        if (t.name.rfind("stage_", 0) == 0) return true;
+    return false;
+}
+
+/// Throws pipeprop::checkpoint_error (exit 1) when checkpoint c's data position (scalar "position": samples of the
+/// current epoch already trained) exceeds the epoch it was saved in (scalar "epoch_samples", or `train_count`, the
+/// training set's size, for a checkpoint without it): such a position would silently skip the rest of the epoch.
+inline void require_position_in_epoch(const pipeprop::checkpoint& c, std::size_t train_count,
+                                      const std::string& where) {
+    const auto position = c.scalar_as<std::size_t>("position");
+    const bool saved_size = c.has_scalar("epoch_samples");
+    const std::size_t limit = saved_size ? c.scalar_as<std::size_t>("epoch_samples") : train_count;
+    if (position > limit)
+        throw pipeprop::checkpoint_error(fmt::format(
+            "{}: position {} lies beyond the epoch it was saved in ({} samples{}); the manifest was edited or is "
+            "corrupt",
+            where, position, limit, saved_size ? "" : ": the training set"));
 }
 
 }  // namespace train

@@ -293,6 +293,8 @@ private:
             transport = o.ranks->make_transport(std::move(rank_of));
             opt.remote = transport.get();
         }
+        set_activity(fmt::format("building the --mode pb engine ({} stages, micro-batch b = {}, executor {})",
+                                 programs.size(), o.batch, executor_));
         pb_engine<Net, Policy, Loss, Optimizer> engine(std::move(programs), opt, make_schedule(o, epoch_size),
                                                        o.momentum, o.weight_decay, o.ranks);
         auto& pipe = engine.pipeline();

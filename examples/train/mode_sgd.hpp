@@ -88,6 +88,7 @@ public:
             c.momentum = o.momentum;
             c.weight_decay = o.weight_decay;
             c.seed = o.seed;
+            set_activity(fmt::format("building the --mode sgd trainer (batch {})", o.batch));
             pipeprop::sequential_trainer<Net> trainer(c);
             json_line j = run_training<Net>(trainer, o, data, mode_name).to_json();
             j.add("optimizer", "sgd");
@@ -116,6 +117,7 @@ private:
             c.momentum = o.momentum;
             c.weight_decay = o.weight_decay;
             c.seed = o.seed;
+            set_activity(fmt::format("building the --mode sgd trainer (batch {})", o.batch));
             pipeprop::sequential_trainer<Net, float, loss> trainer(c);
             json_line j = run_training<Net>(trainer, o, data, mode_name).to_json();
             j.add("optimizer", "sgd");
@@ -133,6 +135,7 @@ private:
         c.seed = o.seed;
         note(o, fmt::format("optimizer: AdamW, lr {:g}, betas ({:g}, {:g}), eps {:g}, decoupled weight decay {:g}",
                             oa.lr, beta1_, beta2_, eps_, o.weight_decay));
+        set_activity(fmt::format("building the --mode sgd trainer (batch {})", o.batch));
         pipeprop::sequential_trainer<Net, float, loss, pipeprop::optim::adamw<float>> trainer(c);
         json_line j = run_training<Net>(trainer, oa, data, mode_name).to_json();
         j.add("optimizer", "adamw").add("beta1", beta1_).add("beta2", beta2_).add("eps", eps_);

@@ -403,6 +403,8 @@ private:
         eo.seed = o.seed;
         eo.executor = ps::parse_executor_kind(value_of(executor_opt_, executor_));
         eo.remote = transport.get();
+        set_activity(fmt::format("building the --mode sync engine ({} stages, batch {} in {} micro-batches)",
+                                 ranges.size(), o.batch, m));
         sync_engine<Net, Loss, Optimizer> engine(kind, two, ranges, eo, make_schedule(o, epoch_samples(o, data)),
                                                  momentum, o.weight_decay, !trace_.empty(), o.ranks,
                                                  rank_of != nullptr ? *rank_of : std::vector<int>{});

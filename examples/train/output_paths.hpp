@@ -1,6 +1,6 @@
 // examples/train/output_paths.hpp: checks, before the data are loaded and training starts, that the main program can
-// write its output files (--metrics, --checkpoint-out, a mode's own such as --trace), so that a bad path fails in a
-// second (exit 1, the option and the path named) instead of after training.
+// write its output files (--metrics, --checkpoint-out, a mode's own such as --trace) by creating or opening them, so
+// that a bad path fails in a second (exit 2, the option and the path named) instead of after training.
 #pragma once
 
 #include <fcntl.h>
@@ -22,8 +22,9 @@
 namespace train {
 
 /// Throws std::runtime_error "<option>: cannot write <path>: <reason>" unless `path` can be written as a regular
-/// file: an existing one must be a non-directory that opens for writing (it is not truncated here); a new one needs
-/// an existing, writable parent directory (the program does not create directories for files). No side effect.
+/// file, found out by doing it, not by permission bits (access() says yes to root on /proc): an existing one must be
+/// a non-directory that opens for writing (it is not truncated here); a new one is created (O_CREAT | O_EXCL) and
+/// removed again, in an existing directory (the program does not create directories for files).
 inline void check_writable_file(const std::string& option, const std::string& path) {
     namespace fs = std::filesystem;
     auto fail = [&](const std::string& why) {
@@ -45,12 +46,23 @@ inline void check_writable_file(const std::string& option, const std::string& pa
     const auto pst = fs::status(parent, ec);
     if (!fs::exists(pst)) throw fail(fmt::format("the directory {} does not exist", parent.string()));
     if (!fs::is_directory(pst)) throw fail(fmt::format("{} is not a directory", parent.string()));
-    if (::access(parent.c_str(), W_OK | X_OK) != 0)
-        throw fail(fmt::format("the directory {} is not writable ({})", parent.string(), std::strerror(errno)));
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        if (errno == EEXIST) {  // a link to a missing file (created through the link, left empty), or a race
+            const int through = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+            if (through < 0) throw fail(std::strerror(errno));
+            ::close(through);
+            return;
+        }
+        throw fail(fmt::format("cannot create a file in {} ({})", parent.string(), std::strerror(errno)));
+    }
+    ::close(fd);
+    ::unlink(path.c_str());
 }
 
-/// The shared output options: --metrics (a file) and --checkpoint-out (pipeprop::check_checkpoint_destination).
-/// Throws std::runtime_error or pipeprop::checkpoint_error naming the option and the path (exit 1).
+/// The shared output options: --metrics (a file) and --checkpoint-out (pipeprop::check_checkpoint_destination, which
+/// creates and removes a directory where the save would). Throws std::runtime_error or pipeprop::checkpoint_error
+/// naming the option and the path (the program reports it as a bad option: exit 2).
 inline void check_output_paths(const common_options& o) {
     if (!o.metrics.empty()) check_writable_file("--metrics", o.metrics);
     if (!o.checkpoint_out.empty()) {

@@ -16,11 +16,14 @@
 #pragma once
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <span>
@@ -63,8 +66,11 @@ inline void check_rank_checkpoint_destination(const std::string& root) {
         (!fs::is_regular_file(fs::path(root) / rank_manifest_name, ec) && !fs::is_empty(root, ec)))
         throw pipeprop::checkpoint_error(root + ": exists and is not a checkpoint of a --transport mpi run (no " +
                                          rank_manifest_name + "); refusing to write into it");
-    if (::access(root.c_str(), W_OK | X_OK) != 0)
-        throw pipeprop::checkpoint_error(root + ": the directory is not writable");
+    // Written to by creating a directory in it (what the save does), not by permission bits (root passes access()).
+    const std::string probe = root + "/.write-check-" + std::to_string(::getpid());
+    if (::mkdir(probe.c_str(), 0777) != 0 && errno != EEXIST)
+        throw pipeprop::checkpoint_error(root + ": the directory is not writable (" + std::strerror(errno) + ")");
+    ::rmdir(probe.c_str());
 }
 
 /// For a run's own checks: throws rank_manifest_error unless the checkpoint's scalar rank_layout (what the saving

@@ -47,12 +47,15 @@
 #include "pipeprop/optim/lr_schedule.hpp"
 #include "pipeprop/sequential_trainer.hpp"
 #include "pipeprop/trainer_concept.hpp"
+#include "train/activity.hpp"
 #include "train/checkpoint_checks.hpp"
 #include "train/json.hpp"
 #include "train/networks.hpp"
 #include "train/options.hpp"
 #include "train/progress.hpp"
 #include "train/rank_checkpoints.hpp"
+#include "train/run_checkpoint.hpp"
+#include "train/stop_signals.hpp"
 
 namespace train {
 
@@ -115,6 +118,7 @@ inline void note(const common_options& o, const std::string& text) {
 template <class Net>
 pipeprop::data::dataset_pair load_data(const common_options& o) {
     const auto t0 = std::chrono::steady_clock::now();
+    set_activity("loading the data from " + o.data);
     auto d = [&] {
         try {
             return pipeprop::data::load_image_dataset(o.data, input_geometry<Net>());
@@ -143,11 +147,18 @@ pipeprop::data::dataset_pair load_data(const common_options& o) {
 /// updates under the scaled learning rate and momentum (and the mitigation's state); it has no exact counterpart in
 /// sgd's or sync's batch SGD, and reusing it wrecked training (train loss 60.75), so it is refused:
 /// throws pipeprop::checkpoint_error naming both modes (exit 1). A pb run from an sgd or sync checkpoint starts from
-/// its weights and data position with zero velocity (a note says so). A checkpoint without a "mode" scalar counts as
-/// pb when it has PB's "pb_format" scalar.
+/// its weights and data position with zero velocity (a note says so). The mode is recognised from the content
+/// (holds_pb_state: PB's per-stage state), not from the "mode" scalar alone: a checkpoint whose "mode" line
+/// contradicts its content is refused as edited or corrupt.
 inline void check_resume_mode(const pipeprop::checkpoint& c, const std::string& mode_name, const std::string& where,
                               const common_options& o) {
-    const std::string saved = c.has_scalar("mode") ? c.scalar("mode") : c.has_scalar("pb_format") ? "pb" : "";
+    const bool pb_content = holds_pb_state(c);
+    const std::string saved = pb_content ? std::string("pb") : c.has_scalar("mode") ? c.scalar("mode") : "";
+    if (c.has_scalar("mode") && (c.scalar("mode") == "pb") != pb_content)
+        throw pipeprop::checkpoint_error(fmt::format(
+            "{}: its manifest says mode {}, but it {} PB's per-stage state (scalars pb_*, stage_*); the manifest was "
+            "edited or is corrupt",
+            where, c.scalar("mode"), pb_content ? "holds" : "does not hold"));
     if (saved == "pb" && mode_name != "pb")
         throw pipeprop::checkpoint_error(fmt::format(
             "{}: a --mode pb checkpoint cannot be resumed with --mode {}: PB's optimizer state (per-stage velocities "
@@ -231,6 +242,7 @@ inline pipeprop::data::text_dataset load_text_data(const common_options& o, std:
                                                    std::size_t model_vocabulary) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::string dir = o.data_given ? o.data : std::string(pipeprop::data::default_text_directory);
+    set_activity("loading the text corpus from " + dir);
     pipeprop::data::text_dataset d(pipeprop::data::load_text_corpus(dir, model_vocabulary), length);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     note(o, fmt::format("data: {} training and {} validation sequences of {} tokens (byte vocabulary {}; {} files, "
@@ -356,6 +368,7 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
         engine.load_state(c, o.checkpoint_in);
         start_epoch = c.scalar_as<std::size_t>("epoch");
         start_position = c.scalar_as<std::size_t>("position");
+        require_position_in_epoch(c, data.train_count(), o.checkpoint_in);
         data_seed = c.scalar_as<std::uint64_t>("data_seed");
         if (data_seed != o.seed)
             note(o, "note: shuffling continues with the checkpoint's seed " + std::to_string(data_seed) +
@@ -376,6 +389,7 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
     std::ofstream metrics = open_metrics(o, !o.checkpoint_in.empty(), start_epoch);
 
     // Buffers, allocated once: the epoch order and one batch.
+    set_activity(fmt::format("allocating the buffers of one batch of {} samples", o.batch));
     std::vector<std::uint32_t> order(data.train_count());
     std::vector<float> x(o.batch * in);
     std::vector<std::int32_t> labels(o.batch * data.targets_per_sample());
@@ -390,6 +404,7 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
     r.epochs = std::min(start_epoch, o.epochs);
     const progress_style style = progress_style_from(o.progress);
 
+    std::uint64_t saved_after = engine.samples_seen();  // samples trained when the state was last saved or loaded
     for (std::size_t epoch = start_epoch; epoch < o.epochs; ++epoch) {
         pd::fill_epoch_permutation(data_seed, epoch, order);
         std::size_t pos = epoch == start_epoch ? start_position : 0;
@@ -406,7 +421,10 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
             else return engine.samples_seen();
         };
         std::uint64_t known_before = known_samples();
+        set_activity(fmt::format("training (epoch {}, batch {})", epoch + 1, o.batch));
         while (pos < epoch_size) {
+            if (const int sig = stop_requested())  // SIGINT / SIGTERM: drain, save where it stopped, exit
+                stop_for_signal(engine, o, {epoch, pos, data_seed, epoch_size}, mode_name, sig, saved_after);
             const std::size_t b = std::min(o.batch, epoch_size - pos);
             data.gather(order, pos, b, x.data(), labels.data());
             const float loss = engine.train_batch(x.data(), labels.data(), b);
@@ -449,6 +467,7 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
         if constexpr (requires { engine.epoch_train_loss(); }) r.train_loss = engine.epoch_train_loss();
         r.epochs = epoch + 1;
 
+        set_activity("evaluating after epoch " + std::to_string(epoch + 1) + " (--max-test-samples sizes it)");
         const pipeprop::evaluation e = data.evaluate(engine);
         r.test_loss = e.loss;
         r.test_accuracy = e.accuracy;
@@ -481,29 +500,14 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
             if (!metrics) throw std::runtime_error(o.metrics + ": writing the metrics file failed");
         }
         if (!o.checkpoint_out.empty()) {
-            c.set_scalar("epoch", epoch + 1);
-            c.set_scalar("position", std::size_t(0));
-            c.set_scalar("data_seed", data_seed);
-            c.set_scalar("epoch_samples", epoch_size);
-            c.set_scalar("mode", mode_name);
-            c.set_scalar("network", o.network);
-            c.set_scalar("network_type", o.network_type);
-            c.set_scalar("batch", o.batch);
-            if constexpr (requires { engine.stages_by_rank(); }) {
-                if (o.ranks != nullptr) {
-                    c.set_scalar("rank_layout", engine.rank_layout());
-                    save_rank_checkpoint(c, o.checkpoint_out, epoch + 1, engine.stages_by_rank(), *o.ranks);
-                } else {
-                    pipeprop::save_checkpoint(c, o.checkpoint_out);
-                }
-            } else {
-                pipeprop::save_checkpoint(c, o.checkpoint_out);
-            }
+            save_run_checkpoint(engine, c, o, {epoch + 1, 0, data_seed, epoch_size}, mode_name);
             progress.message("checkpoint: saved to " + o.checkpoint_out);
         }
+        saved_after = engine.samples_seen();
     }
 
     if (r.test_samples == 0) {  // nothing left to train: evaluate the starting point
+        set_activity("evaluating (--max-test-samples sizes it)");
         const pipeprop::evaluation e = data.evaluate(engine);
         r.test_loss = e.loss;
         r.test_accuracy = e.accuracy;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -22,52 +24,29 @@
 
 #include "pipeprop/checkpoint/content.hpp"
 #include "pipeprop/checkpoint/npy_files.hpp"
+#include "pipeprop/checkpoint/save_directories.hpp"
 #include "pipeprop/checkpoint/signature.hpp"
 
 namespace pipeprop {
 
 namespace detail {
-/// Removes <parent>/<name>.tmp-<pid> and <name>.old-<pid> left by save_checkpoint in processes that no longer exist
-/// (a kill during a save). Keeps this process's, a live process's, and everything else. Best effort (no throw).
-inline void remove_stale_save_directories(const std::filesystem::path& parent, const std::string& name) noexcept {
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
-        const std::string entry = it->path().filename().string();
-        for (const std::string kind : {".tmp-", ".old-"}) {
-            const std::string prefix = name + kind;
-            if (entry.size() <= prefix.size() || entry.compare(0, prefix.size(), prefix) != 0) continue;
-            const std::string_view digits = std::string_view(entry).substr(prefix.size());
-            long long pid = 0;
-            const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
-            if (r.ec != std::errc{} || r.ptr != digits.data() + digits.size() || pid <= 0 || pid == ::getpid() ||
-                pid > std::numeric_limits<pid_t>::max())
-                continue;
-            if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
-                std::error_code rm;
-                fs::remove_all(it->path(), rm);
-            }
-        }
-    }
-}
-
 /// save_checkpoint with a hook called after each file of the temporary directory is written (tests use it to
 /// simulate a failure in the middle of a save).
 template <class AfterFile>
 void save_checkpoint_impl(const checkpoint& c, const std::filesystem::path& dir, AfterFile&& after_file) {
     namespace fs = std::filesystem;
     if (dir.empty()) throw checkpoint_error("pipeprop::save_checkpoint: empty checkpoint path");
-    const fs::path target = dir.has_filename() ? dir : dir.parent_path();
+    const fs::path target = resolve_checkpoint_path(dir);
     std::error_code ec;
+    const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    if (fs::is_directory(parent, ec)) remove_stale_save_directories(parent, target.filename().string());
     const bool exists = fs::exists(fs::symlink_status(target, ec));
     if (exists && (!fs::is_directory(target, ec) || !fs::is_regular_file(target / detail::manifest_name, ec)))
         throw checkpoint_error(target.string() +
                                ": exists and is not a pipeprop checkpoint directory; refusing to replace it");
-    const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
     const fs::path tmp = parent / (target.filename().string() + ".tmp-" + std::to_string(::getpid()));
     try {
         fs::create_directories(parent);
-        remove_stale_save_directories(parent, target.filename().string());
         fs::remove_all(tmp);
         fs::create_directory(tmp);
         for (const auto& t : c.tensors()) {
@@ -77,6 +56,7 @@ void save_checkpoint_impl(const checkpoint& c, const std::filesystem::path& dir,
         }
         detail::write_file_synced(tmp / detail::manifest_name, detail::manifest_text(c));
         after_file(tmp / detail::manifest_name);
+        if (exists) link_user_entries(target, tmp);  // the user's files in <dir> stay (save_directories.hpp)
         detail::sync_directory(tmp);
     } catch (const std::exception& e) {
         fs::remove_all(tmp, ec);
@@ -113,57 +93,93 @@ void save_checkpoint_impl(const checkpoint& c, const std::filesystem::path& dir,
 }
 }  // namespace detail
 
-/// Checks, without writing anything, that save_checkpoint(c, dir) can create or replace `dir`: `dir` is not an
-/// existing path other than a pipeprop checkpoint directory, and the nearest existing ancestor of its parent (the
-/// save creates missing directories) is a writable directory. For a program that wants to fail before a long run
-/// rather than at its first save. Throws checkpoint_error naming the path and the reason.
+/// Checks that save_checkpoint(c, dir) can create or replace `dir` (followed through symbolic links:
+/// resolve_checkpoint_path): `dir` is not an existing path other than a pipeprop checkpoint directory, and a
+/// directory can be created where the save creates its temporary one: the check creates and removes
+/// <dir>.tmp-<pid> (and the missing directories above it, which it removes again), so that a read-only, virtual or
+/// full filesystem is found out the way the save would find it, not by permission bits (access() says yes to root
+/// on /proc). For a program that wants to fail before a long run rather than at its first save. Throws
+/// checkpoint_error naming the path and the reason.
 inline void check_checkpoint_destination(const std::filesystem::path& dir) {
     namespace fs = std::filesystem;
     if (dir.empty()) throw checkpoint_error("pipeprop::check_checkpoint_destination: empty checkpoint path");
-    const fs::path target = dir.has_filename() ? dir : dir.parent_path();
+    const fs::path target = detail::resolve_checkpoint_path(dir);
     std::error_code ec;
     if (fs::exists(fs::symlink_status(target, ec)) &&
         (!fs::is_directory(target, ec) || !fs::is_regular_file(target / detail::manifest_name, ec)))
         throw checkpoint_error(target.string() +
                                ": exists and is not a pipeprop checkpoint directory; refusing to replace it");
-    fs::path ancestor = target.has_parent_path() ? target.parent_path() : fs::path(".");
-    while (!fs::exists(fs::status(ancestor, ec))) {
-        if (!ancestor.has_parent_path() || ancestor.parent_path() == ancestor) {
-            ancestor = ".";
-            break;
-        }
-        ancestor = ancestor.parent_path();
+    const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    // The missing directories above <dir>, outermost last, to remove again after the probe.
+    std::vector<fs::path> created;
+    fs::path existing = parent;
+    for (; !existing.empty() && !fs::exists(fs::symlink_status(existing, ec)); existing = existing.parent_path()) {
+        created.push_back(existing);
+        if (!existing.has_parent_path() || existing.parent_path() == existing) break;
     }
-    if (!fs::is_directory(ancestor, ec))
-        throw checkpoint_error(target.string() + ": cannot save a checkpoint here: " + ancestor.string() +
+    if (!existing.empty() && fs::exists(fs::symlink_status(existing, ec)) && !fs::is_directory(existing, ec))
+        throw checkpoint_error(target.string() + ": cannot save a checkpoint here: " + existing.string() +
                                " is not a directory");
-    if (::access(ancestor.c_str(), W_OK | X_OK) != 0)
-        throw checkpoint_error(target.string() + ": cannot save a checkpoint here: the directory " +
-                               ancestor.string() + " is not writable (" + std::strerror(errno) + ")");
+    const auto cleanup = [&] {
+        for (const fs::path& p : created) ::rmdir(p.c_str());
+    };
+    for (auto it = created.rbegin(); it != created.rend(); ++it) {
+        if (::mkdir(it->c_str(), 0777) != 0) {
+            const std::string err = std::strerror(errno);
+            cleanup();
+            throw checkpoint_error(target.string() + ": cannot save a checkpoint here: cannot create the directory " +
+                                   it->string() + " (" + err + ")");
+        }
+    }
+    const fs::path probe = parent / (target.filename().string() + ".tmp-" + std::to_string(::getpid()));
+    if (::mkdir(probe.c_str(), 0777) != 0 && errno != EEXIST) {
+        const std::string err = std::strerror(errno);
+        cleanup();
+        throw checkpoint_error(target.string() + ": cannot save a checkpoint here: cannot create a directory in " +
+                               parent.string() + " (" + err + ")");
+    }
+    ::rmdir(probe.c_str());
+    cleanup();
 }
 
 /// Saves `c` as directory `dir` (see the file comment), replacing an earlier checkpoint at `dir` atomically.
 /// The manifest (manifest.txt) is line-based text:
-///   pipeprop-checkpoint 1
+///   pipeprop-checkpoint 2
 ///   layers <L>
 ///   layer <i> [<tensor>[<dims,...>] ...]          (one line per layer; nothing after i for parameter-free layers)
-///   tensor <name> <float32|float64> [<dims,...>]  (one line per tensor; its data is <name>.npy)
+///   tensor <name> <float32|float64> [<dims,...>] crc32=<8 hex digits>
+///                                                 (one line per tensor; its data is <name>.npy; zlib's crc32 of
+///                                                 the data bytes after the .npy header)
 ///   scalar <key> <value>                          (one line per scalar)
 ///   end
 /// Throws checkpoint_error naming the path when `dir` exists but is not a pipeprop checkpoint (it is never
 /// replaced), or when writing, syncing or renaming fails; the previous checkpoint then survives unchanged.
-/// Also removes the temporary directories of earlier saves to `dir` whose process no longer exists (file comment).
+/// Also removes the temporary directories of earlier saves to `dir` whose process no longer exists (file comment),
+/// after renaming back a <dir>.old-<pid> that holds the only copy (recover_interrupted_save).
+/// Files of the user's inside an existing `dir` (a --metrics file, notes: every entry the old manifest does not
+/// list) are kept: hard-linked into the new directory before the swap (link_user_entries). A `dir` that is a
+/// symbolic link is written through: the link stays and the directory it points to is replaced (its temporary
+/// directory is made next to that directory, on its filesystem).
 inline void save_checkpoint(const checkpoint& c, const std::filesystem::path& dir) {
     detail::save_checkpoint_impl(c, dir, [](const std::filesystem::path&) {});
 }
 
-/// Loads the checkpoint in directory `dir`: parses the manifest, then reads and checks every tensor (.npy format,
-/// dtype and shape as the manifest states). Throws checkpoint_error naming the path when the directory or the
-/// manifest is missing, the format tag or version is unknown, a manifest line is malformed, or a tensor file is
-/// missing, truncated or does not match the manifest.
+/// Loads the checkpoint in directory `dir` (when `dir` is missing and a save to it was killed between its two
+/// renames, its <dir>.old-<pid> is renamed back first: recover_interrupted_save): parses the manifest, then reads
+/// and checks every tensor (.npy format, dtype and shape as the manifest states, and its crc32: a flipped byte, or
+/// two files of one shape swapped, is refused naming the tensor). Throws checkpoint_error naming the path when the
+/// directory or the manifest is missing, the format tag or version is unknown, a manifest line is malformed, or a
+/// tensor file is missing, truncated or does not match the manifest. Version-1 manifests (earlier builds: no
+/// checksums) still load, so that a user's existing checkpoints resume; their tensors are checked as before,
+/// without a checksum.
 [[nodiscard]] inline checkpoint load_checkpoint(const std::filesystem::path& dir) {
     namespace fs = std::filesystem;
     std::error_code ec;
+    if (!fs::exists(fs::symlink_status(dir, ec)) && !dir.empty()) {  // a save killed between its two renames?
+        const fs::path target = detail::resolve_checkpoint_path(dir);
+        (void)detail::recover_interrupted_save(target.has_parent_path() ? target.parent_path() : fs::path("."),
+                                               target.filename().string());
+    }
     if (!fs::is_directory(dir, ec)) throw checkpoint_error(dir.string() + ": checkpoint directory not found");
     const fs::path manifest = dir / detail::manifest_name;
     std::ifstream in(manifest);
@@ -176,21 +192,26 @@ inline void save_checkpoint(const checkpoint& c, const std::filesystem::path& di
     };
     if (!std::getline(in, line)) throw checkpoint_error(manifest.string() + ": empty manifest");
     ++line_no;
+    bool with_checksums = false;
     {
         std::istringstream first(line);
         std::string tag;
         int version = 0;
         if (!(first >> tag) || tag != detail::checkpoint_format_tag)
             throw bad("not a pipeprop checkpoint manifest (first line '" + line + "')");
-        if (!(first >> version) || version != detail::checkpoint_format_version)
+        if (!(first >> version) || version < detail::oldest_checkpoint_format_version ||
+            version > detail::checkpoint_format_version)
             throw bad("unsupported checkpoint format version '" + line.substr(tag.size()) + "' (this build reads " +
+                      std::to_string(detail::oldest_checkpoint_format_version) + " to " +
                       std::to_string(detail::checkpoint_format_version) + ")");
+        with_checksums = version >= 2;
     }
     std::size_t declared_layers = 0;
     bool have_layers = false, ended = false;
     struct pending {
         std::string name, dtype;
         std::vector<std::size_t> shape;
+        std::uint32_t crc = 0;
     };
     std::vector<pending> tensors;
     while (std::getline(in, line)) {
@@ -218,11 +239,14 @@ inline void save_checkpoint(const checkpoint& c, const std::filesystem::path& di
             c.signature.layers.push_back(std::move(layer));
         } else if (kind == "tensor") {
             pending p;
-            std::string shape_tok, extra;
-            if (!(ls >> p.name >> p.dtype >> shape_tok) || (ls >> extra) || !detail::valid_name(p.name) ||
+            std::string shape_tok, crc_tok, extra;
+            if (!(ls >> p.name >> p.dtype >> shape_tok) || !detail::valid_name(p.name) ||
                 (p.dtype != "float32" && p.dtype != "float64") ||
                 !detail::parse_named_shape(shape_tok, nullptr, p.shape))
                 throw bad("malformed 'tensor' line");
+            if (with_checksums && !(ls >> crc_tok && detail::parse_crc32_token(crc_tok, p.crc)))
+                throw bad("malformed 'tensor' line (no crc32=<8 hex digits> after the shape)");
+            if (ls >> extra) throw bad("malformed 'tensor' line");
             tensors.push_back(std::move(p));
         } else if (kind == "scalar") {
             std::string key;
@@ -241,11 +265,21 @@ inline void save_checkpoint(const checkpoint& c, const std::filesystem::path& di
                                std::to_string(c.signature.layers.size()));
     for (const auto& p : tensors) {
         const fs::path file = dir / (p.name + ".npy");
+        const auto check = [&](const auto& v) {
+            const std::uint32_t crc = detail::values_crc32(v);
+            if (with_checksums && crc != p.crc)
+                throw checkpoint_error(file.string() + ": tensor '" + p.name + "' does not match its checksum in the "
+                                       "manifest (" + detail::crc32_token(crc) + ", the manifest says " +
+                                       detail::crc32_token(p.crc) + "): the file is corrupt or holds another "
+                                       "tensor's values");
+        };
         if (p.dtype == "float32") {
             const auto v = detail::load_npy_values<float>(file, p.shape);
+            check(v);
             c.add_tensor<float>(p.name, p.shape, v);
         } else {
             const auto v = detail::load_npy_values<double>(file, p.shape);
+            check(v);
             c.add_tensor<double>(p.name, p.shape, v);
         }
     }

@@ -1,6 +1,6 @@
 // pipeprop/checkpoint/npy_files.hpp: the files of a checkpoint directory: .npy tensors (xtensor's npy I/O; every
 // header parsed and checked against the manifest and the file size before anything it declares is allocated, and
-// before xtensor's parser sees it) and the text manifest; fsync'ed writes.
+// before xtensor's parser sees it) and the text manifest with a zlib crc32 per tensor; fsync'ed writes.
 #pragma once
 
 #include <fcntl.h>
@@ -10,13 +10,13 @@
 
 #include <xtensor/xadapt.hpp>
 #include <xtensor/xnpy.hpp>
-
-
+#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -43,7 +43,10 @@ namespace pipeprop {
 namespace detail {
 
 inline constexpr std::string_view checkpoint_format_tag = "pipeprop-checkpoint";
-inline constexpr int checkpoint_format_version = 1;
+/// The manifest format this build writes. Version 2 adds a crc32 to every tensor line; version 1 manifests (no
+/// checksums: written by earlier builds) are still read, their tensors checked for format, dtype and shape only.
+inline constexpr int checkpoint_format_version = 2;
+inline constexpr int oldest_checkpoint_format_version = 1;
 inline constexpr const char* manifest_name = "manifest.txt";
 
 /// Writes bytes to path and fsyncs the file. Throws checkpoint_error naming the file and errno's text.
@@ -84,6 +87,35 @@ std::string npy_bytes(const checkpoint_tensor& t, const std::vector<T>& v) {
     return xt::dump_npy(view);
 }
 
+/// zlib's crc32 of a tensor's values as the .npy file stores them after its header (little-endian float32 /
+/// float64: the in-memory bytes on the little-endian hosts pipeprop runs on).
+template <class T>
+std::uint32_t values_crc32(const std::vector<T>& v) {
+    const auto* bytes = reinterpret_cast<const Bytef*>(v.data());
+    return static_cast<std::uint32_t>(::crc32_z(::crc32_z(0L, Z_NULL, 0), bytes, v.size() * sizeof(T)));
+}
+inline std::uint32_t tensor_crc32(const checkpoint_tensor& t) {
+    return std::visit([](const auto& v) { return values_crc32(v); }, t.values);
+}
+
+/// "crc32=" and the checksum as 8 lowercase hex digits (a manifest tensor line's last token).
+inline std::string crc32_token(std::uint32_t crc) {
+    char hex[9] = {};
+    std::snprintf(hex, sizeof hex, "%08x", static_cast<unsigned>(crc));
+    return std::string("crc32=") + hex;
+}
+
+/// Parses crc32_token's text; false for anything else.
+inline bool parse_crc32_token(std::string_view tok, std::uint32_t& crc) {
+    constexpr std::string_view prefix = "crc32=";
+    if (tok.size() != prefix.size() + 8 || tok.substr(0, prefix.size()) != prefix) return false;
+    const std::string_view hex = tok.substr(prefix.size());
+    for (const char ch : hex)
+        if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'))) return false;
+    const auto r = std::from_chars(hex.data(), hex.data() + hex.size(), crc, 16);
+    return r.ec == std::errc{} && r.ptr == hex.data() + hex.size();
+}
+
 inline std::string manifest_text(const checkpoint& c) {
     std::ostringstream m;
     m << checkpoint_format_tag << ' ' << checkpoint_format_version << '\n';
@@ -93,7 +125,9 @@ inline std::string manifest_text(const checkpoint& c) {
         for (const auto& t : c.signature.layers[i]) m << ' ' << t.name << shape_to_string(t.shape);
         m << '\n';
     }
-    for (const auto& t : c.tensors()) m << "tensor " << t.name << ' ' << t.dtype() << ' ' << shape_to_string(t.shape) << '\n';
+    for (const auto& t : c.tensors())
+        m << "tensor " << t.name << ' ' << t.dtype() << ' ' << shape_to_string(t.shape) << ' '
+          << crc32_token(tensor_crc32(t)) << '\n';
     for (const auto& [k, v] : c.scalars()) m << "scalar " << k << ' ' << v << '\n';
     m << "end\n";
     return m.str();
