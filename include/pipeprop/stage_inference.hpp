@@ -54,8 +54,9 @@ private:
 };
 
 /// Mean loss and accuracy over n samples x [n, input size], targets [n, Loss::targets_per_sample], run through
-/// `stages` (each with program() and state(), or a pointer to one) on the weights weights(stage) in chunks of inference.max_batch()
-/// (evaluate_in_chunks: throws as it does, its messages starting with `who`). Running state is read, never updated.
+/// `stages` (each with program() and state(), or a pointer to one) on the weights weights(stage) in chunks of
+/// inference.max_batch() (evaluate_in_chunks: throws as it does, its messages starting with `who`). Running state is
+/// read, never updated.
 template <loss_policy Loss, class Stack, class Stages, class Weights>
 [[nodiscard]] evaluation evaluate_stages(stage_inference<Stack>& inference, const Stack& stack, Stages& stages,
                                          Weights weights, const typename Stack::value_type* x,
