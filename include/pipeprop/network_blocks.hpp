@@ -78,4 +78,22 @@ void scatter_network_state(std::span<const T> src, Stages& stages, const char* w
     }
 }
 
+/// Overwrites, for every stage s where pick(s) holds, field(stage) from its slice of parameters
+/// [Stack::parameter_count] and the stage's running state from its slice of state [Stack::state_count] (e.g. the
+/// stages another process runs, from blocks gathered there). The caller checks the sizes. No allocation.
+template <class Stack, class T, class Stages, class Field, class Pick>
+void scatter_stage_slices(std::span<const T> parameters, std::span<const T> state, Stages& stages, Field field,
+                          Pick pick) {
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+        if (!pick(s)) continue;
+        auto& st = detail::stage_of(stages[s]);
+        const auto w = field(st);
+        const auto r = st.state();
+        std::copy_n(parameters.begin() + static_cast<std::ptrdiff_t>(Stack::parameter_offset[st.range().begin]),
+                    w.size(), w.begin());
+        std::copy_n(state.begin() + static_cast<std::ptrdiff_t>(Stack::state_offset[st.range().begin]), r.size(),
+                    r.begin());
+    }
+}
+
 }  // namespace pipeprop

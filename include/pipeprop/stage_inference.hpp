@@ -3,14 +3,17 @@
 // program's infer with its own weights and running state. The stages share two activation buffers
 // (layer_stack::make_inference_activations): a stage's output is the next stage's input in place, and the memory is
 // that of the network's largest activation at max_b samples, twice, whatever the number of stages. No allocation
-// after construction.
+// after construction. evaluate_stages: one evaluation through the stages, the same code for both engines.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
+#include "pipeprop/evaluation.hpp"
 #include "pipeprop/layer_stack.hpp"
+#include "pipeprop/network_blocks.hpp"
 
 namespace pipeprop {
 
@@ -49,5 +52,25 @@ private:
     aligned_vector<value_type> activations_;  // the two buffers every stage's a(k) alternate between
     std::vector<buffers> buffers_;
 };
+
+/// Mean loss and accuracy over n samples x [n, input size], targets [n, Loss::targets_per_sample], run through
+/// `stages` (each with program() and state(), or a pointer to one) on the weights weights(stage) in chunks of
+/// inference.max_batch() (evaluate_in_chunks: throws as it does, its messages starting with `who`). Running state is
+/// read, never updated.
+template <loss_policy Loss, class Stack, class Stages, class Weights>
+[[nodiscard]] evaluation evaluate_stages(stage_inference<Stack>& inference, const Stack& stack, Stages& stages,
+                                         Weights weights, const typename Stack::value_type* x,
+                                         const std::int32_t* labels, std::size_t n, const char* who) {
+    return evaluate_in_chunks<Loss>(
+        labels, n, inference.max_batch(),
+        [&](std::size_t first, std::size_t b) {
+            return inference.run(x + first * Stack::activation_size[0], b,
+                                 [&](std::size_t s, auto& act, std::size_t bb, auto& ws) {
+                                     auto& st = detail::stage_of(stages[s]);
+                                     st.program().infer(stack, weights(st), act, bb, ws, st.state());
+                                 });
+        },
+        who);
+}
 
 }  // namespace pipeprop

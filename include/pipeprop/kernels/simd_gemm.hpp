@@ -6,14 +6,17 @@
 //     pixels) as one GEMV each; one row of C at a time where M < 4 (GEMV-shaped) or K <= 2 (rank-1 / rank-2 updates);
 //   - A B^T (conv2d p2, dense forward): dot products along K where M < 4, N < W or M is small against a long K, B^T
 //     packed into stack panels otherwise.
-// The GEMV- and GER-shaped kernels are in simd_gemv.hpp. Block sizes follow the vector width and register count of
-// the compiled architecture (sizeof(xsimd::batch<T>)). Which shapes use this kernel instead of CBLAS is decided by
-// measurement (bench/gemm_choice.cpp, recorded in bench/README.md, "GEMM: BLAS or xsimd" and "Kernels at b = 1").
+// This header holds the drivers that cover a whole C with blocks; the register-blocked micro-kernel and B's packing
+// are in simd_gemm_blocks.hpp, the GEMV- and GER-shaped kernels in simd_gemv.hpp. Block sizes follow the vector width
+// and register count of the compiled architecture (sizeof(xsimd::batch<T>)). Which shapes use this kernel instead of
+// CBLAS is decided by measurement (bench/gemm_choice.cpp, recorded in bench/README.md, "GEMM: BLAS or xsimd" and
+// "Kernels at b = 1").
 #pragma once
 
 #include <xsimd/xsimd.hpp>
 
 #include "pipeprop/kernels/fma.hpp"
+#include "pipeprop/kernels/simd_gemm_blocks.hpp"
 #include "pipeprop/kernels/simd_gemv.hpp"
 
 #include <algorithm>
@@ -26,121 +29,6 @@
 namespace pipeprop::kernels {
 
 namespace detail {
-
-/// Rows of K packed at a time into a stack panel (panels are at most simd_panel_rows x 2 W values).
-inline constexpr std::size_t simd_panel_rows = 256;
-
-/// Rows of C per register block of 2 vectors: 8 where there are 32 vector registers (AVX-512: 16 accumulators),
-/// 6 where there are 16 (AVX2, SSE: 12 accumulators), leaving registers for the 2 loaded B vectors and A's broadcast.
-template <class T>
-inline constexpr std::size_t simd_rows_2v = sizeof(xsimd::batch<T>) >= 64 ? 8 : 6;
-/// Rows of C per register block of 1 vector (N's last vectors): 8 or 12 accumulators, enough independent chains of
-/// fused multiply-adds to cover the FMA latency times the FMA units (4 cycles x 2 on current x86 cores).
-template <class T>
-inline constexpr std::size_t simd_rows_1v = sizeof(xsimd::batch<T>) >= 64 ? 8 : 12;
-
-/// C block [MR x NV W] of C = alpha op(A) B + beta C, B [K x N] row-major (a row of B is contiguous along N):
-/// per k, NV vector loads of B, MR broadcasts of A, MR NV fused multiply-adds; MR NV accumulators in registers.
-/// NV W columns of every B row must be readable (a packed, zero-padded panel when the matrix is narrower, or a
-/// vector that overlaps columns already computed); of the last vector of each C row only the columns
-/// [skip_cols, last_cols) (0 <= skip_cols < last_cols <= W) are read and written. With beta == 0 C is not read.
-/// TransA: A is stored [K x M] (a(r, p) = a[p lda + r]), else [M x K]. Every element of C is the same arithmetic
-/// whatever MR, NV and the lanes stored: a chain of fused multiply-adds over k from 0, then alpha acc + beta c with
-/// one rounding (alpha acc when beta == 0).
-/// Never inlined ([[gnu::noinline]], as the other register-blocked kernels here): inlined into the large
-/// simd_gemm_nn, GCC 12 kept the loaded B vectors on the stack and reloaded them for every fused multiply-add (half
-/// the speed at 6 x 2 and 8 x 2 blocks, AVX-512); compiled alone, all accumulators and B vectors stay in registers.
-/// A call per block costs nothing next to its K loop.
-template <class T, std::size_t MR, std::size_t NV, bool TransA>
-[[gnu::noinline]] inline void simd_block_nn(std::size_t k, std::size_t skip_cols, std::size_t last_cols, T alpha,
-                                            const T* __restrict a, std::size_t lda, const T* __restrict b,
-                                            std::size_t ldb, T beta, T* __restrict c, std::size_t ldc) noexcept {
-    using batch = xsimd::batch<T>;
-    constexpr std::size_t w = batch::size;
-    if (k == 0) {
-        // C = beta C. Apart from the K loop so that GCC keeps the accumulators below in registers from start to end
-        // (with a path on which the loop runs zero times, it kept them in memory outside the loop).
-        for (std::size_t r = 0; r < MR; ++r)
-            for (std::size_t j = 0; j < NV * w; ++j)
-                if (j < (NV - 1) * w || (j - (NV - 1) * w >= skip_cols && j - (NV - 1) * w < last_cols))
-                    c[r * ldc + j] = beta != T(0) ? beta * c[r * ldc + j] : T(0);
-        return;
-    }
-    std::array<std::array<batch, NV>, MR> acc;
-    for (auto& row : acc)
-        for (auto& v : row) v = batch(T(0));
-    for (std::size_t p = 0; p < k; ++p) {
-        const T* bp = b + p * ldb;
-        std::array<batch, NV> bv;
-        for (std::size_t v = 0; v < NV; ++v) bv[v] = batch::load_unaligned(bp + v * w);
-        for (std::size_t r = 0; r < MR; ++r) {
-            const batch ar(TransA ? a[p * lda + r] : a[r * lda + p]);
-            for (std::size_t v = 0; v < NV; ++v) acc[r][v] = kernels::fma(ar, bv[v], acc[r][v]);
-        }
-    }
-    // Stores: full vectors in loops without branches (unrolled, the accumulators stay in registers), the partial
-    // last vector, when there is one, after them.
-    const batch va(alpha), vb(beta);
-    const bool full_last = skip_cols == 0 && last_cols == w;
-    constexpr std::size_t nv_sure = NV - 1;  // vectors of a row that are always full
-    if (beta != T(0)) {
-        for (std::size_t r = 0; r < MR; ++r)
-            for (std::size_t v = 0; v < nv_sure; ++v) {
-                T* cv = c + r * ldc + v * w;
-                kernels::fma(va, acc[r][v], vb * batch::load_unaligned(cv)).store_unaligned(cv);
-            }
-        if (full_last)
-            for (std::size_t r = 0; r < MR; ++r) {
-                T* cv = c + r * ldc + nv_sure * w;
-                kernels::fma(va, acc[r][nv_sure], vb * batch::load_unaligned(cv)).store_unaligned(cv);
-            }
-    } else {
-        for (std::size_t r = 0; r < MR; ++r)
-            for (std::size_t v = 0; v < nv_sure; ++v) (va * acc[r][v]).store_unaligned(c + r * ldc + v * w);
-        if (full_last)
-            for (std::size_t r = 0; r < MR; ++r) (va * acc[r][nv_sure]).store_unaligned(c + r * ldc + nv_sure * w);
-    }
-    if (!full_last) {
-        // The same arithmetic as the full vectors, lane by lane (std::fma rounds once, as kernels::fma does), so an
-        // element's value does not depend on which block stored it. Copied out first with constant indices: a loop
-        // over acc with an inner loop would keep acc in memory.
-        alignas(64) std::array<std::array<T, w>, MR> part;
-        for (std::size_t r = 0; r < MR; ++r) acc[r][nv_sure].store_aligned(part[r].data());
-        for (std::size_t r = 0; r < MR; ++r) {
-            T* last = c + r * ldc + nv_sure * w;
-            for (std::size_t j = skip_cols; j < last_cols; ++j)
-                last[j] = beta != T(0) ? std::fma(alpha, part[r][j], beta * last[j]) : alpha * part[r][j];
-        }
-    }
-}
-
-/// Calls f.template operator()<MR>(i) for row blocks [i, i + MR) covering [0, m): blocks of MaxRows, then one
-/// smaller block for the remainder (MR a compile-time constant in every call).
-template <std::size_t MaxRows, class F>
-inline void for_row_blocks(std::size_t m, F&& f) {
-    std::size_t i = 0;
-    for (; i + MaxRows <= m; i += MaxRows) f.template operator()<MaxRows>(i);
-    if constexpr (MaxRows > 1) {
-        if (i < m) {
-            [&]<std::size_t... R>(std::index_sequence<R...>) {
-                ((m - i == R + 1 ? (f.template operator()<R + 1>(i), 0) : 0), ...);
-            }(std::make_index_sequence<MaxRows - 1>{});
-        }
-    }
-}
-
-/// Copies columns [j0, j0 + cols) of rows [p0, p0 + kk) of B (row-major, stride ldb) into a panel of width
-/// panel_width, zero-padding the columns beyond cols.
-template <class T>
-inline void pack_columns(const T* b, std::size_t ldb, std::size_t p0, std::size_t kk, std::size_t j0,
-                         std::size_t cols, T* panel, std::size_t panel_width) noexcept {
-    for (std::size_t p = 0; p < kk; ++p) {
-        const T* src = b + (p0 + p) * ldb + j0;
-        T* dst = panel + p * panel_width;
-        for (std::size_t j = 0; j < cols; ++j) dst[j] = src[j];
-        for (std::size_t j = cols; j < panel_width; ++j) dst[j] = T(0);
-    }
-}
 
 template <class T>
 inline void simd_gemm_nt(std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,

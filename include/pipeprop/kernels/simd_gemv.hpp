@@ -3,7 +3,7 @@
 // with x) and its backward-p2 dW += dy x^T (a rank-1 update streamed over dW's rows). Its backward-p1 dx = W^T dy
 // runs simd_gemm's one-row register blocks (8 vectors wide). Measured against OpenBLAS cblas_sgemv / cblas_sger in
 // bench/gemm_choice.cpp and bench/layers_bench.cpp (bench/README.md, "Kernels at b = 1"). Kernels with a K loop
-// are [[gnu::noinline]], for the reason given at simd_block_nn (simd_gemm.hpp).
+// are [[gnu::noinline]], for the reason given at simd_block_nn (simd_gemm_blocks.hpp).
 #pragma once
 
 #include <xsimd/xsimd.hpp>

@@ -1,60 +1,13 @@
 // pipeprop/pb/concurrent_executor.hpp: the concurrent PB executor: every stage runs its PB op stream
 // (pb/op_stream.hpp: F(i), BW(i - D_s), U(i - D_s), group after group) on the engines' one flow graph
-// (lane_graph.hpp), exchanging boundary messages (boundary_channel.hpp).
+// (lane_graph.hpp), exchanging boundary messages (boundary_channel.hpp); the same bits as the sequential reference
+// (pb/sequential_executor.hpp). PB-paper (Kosson et al., arXiv 2003.11666) §3.
 //
-// docs/pb-semantics.md §1 (clocked model); PB-paper (Kosson et al., arXiv 2003.11666) §3. An op runs as soon
-// as its input is there: F(n) when micro-batch n's forward message has arrived (stage 0: when it was pushed), BW(n)
-// when its backward message has (the last stage: right after its own F(n) and the loss), U at once. Because a stage
-// runs its ops in stream order and an op reads only its stage's state and its message, the forward of micro-batch n
-// at stage s sees max(n0, n - D_s) updates and its backward n, whatever the threads do: identical bits to the
-// sequential reference (pb/sequential_executor.hpp), which the tests check for every policy, lane plan and drain.
-// The ops themselves:
-//   F(n)   copies the message's payload (and targets) into activation slot n mod (D_s + 1) and releases the buffer;
-//          with weight stashing, copies w into the slot's stash; runs the stage's forward with its forward weights
-//          (w, or the LWP prediction of the current state); sends its output (and the targets) to stage s + 1, or,
-//          on the last stage, computes the loss policy's mean loss over the micro-batch's counted targets and its
-//          gradient;
-//   BW(n)  copies the output gradient of the backward message into the slot, runs the backward with the backward
-//          weights (w, the stash, or w - D_s delta), sends the input gradient to stage s - 1; stage 0 reports n as
-//          completed (with the loss the last stage recorded);
-//   U(n)   applies micro-batch n's update (pb/stage_state.hpp) and writes the new forward weights (LWP).
-//
-// Lanes (a lane_plan, pb/lane_plan.hpp: made by pb::engine from options::lanes and measured per-tick costs, or given
-// as options::lane_starts): one serial flow-graph node per run of consecutive stages, so that activations, stage
-// messages and stage state stay on the core that runs the lane (with one node per stage, TBB's work stealing moves
-// them between cores; bench/README.md has the measurements). The results do not depend on the lanes; the tests run
-// L = 1, 2, 3, S and the default.
-// Load (pb/load_adaptation.hpp): with more than one lane and a load_probe_period, a run may instead go inline: the
-// calling thread runs every stage's ready ops, stage after stage, until none is (no flow graph), the faster of the
-// two as measured on the run's own micro-batches, re-measured now and then; the same ops in the same stream order.
-//
-// Bounded memory. Stage s holds at most D_s + 1 micro-batches (its activation slots: each keeps its layers' inputs
-// and stashes; the gradients g(k) are one set per stage, as BW(n) runs alone and sends dx before BW(n + 1)). A
-// forward channel s -> s + 1 holds at most D_s + 1 messages: after a drain stage s may run D_s + 1 forwards before
-// its first backward is due; later, its F(n) comes after its BW(n - 1 - D_s), which came after stage s + 1's
-// F(n - 3). A backward channel s + 1 -> s holds at most D_{s+1} + 3: while the forwards flow, stage s + 1's BW(k)
-// comes after its F(k + D_{s+1}), whose message stage s sent after its BW(k - 3); once the last forward has passed
-// (a drain), stage s + 1 runs its D_{s+1} remaining backwards without waiting for stage s. The input channel holds
-// push_buffer micro-batches.
-// Exceeding a capacity throws std::logic_error naming the channel. Nothing grows with the number of micro-batches.
-//
-// Driving: push() copies the micro-batch into the input channel and returns; every push_buffer pushes (and at
-// drain()) the messages are put into the graph and the caller's thread joins the work in wait() until the graph is
-// idle: every stage has then run every op up to and including the group of the last pushed micro-batch T (stage s:
-// F(T), BW(T - D_s), U(T - D_s)). drain() closes every stream at T + 1, which completes every backward. A
-// micro-batch is reported as completed by the push()/drain() call during which its backward at stage 0 ran.
-// Failures: a layer that throws in a stage's forward or backward is rethrown as pipeprop::stage_error naming the
-// stage and the micro-batch (the original exception nested, stage_error.hpp); the flow graph is cancelled (no hang)
-// and the exception leaves push() / drain(). Other stages may have run further ops, so the pipeline state is
-// undefined: the executor refuses every later push / drain with std::logic_error, and pb::engine refuses every later
-// call (pb/engine.hpp). Call openblas_set_num_threads(1) in programs that use it (stages must not oversubscribe the
-// cores).
-// Stages in several processes (remote_transport.hpp, pipeprop/mpi/mpi_transport.hpp; the exchange with
-// the other processes is pb/remote_stages.hpp): given a transport, the executor runs only the stages the transport
-// calls local (a contiguous group, one lane). Every process calls push() with the same micro-batch infos (the process
-// of stage 0 with the data, the others with any x of the right size: it is not read). Completed micro-batches are
-// reported by each process at its first stage's backward, with the loss the backward messages carried from the last
-// stage, so every process accounts the same micro-batches.
+// When an op runs, the ops themselves (pb/concurrent_stage_ops.hpp), lanes and the inline alternative under load
+// (pb/lane_plan.hpp, pb/load_adaptation.hpp), the bounds of every buffer and channel, how push() and drain() drive
+// the graph, and stages in other processes (pb/remote_stages.hpp): docs/pb-semantics.md §9. A layer that throws makes
+// push() / drain() throw pipeprop::stage_error and the executor refuse every later call with std::logic_error
+// (docs/pb-semantics.md §8).
 #pragma once
 
 #include <algorithm>
@@ -75,6 +28,7 @@
 #include "pipeprop/loss/loss_policy.hpp"
 #include "pipeprop/op.hpp"
 #include "pipeprop/pb/concurrent_stage_buffers.hpp"
+#include "pipeprop/pb/concurrent_stage_ops.hpp"
 #include "pipeprop/pb/executor.hpp"
 #include "pipeprop/pb/lane_plan.hpp"
 #include "pipeprop/pb/load_adaptation.hpp"
@@ -89,7 +43,10 @@ namespace pipeprop::pb {
 /// Concurrent executor over `stages` (owned by the engine; they outlive this object); loss policy Loss
 /// (loss/loss_policy.hpp), stages updated by Optimizer (pb/optimizer.hpp). It is the runner of its lane_graph.
 template <network_type Net, mitigation_policy Policy, class T, loss_policy Loss, class Optimizer>
-class concurrent_executor final : public executor<T> {
+class concurrent_executor final
+    : public executor<T>,
+      detail::concurrent_stage_ops<concurrent_executor<Net, Policy, T, Loss, Optimizer>, layer_stack<Net, T>,
+                                   stage_state<Net, Policy, T, Optimizer>, T, Loss> {
 public:
     using stack_type = layer_stack<Net, T>;
     using stage_type = stage_state<Net, Policy, T, Optimizer>;
@@ -97,7 +54,7 @@ public:
     /// int32 targets per sample that travel with the forward messages.
     static constexpr std::size_t targets_per_sample = Loss::targets_per_sample;
     /// Messages in flight on the forward channel out of a stage with delay D, and on the backward channel out of a
-    /// stage with delay D (see the file comment for the proof).
+    /// stage with delay D (the proof: docs/pb-semantics.md §9, bounded memory).
     [[nodiscard]] static constexpr std::size_t forward_capacity(std::size_t delay) noexcept { return delay + 1; }
     [[nodiscard]] static constexpr std::size_t backward_capacity(std::size_t delay) noexcept { return delay + 3; }
 
@@ -278,9 +235,9 @@ public:
         per_stage& p = *per_[s];
         const op o = *p.stream.current();
         switch (o.kind) {
-            case op_kind::forward: forward(s, o.micro_batch, send); break;
-            case op_kind::backward_fused: backward(s, o.micro_batch, send); break;
-            case op_kind::update: update(s, o.micro_batch); break;
+            case op_kind::forward: this->forward(s, o.micro_batch, send); break;
+            case op_kind::backward_fused: this->backward(s, o.micro_batch, send); break;
+            case op_kind::update: this->update(s, o.micro_batch); break;
             default: throw std::logic_error(std::string(who) + ": an op PB's streams do not contain");
         }
         p.stream.advance();
@@ -290,6 +247,8 @@ public:
 private:
     using remote_type = detail::remote_stages<concurrent_executor, T>;
     friend remote_type;  // the part for stages in other processes (pb/remote_stages.hpp) reads the state below
+    using ops_type = detail::concurrent_stage_ops<concurrent_executor, stack_type, stage_type, T, Loss>;
+    friend ops_type;  // the ops F, BW, U (pb/concurrent_stage_ops.hpp) run on the state below
 
     using slot = detail::concurrent_slot<stack_type, T>;
     using received = detail::received_message;
@@ -366,82 +325,6 @@ private:
                     progress = true;
                 }
         }
-    }
-
-    // The message's payload into dst (and its targets into labels_dst), checking the sample count (docs/pitfalls.md
-    // item 3); the buffer is released.
-    void receive(std::size_t s, boundary_channel<T>& ch, const boundary_message& msg, std::size_t b, T* dst,
-                 std::int32_t* labels_dst) {
-        if (msg.batch != b)
-            throw std::logic_error(std::string(who) + ": stage " + std::to_string(s) + ", micro-batch " +
-                                   std::to_string(msg.micro_batch) + ": a message of " + std::to_string(msg.batch) +
-                                   " samples, expected " + std::to_string(b));
-        ch.receive(msg, dst, labels_dst);
-    }
-
-    template <class Send>
-    void forward(std::size_t s, std::size_t id, Send& send) {
-        const bool last = s + 1 == stages_.size();
-        stage_type& st = stages_[s];
-        per_stage& p = *per_[s];
-        slot& sl = p.slots[id % p.slots.size()];
-        sl.info = infos_[id % ring_];
-        const std::size_t b = sl.info.batch;
-        receive(s, s == 0 ? *input_ : *forward_[s - 1], detail::take(p.forward_in, id), b, sl.act.input(),
-                sl.labels.data());
-        sl.forward_version = st.updates();
-        p.in_flight_max = std::max(p.in_flight_max, ++p.in_flight);
-        const std::size_t pc = st.parameter_count();
-        const T* fw = p.forward_weights.empty() ? st.weights().data() : p.forward_weights.data();
-        if (!p.stash.empty()) std::copy_n(st.weights().data(), pc, p.stash.data() + (id % p.slots.size()) * pc);
-        try {
-            st.program().forward(stack_, {fw, pc}, sl.act, b, p.ws, st.state());
-        } catch (...) {
-            rethrow_as_stage_error(who, s, id, "forward");
-        }
-        if (!last) {
-            send(s + 1, forward_[s]->send(direction::forward, id, 0, b, sl.act.output(), sl.labels.data()));
-        } else {
-            const loss_totals t =
-                Loss::totals_and_gradient(sl.act.output(), sl.labels.data(), b, sl.act.output_gradient(), T(0));
-            results_[id % ring_] = {static_cast<T>(t.mean()), t.correct, t.count};
-        }
-    }
-
-    template <class Send>
-    void backward(std::size_t s, std::size_t id, Send& send) {
-        const bool last = s + 1 == stages_.size();
-        stage_type& st = stages_[s];
-        per_stage& p = *per_[s];
-        slot& sl = p.slots[id % p.slots.size()];
-        const std::size_t b = sl.info.batch;
-        if (!last)
-            receive(s, *backward_[s], detail::take(p.backward_in, id), b, sl.act.output_gradient(), nullptr);
-        const std::size_t pc = st.parameter_count();
-        const std::span<const T> bw = p.stash.empty()
-                                          ? st.backward_weights()
-                                          : std::span<const T>(p.stash.data() + (id % p.slots.size()) * pc, pc);
-        try {
-            if (st.fuses_update(b))  // dense layers' p2 fused into this micro-batch's update (U follows at once)
-                st.backward_fusing_update(stack_, bw, sl.act, p.ws, s > 0, sl.info);
-            else
-                st.program().backward(stack_, bw, st.gradient(), sl.act, b, p.ws, s > 0, st.state());
-        } catch (...) {
-            rethrow_as_stage_error(who, s, id, "backward");
-        }
-        st.record_delay(st.updates() - sl.forward_version);
-        if (s > 0) send(s - 1, backward_[s - 1]->send(direction::backward, id, 0, b, sl.act.input_gradient()));
-        if (s == first_local_) {  // stage 0, or this process's first stage (remote_transport)
-            const loss_result& r = results_[id % ring_];
-            completed_.push_back({id, b, r.loss, r.correct, r.targets});
-        }
-    }
-
-    void update(std::size_t s, std::size_t id) {
-        per_stage& p = *per_[s];
-        stages_[s].update(p.slots[id % p.slots.size()].info,
-                          p.forward_weights.empty() ? nullptr : p.forward_weights.data());
-        --p.in_flight;
     }
 
     static constexpr const char* who = "pipeprop::pb::concurrent_executor";

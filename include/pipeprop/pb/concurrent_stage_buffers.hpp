@@ -2,7 +2,7 @@
 // stage: D_s + 1 activation slots (micro-batch n in slot n mod (D_s + 1), each with its layers' inputs, stashes and
 // targets), the workspaces, the LWP forward weights and the weight stash, the stage's op stream and the rings of
 // messages that arrived for it (docs/pb-semantics.md §1; PB-paper, Kosson et al., arXiv 2003.11666, §3; the
-// bounds are the executor's file comment). Allocated once, when the executor is built: nothing grows with the number
+// bounds: docs/pb-semantics.md §9). Allocated once, when the executor is built: nothing grows with the number
 // of micro-batches.
 #pragma once
 

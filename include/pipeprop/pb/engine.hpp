@@ -1,8 +1,8 @@
 // pipeprop/pb/engine.hpp: a Pipelined Backpropagation training engine over a runtime list of stages.
 //
-// PB-paper (Kosson et al., arXiv 2003.11666) §3-4; docs/pb-semantics.md. The engine owns the network's
-// layers (layer_stack), one stage_state per stage (weights, velocity, gradient, policy state) and one executor
-// (sequential reference or concurrent flow graph; identical results). It is driven from the caller's own loop:
+// PB-paper (Kosson et al., arXiv 2003.11666) §3-4; what it computes: docs/pb-semantics.md. The engine owns the
+// network's layers (layer_stack), one stage_state per stage (weights, velocity, gradient, policy state) and one
+// executor (sequential reference or concurrent flow graph; identical results). It is driven from the caller's loop:
 //
 //   pb::engine<net, pb::policy::sc_lwp<>> e(stage_ranges, {.max_batch = 1});
 //   e.set_hyperparameters({.learning_rate = 5.14e-5f, .momentum = 0.99671f});
@@ -10,21 +10,10 @@
 //   for (auto& c : e.drain()) report(...);              // end of epoch: every update applied
 //   auto r = e.evaluate(test_x, test_labels, n);        // current weights
 //
-// The static pipeline types with compile-time stage counts and delays (pb::pipeline, pb/pipeline.hpp) derive from
-// it and share all of its code. Loss and optimizer are policies: Loss (loss/loss_policy.hpp;
-// default softmax cross-entropy over a rank-1 [classes] output against int32 labels; token_cross_entropy for a
-// language model's [L, V] output against [L] next tokens) and Optimizer (pb/optimizer.hpp: optim::sgd<T>, the
-// default, with every mitigation; optim::adamw<T> with none, weight stashing, LWP's weight-difference form and
-// PipeMare; other combinations do not compile, with a sentence saying why).
-//
-// Failures inside a stage (a layer throws in its forward or backward): push() / drain() throw
-// pipeprop::stage_error naming the stage and the micro-batch (stage_error.hpp; the layer's exception nested). The
-// pipeline was then interrupted in the middle of a tick (some stages applied updates the others did not), so the
-// engine is FAILED from then on: every later call that trains, evaluates, reads, loads or saves state (push, drain,
-// evaluate, copy_parameters, copy_velocities, load_parameters, restore_counters, pb::save_state) throws
-// std::logic_error repeating the first failure; failed() tells. There is no reset: make a new engine (and load
-// the last checkpoint to continue). Destroying a failed engine is safe. Bad arguments (std::invalid_argument) and
-// non_finite_loss_error do not make it fail.
+// The static pipelines (pb::pipeline, pb/pipeline.hpp) derive from it. Loss (loss/loss_policy.hpp; default softmax
+// cross-entropy) and Optimizer (pb/optimizer.hpp: optim::sgd<T> with every mitigation, optim::adamw<T> with some)
+// are policies. After an exception inside a stage the engine is failed and refuses every later call
+// (docs/pb-semantics.md §8); its whole-network state accessors are in pb/whole_network_state.hpp.
 #pragma once
 
 #include <algorithm>
@@ -54,6 +43,7 @@
 #include "pipeprop/pb/policies.hpp"
 #include "pipeprop/pb/stage_state.hpp"
 #include "pipeprop/pb/stats.hpp"
+#include "pipeprop/pb/whole_network_state.hpp"
 #include "pipeprop/pipeline_layout.hpp"
 #include "pipeprop/stage_inference.hpp"
 #include "pipeprop/stage_program.hpp"
@@ -66,7 +56,8 @@ using pipeprop::check_partition;
 /// Optimizer (see the file comment), stages given at run time.
 template <network_type Net, mitigation_policy Policy, class T = float,
           class Loss = pipeprop::detail::default_loss_t<Net, T>, class Optimizer = optim::sgd<T>>
-class engine {
+class engine : public detail::whole_network_state<engine<Net, Policy, T, Loss, Optimizer>, layer_stack<Net, T>,
+                                                  stage_state<Net, Policy, T, Optimizer>, Optimizer, T> {
     static_assert(check_policies<Loss, Optimizer, T, typename layer_stack<Net, T>::output_shape>());
     static_assert(check_pb_optimizer<Policy, Optimizer, T>());
 
@@ -155,27 +146,10 @@ public:
     [[nodiscard]] const stack_type& stack() const noexcept { return stack_; }
 
     /// Hyperparameters for the micro-batches pushed from now on (each micro-batch keeps the values current at its
-    /// push). Throws std::invalid_argument for values out of range (optim::validate) or, when the policy's momentum is
-    /// a compile-time constant, for a different momentum; with momentum SGD for momentum 1; with AdamW for a momentum
-    /// other than 0 (its betas are options::adamw; weight_decay is then AdamW's decoupled decay).
+    /// push). Throws std::invalid_argument for values the policy and optimizer do not accept (check_pb_hyperparameters,
+    /// pb/optimizer.hpp).
     void set_hyperparameters(const optim::hyperparameters<T>& h) {
-        optim::validate(h, "pipeprop::pb::engine::set_hyperparameters");
-        if constexpr (is_adamw<Optimizer, T>)
-            if (h.momentum != T(0))
-                throw std::invalid_argument("pipeprop::pb::engine: the momentum hyperparameter is " +
-                                            std::to_string(h.momentum) +
-                                            ", but the optimizer is AdamW (momentum must be 0; its betas are "
-                                            "options::adamw)");
-        if constexpr (is_momentum_sgd<Optimizer, T>)
-            if (!(h.momentum < T(1)))
-                throw std::invalid_argument("pipeprop::pb::engine::set_hyperparameters: momentum = " +
-                                            std::to_string(h.momentum) +
-                                            " must be in [0, 1) for momentum SGD (1 does not decay the velocity)");
-        if constexpr (Policy::fixed_momentum)
-            if (h.momentum != static_cast<T>(Policy::momentum))
-                throw std::invalid_argument("pipeprop::pb::engine: policy " + std::string(Policy::name) +
-                                            " has the compile-time momentum " + std::to_string(Policy::momentum) +
-                                            ", but the hyperparameters give " + std::to_string(h.momentum));
+        check_pb_hyperparameters<Policy, Optimizer>(h);
         hyper_ = h;
     }
     [[nodiscard]] const optim::hyperparameters<T>& current_hyperparameters() const noexcept { return hyper_; }
@@ -189,9 +163,9 @@ public:
     /// naming the micro-batch and sample, before anything is changed; pipeprop::non_finite_loss_error (after the
     /// call's work is done) when a completed micro-batch's loss is NaN or infinite: PB has then already applied that
     /// micro-batch's update at every stage, so the weights are not usable any more (stop; do not save them);
-    /// pipeprop::stage_error when a layer throws inside a stage, std::logic_error once the engine failed (see the
-    /// file comment). With options::remote, on a process that does not run stage 0, x and the targets are not read
-    /// (only their sizes are checked): every process pushes the same b in the same order.
+    /// pipeprop::stage_error when a layer throws inside a stage, std::logic_error once the engine failed
+    /// (docs/pb-semantics.md §8). With options::remote, on a process that does not run stage 0, x and the targets
+    /// are not read (only their sizes are checked): every process pushes the same b in the same order.
     std::span<const completed_micro_batch<T>> push(std::span<const T> x, std::span<const std::int32_t> labels,
                                                    std::size_t b) {
         require_usable("push");
@@ -285,75 +259,8 @@ public:
         }
         if (!eval_) eval_.emplace(stack_, ranges_, options_.eval_batch);
         if (n == 0) return {};
-        return evaluate_in_chunks<loss_type>(
-            labels.data(), n, options_.eval_batch,
-            [&](std::size_t first, std::size_t b) {
-                return eval_->run(x.data() + first * input_size, b, [&](std::size_t s, auto& act, std::size_t bb, auto& ws) {
-                    stages_[s].program().infer(stack_, stages_[s].weights(), act, bb, ws, stages_[s].state());
-                });
-            },
-            "pipeprop::pb::engine::evaluate");
-    }
-
-    /// Copies the network's parameter block [stack_type::parameter_count] (all stages' current weights, layers in
-    /// order) into out. Throws std::invalid_argument for a wrong size.
-    void copy_parameters(std::span<T> out) const {
-        require_usable("copy_parameters");
-        gather_network_block<stack_type>(stages_, out, [](const stage_type& st) { return st.weights(); }, who);
-    }
-    /// Same for the momentum velocities (AdamW: the first moments).
-    void copy_velocities(std::span<T> out) const {
-        require_usable("copy_velocities");
-        gather_network_block<stack_type>(stages_, out, [](const stage_type& st) { return st.velocity(); }, who);
-    }
-    /// Same for buffer k of the optimizer's state (Optimizer::state_buffer_names[k]: SGD velocity; AdamW first and
-    /// second moment). Throws std::out_of_range for k >= the number of buffers, std::invalid_argument for a size.
-    void copy_optimizer_state(std::size_t k, std::span<T> out) const {
-        require_usable("copy_optimizer_state");
-        if (k >= Optimizer::state_buffer_names.size())
-            throw std::out_of_range("pipeprop::pb::engine::copy_optimizer_state: buffer " + std::to_string(k) + " of " +
-                                    std::to_string(Optimizer::state_buffer_names.size()));
-        gather_network_block<stack_type>(stages_, out, [k](const stage_type& st) { return st.optimizer_state(k); },
-                                         who);
-    }
-    /// Replaces every stage's weights with slices of a network parameter block [parameter_count] (e.g. an SGD
-    /// checkpoint); velocities and policy state are left as they are. Throws std::logic_error when micro-batches
-    /// are in flight, std::invalid_argument for a wrong size.
-    void load_parameters(std::span<const T> block) {
-        require_usable("load_parameters");
-        require_drained("load_parameters");
-        remote_stages_current_ = false;
-        scatter_network_block<stack_type>(block, stages_, [](stage_type& st) { return st.weights(); },
-                                          "pipeprop::pb::engine::load_parameters");
-        for (stage_type& st : stages_) st.restore(st.updates(), st.last_learning_rate());
-        executor_->resynchronize();
-    }
-
-    /// With options::remote, after a drain: sets the weights and running state of the stages other processes run
-    /// from whole-network blocks (parameters [parameter_count], state [state_count]; e.g. gathered from every
-    /// process), so that evaluate() can run here until the next push. The local stages are not changed (their slices
-    /// are not read). Throws std::logic_error without a transport or with micro-batches in flight,
-    /// std::invalid_argument for a wrong size.
-    void load_remote_stages(std::span<const T> parameters, std::span<const T> state) {
-        require_usable("load_remote_stages");
-        require_drained("load_remote_stages");
-        if (options_.remote == nullptr)
-            throw std::logic_error("pipeprop::pb::engine::load_remote_stages: every stage runs in this process");
-        if (parameters.size() != stack_type::parameter_count || state.size() != stack_type::state_count)
-            throw std::invalid_argument("pipeprop::pb::engine::load_remote_stages: expected " +
-                                        std::to_string(stack_type::parameter_count) + " parameters and " +
-                                        std::to_string(stack_type::state_count) + " state values, got " +
-                                        std::to_string(parameters.size()) + " and " + std::to_string(state.size()));
-        for (std::size_t s = 0; s < stages_.size(); ++s) {
-            if (options_.remote->is_local(s)) continue;
-            const layer_range r = ranges_[s];
-            const std::span<T> w = stages_[s].weights(), st = stages_[s].state();
-            std::copy_n(parameters.begin() + static_cast<std::ptrdiff_t>(stack_type::parameter_offset[r.begin]),
-                        w.size(), w.begin());
-            std::copy_n(state.begin() + static_cast<std::ptrdiff_t>(stack_type::state_offset[r.begin]), st.size(),
-                        st.begin());
-        }
-        remote_stages_current_ = true;
+        return evaluate_stages<loss_type>(*eval_, stack_, stages_, [](stage_type& st) { return st.weights(); },
+                                          x.data(), labels.data(), n, "pipeprop::pb::engine::evaluate");
     }
 
     /// Per-stage and per-run figures (docs/pb-semantics.md §5).
@@ -385,23 +292,7 @@ public:
         return r;
     }
 
-    // --- state access for checkpoints (pb/checkpoint.hpp) -------------------------------------------------------
-    /// The stages (weights, velocity, policy buffers are written through their spans by a checkpoint load).
-    [[nodiscard]] std::vector<stage_type>& stages() noexcept { return stages_; }
-    [[nodiscard]] const std::vector<stage_type>& stages() const noexcept { return stages_; }
-    /// After a checkpoint load at a drained point: sets the counters (next micro-batch index, samples pushed) and
-    /// every stage's scalar state, then lets the executor rebuild what it derives from the state. Throws
-    /// std::logic_error when micro-batches are in flight.
-    void restore_counters(std::size_t micro_batches, std::size_t samples, std::span<const T> last_learning_rates) {
-        require_usable("restore_counters");
-        require_drained("restore_counters");
-        next_id_ = micro_batches;
-        samples_pushed_ = samples;
-        for (std::size_t s = 0; s < stages_.size(); ++s) stages_[s].restore(micro_batches, last_learning_rates[s]);
-        executor_->resynchronize();
-    }
-
-    /// True once an exception inside a stage interrupted the pipeline (see the file comment).
+    /// True once an exception inside a stage interrupted the pipeline (docs/pb-semantics.md §8).
     [[nodiscard]] bool failed() const noexcept { return !failure_.empty(); }
     /// Throws std::logic_error naming `what` and the first failure when failed().
     void require_usable(const char* what) const {
@@ -412,6 +303,8 @@ public:
     }
 
 private:
+    friend detail::whole_network_state<engine, stack_type, stage_type, Optimizer, T>;  // pb/whole_network_state.hpp
+
     void record_failure() {
         try {
             throw;
@@ -427,7 +320,6 @@ private:
             throw std::logic_error(std::string("pipeprop::pb::engine::") + what + ": " + std::to_string(in_flight()) +
                                    " micro-batches are in flight; call drain() first");
     }
-    static constexpr const char* who = "pipeprop::pb::engine";
     /// Counts the completed micro-batches, then throws non_finite_loss_error for the first one whose loss is NaN or
     /// infinite (every counter is up to date when it throws).
     void account(std::span<const completed_micro_batch<T>> done) {

@@ -1,5 +1,5 @@
-// pipeprop/pb/optimizer.hpp: the optimizers a PB stage can apply its updates with, and which mitigation policies
-// each admits.
+// pipeprop/pb/optimizer.hpp: the optimizers a PB stage can apply its updates with, which mitigation policies each
+// admits, and which hyperparameters an engine accepts for them (check_pb_hyperparameters).
 //
 // PB-paper (Kosson et al., arXiv 2003.11666) §4 and docs/pb-semantics.md §2-3 define PB's mitigations for
 // momentum SGD. A PB engine's Optimizer template argument is
@@ -15,9 +15,12 @@
 //                    time (needs_momentum_sgd, pb/policies.hpp).
 #pragma once
 
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "pipeprop/optim/adamw.hpp"
+#include "pipeprop/optim/hyperparameters.hpp"
 #include "pipeprop/optim/sgd.hpp"
 #include "pipeprop/pb/policies.hpp"
 
@@ -53,6 +56,31 @@ constexpr bool check_pb_optimizer() {
                   "momentum SGD only (PB-paper §4, pb-semantics.md §3); with optim::adamw<T> use policy::none, "
                   "policy::weight_stashing, policy::pipemare or linear_weight_prediction<lwp_form::weight_difference>.");
     return true;
+}
+
+/// Checks the hyperparameters of the micro-batches a PB engine pushes: values in range (optim::validate); with
+/// momentum SGD a momentum in [0, 1) (1 does not decay the velocity); with AdamW a momentum of 0 (its betas are
+/// options::adamw; weight_decay is then AdamW's decoupled decay); when the policy's momentum is a compile-time
+/// constant, that momentum. Throws std::invalid_argument naming the value.
+template <mitigation_policy Policy, class Optimizer, class T>
+void check_pb_hyperparameters(const optim::hyperparameters<T>& h) {
+    optim::validate(h, "pipeprop::pb::engine::set_hyperparameters");
+    if constexpr (is_adamw<Optimizer, T>)
+        if (h.momentum != T(0))
+            throw std::invalid_argument("pipeprop::pb::engine: the momentum hyperparameter is " +
+                                        std::to_string(h.momentum) +
+                                        ", but the optimizer is AdamW (momentum must be 0; its betas are "
+                                        "options::adamw)");
+    if constexpr (is_momentum_sgd<Optimizer, T>)
+        if (!(h.momentum < T(1)))
+            throw std::invalid_argument("pipeprop::pb::engine::set_hyperparameters: momentum = " +
+                                        std::to_string(h.momentum) +
+                                        " must be in [0, 1) for momentum SGD (1 does not decay the velocity)");
+    if constexpr (Policy::fixed_momentum)
+        if (h.momentum != static_cast<T>(Policy::momentum))
+            throw std::invalid_argument("pipeprop::pb::engine: policy " + std::string(Policy::name) +
+                                        " has the compile-time momentum " + std::to_string(Policy::momentum) +
+                                        ", but the hyperparameters give " + std::to_string(h.momentum));
 }
 
 }  // namespace pipeprop::pb

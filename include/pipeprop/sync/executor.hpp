@@ -1,7 +1,8 @@
 // pipeprop/sync/executor.hpp: pipeline_executor, the synchronous pipeline executor with its schedule (GPipe, 1F1B,
 // ZB-H1, ZB-H2) and 2BP flag (2BP-paper, Rae et al. arXiv 2405.18047, §3) fixed by template arguments. It is
-// schedule_executor (sync/schedule_executor.hpp: semantics, failures, global reductions) built for that schedule;
-// the schedule's op lists are data, so every (Kind, TwoStageBP) shares one compiled executor per network.
+// schedule_executor (sync/schedule_executor.hpp; semantics, failures, global reductions: docs/schedules.md §3) built
+// for that schedule; the schedule's op lists are data, so every (Kind, TwoStageBP) shares one compiled executor per
+// network.
 #pragma once
 
 #include <memory>

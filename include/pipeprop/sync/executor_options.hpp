@@ -1,12 +1,16 @@
 // pipeprop/sync/executor_options.hpp: what the synchronous executor (sync/schedule_executor.hpp) is built with
-// and what one optimizer step returns, and the loss interface it needs.
+// and what one optimizer step returns, and the loss interface it needs; one batch of consecutive steps.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <span>
+#include <stdexcept>
 #include <string_view>
 
 #include "pipeprop/executor_kind.hpp"
+#include "pipeprop/optim/hyperparameters.hpp"
 #include "pipeprop/optim/sgd.hpp"
 #include "pipeprop/remote_transport.hpp"
 #include "pipeprop/sync/schedule.hpp"
@@ -41,9 +45,22 @@ struct basic_executor_options {
     /// Stages in several processes (remote_transport.hpp, e.g. pipeprop/mpi/mpi_transport.hpp; it must
     /// outlive the executor): this process runs only the stages the transport calls local, the others' messages
     /// cross the transport. nullptr: every stage runs here. Needs executor == concurrent and no clipping; a device
-    /// of a virtual-stage schedule must have all of its stages in one process (schedule_executor's file comment).
+    /// of a virtual-stage schedule must have all of its stages in one process (docs/schedules.md §3).
     remote_transport* remote = nullptr;
 };
+
+namespace detail {
+/// Throws std::invalid_argument for micro_batches == 0, max_batch == 0 or a max_gradient_norm that is negative or not
+/// finite (the option named).
+template <class OptimizerConfig>
+void check_executor_options(const basic_executor_options<OptimizerConfig>& opt) {
+    if (opt.micro_batches == 0)
+        throw std::invalid_argument("pipeprop::sync::pipeline_executor: micro_batches must be >= 1");
+    if (opt.max_batch == 0) throw std::invalid_argument("pipeprop::sync::pipeline_executor: max_batch must be >= 1");
+    if (!(opt.max_gradient_norm >= 0) || !std::isfinite(opt.max_gradient_norm))
+        throw std::invalid_argument("pipeprop::sync::pipeline_executor: max_gradient_norm must be finite and >= 0");
+}
+}  // namespace detail
 
 /// Options of an executor with momentum SGD (the default optimizer).
 using executor_options = basic_executor_options<optim::sgd_config>;
@@ -58,6 +75,15 @@ struct step_result {
     double seconds = 0;            ///< wall time of the step
     double gradient_norm = 0;      ///< L2 norm of the mean-loss gradient over all stages (before any clipping);
                                    ///< with remote stages over this process's stages only
+};
+
+/// One batch of schedule_executor::consecutive_steps (its batch_view): x [B, input size] (row-major), targets
+/// [B, targets per sample] and the step's hyperparameters.
+template <class T>
+struct step_batch {
+    std::span<const T> x;
+    std::span<const std::int32_t> labels;
+    optim::hyperparameters<double> h{};
 };
 
 }  // namespace pipeprop::sync

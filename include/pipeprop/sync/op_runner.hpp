@@ -267,6 +267,41 @@ public:
             st.zero_gradient();
     }
 
+    /// The sequential executor: runs the plan's ops on the calling thread in its global order (pl.order), each stage's
+    /// optimizer step of a previous step where it is due and the last ones at the end; a message goes straight to its
+    /// stage. Throws std::logic_error when the order does not match the stages' lists, and as run_next.
+    void run_in_global_order(const step_plan& pl) {
+        auto send = [this](std::size_t to, const boundary_message& msg) { deliver(to, msg); };
+        for (const auto g : pl.order) {
+            if (update_due(g.stage) && ready(g.stage))  // its update of the previous step
+                run_next(g.stage, send);
+            if (runtime(g.stage).next != g.index || !ready(g.stage))
+                throw std::logic_error("pipeprop::sync::pipeline_executor: global order broken at stage " +
+                                       std::to_string(g.stage) + " op " + std::to_string(g.index));
+            run_next(g.stage, send);
+        }
+        for (std::size_t s = 0; s < stages_.size(); ++s) run_ready(s, send);  // the optimizer steps
+    }
+
+    /// After the steps: throws std::logic_error naming the first stage s with local[s] that has not run all of its ops
+    /// and optimizer steps.
+    void check_finished(const std::vector<bool>& local) const {
+        for (std::size_t s = 0; s < stages_.size(); ++s)
+            if (local[s] && !runtime(s).updated)
+                throw std::logic_error("pipeprop::sync::pipeline_executor: stage " + std::to_string(s) +
+                                       " did not finish its op list (stopped at op " + std::to_string(runtime(s).next) +
+                                       ")");
+    }
+
+    /// After an interrupted run: takes back the step counts of the optimizer steps the run made on every stage (the
+    /// failed steps do not count anywhere).
+    void roll_back_step_counts() {
+        for (std::size_t s = 0; s < stages_.size(); ++s) {
+            auto& o = stages_[s]->optimizer();
+            o.set_step_count(o.step_count() - runtime(s).updates);
+        }
+    }
+
     /// Sum of the squares of g in double, elements in order (deterministic): one stage's share of the global
     /// gradient norm, which adds the stages' shares in stage order.
     [[nodiscard]] static double squared_norm(std::span<const T> g) noexcept {

@@ -1,58 +1,15 @@
 // pipeprop/sync/schedule.hpp: synchronous pipeline schedules as data: for p stages and m micro-batches of one
-// optimizer step, the ordered list of operations every stage executes.
+// optimizer step, the ordered op list (F, B, W, BW; pipeprop/op.hpp) every stage executes. The simulator
+// (sync/simulator.hpp) times exactly these lists and the executors (sync/schedule_executor.hpp) run exactly these
+// lists, op by op, on every stage.
 //
-// One source of truth: the simulator (sync/simulator.hpp) times exactly these lists, and the executors
-// (sync/executor.hpp) run exactly these lists, op by op, on every stage.
-//
-// Operations (2BP-paper, Rae et al. arXiv 2405.18047, §3; ZB-paper, Qi et al. arXiv 2401.10241, §2: F, B, W):
-//   F  (forward)          forward of micro-batch j over the stage's layers; the last stage also computes the loss
-//                         and its gradient (docs/schedules.md §3: mean over the whole batch).
-//   B  (backward-p1)      input gradients of micro-batch j; sent upstream at once.
-//   W  (backward-p2)      weight gradients of micro-batch j, ADDED into the stage's gradient block.
-//   BW (fused backward)   2BP off: p1 and p2 of micro-batch j in one op (layer by layer, last first); its input
-//                         gradient is sent upstream when the whole op is done.
-//
-// Generators (stage s in [0, p), 0 = input side; micro-batches j in [0, m), any m >= 1 including m < p):
-//   gpipe (Huang et al. 2019):      F0 .. F(m-1), then the backwards in micro-batch order.
-//       2BP on (2BP-paper §3, Fig. 1): F0 .. F(m-1), B0 .. B(m-1), W0 .. W(m-1).
-//   one_f_one_b (PipeDream-Flush, Narayanan et al. 2021 §3; the 2BP-paper's 1F1B-1 is m = p, 1F1B-2 is m = 2p):
-//       w_s = min(p - 1 - s, m) warm-up F's, then F(w_s + i), B(i) alternating, then the cool-down B's.
-//       2BP on (2BP-paper §3): the same F/B order, every W after the stage's last B (W0 .. W(m-1)).
-//   zb_h1 (ZB-paper §3.1, "ZB-H1"): the 1F1B F/B order; stage s lets its W's lag its B's by s positions
-//       (W(i - s) right after B(i)), so that the B's of the later stages, which lie on the critical path, run
-//       earlier, and the W's fill the tail bubbles. At most p micro-batches in flight on every stage (1F1B's peak).
-//   zb_h2 (ZB-paper §3.1, "ZB-H2"): 2(p - 1 - s) warm-up F's on stage s (capped by m) and W's lagging their B's
-//       by 2s positions: every stage holds up to 2p - 1 micro-batches in flight (the ZB-paper's memory for H2), the
-//       first stage's extra F's and the last stage's trailing W's turn the step into a parallelogram, whose
-//       steady state (steps back to back) has no bubble when T_F = T_B = T_W (sync/simulator.hpp).
-// With 2BP off, zb_h1 and zb_h2 keep their B positions and run p2 inside them (BW): zb_h1 then IS one_f_one_b;
-// zero-bubble schedules need the split backward to gain anything.
-//
-// Virtual stages (several stages per device; the device runs one op at a time, in its own order): S stages on
-// p = S / v devices, each device holding v non-adjacent stages ("chunks"). device_of[s] names the device of stage
-// s and device_order[d] the stages of device d's ops in the order it runs them (the k-th entry: the next op of that
-// stage's list); the executor runs each device's stages on one serial node (lane_graph.hpp) in that order.
-//   interleaved_1f1b (Megatron-LM, Narayanan et al. 2021 §2.2): v chunks per device, stage c p + d on device d
-//       (chunk c; m a multiple of p, or m < p); micro-batches in groups of p, each group through chunk 0, 1, ..,
-//       v-1 forward and v-1, .., 0 backward; device d runs min(m v, 2 (p - 1 - d) + (v - 1) p) warm-up forwards,
-//       then alternates F and B, then the cool-down B's. Bubble (p - 1)(T_F + T_B) of one chunk per device: 1/v of
-//       1F1B's for the same model. 2BP on: the same order, every W after the device's last B (as 1F1B + 2BP).
-//   zb_v (ZB-paper §6, "ZB-V"): v = 2, V-shaped placement: device d holds stage d (chunk 0) and stage 2p - 1 - d
-//       (chunk 1), so the first and the last stage share device 0; warm-up 2 (p - d) - 1 chunk-0 F's, d pairs
-//       (chunk-1 F, chunk-0 F), p - d triples chunk-1 (F, B, W), then the steady state chunk-0 (F, B, W), chunk-1
-//       (F, B, W), then the cool-down (d pairs of chunk-0 and chunk-1 B's, p - d chunk-0 (B, W), the remaining W's);
-//       zero bubble in the steady state when T_F = T_B = T_W, at most 2p chunk micro-batches alive per device
-//       (1F1B's activation memory; the executor allocates each stage's own peak: 2p + 1 chunk slots per device).
-//       2BP off: BW in place of each B, its W dropped.
-//
-// Every generated schedule is checked by validate() (each micro-batch's F, B and W exactly once per stage, in
-// that order; deadlock-free under the dependency model).
-//
-// Consecutive steps (consecutive_steps): the lists of k optimizer steps back to back on every stage, each stage's
-// optimizer step of step n right after its last op of step n, with no barrier between the steps: stage s starts
-// step n + 1 while later stages still finish step n (ZB-paper §3.1's steady state, where ZB-H2's parallelogram
-// tiles without a bubble). Still exact synchronous training: every op of step n + 1 on stage s runs on the weights
-// of s's update n, and a stage's ops never read another stage's weights.
+// The schedules, their orders, bubbles and memory: docs/schedules.md §2 (2BP-paper, Rae et al. arXiv 2405.18047, §3;
+// ZB-paper, Qi et al. arXiv 2401.10241, §2, §3.1, §6; Megatron-LM, Narayanan et al. 2021 §2.2). Stage s in [0, p),
+// 0 = input side; micro-batches j in [0, m), any m >= 1 including m < p. Virtual-stage schedules (interleaved_1f1b,
+// zb_v) put several stages on one device: schedule::device_of and schedule::device_order. consecutive_steps: the
+// lists of k steps back to back without a barrier. Every generated schedule passes validate() (each micro-batch's F,
+// B and W exactly once per stage, in that order; deadlock-free under the dependency model). Generators throw
+// std::invalid_argument for p == 0, m == 0 or a stage count their placement cannot split.
 #pragma once
 
 #include <algorithm>
