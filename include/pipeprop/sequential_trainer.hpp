@@ -92,7 +92,8 @@ public:
     static constexpr std::size_t classes = output_shape::size;
     /// int32 targets per sample: 1 (a label) or the sequence length L.
     static constexpr std::size_t targets_per_sample = Loss::targets_per_sample;
-    static constexpr std::size_t parameter_count = stack_type::parameter_count;  ///< Elements of the parameter block, P.
+    /// Elements of the parameter block, P.
+    static constexpr std::size_t parameter_count = stack_type::parameter_count;
     /// Elements of one input sample (the network's input_shape::size).
     static constexpr std::size_t input_size = stack_type::input_shape::size;
 

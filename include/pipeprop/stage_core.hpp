@@ -90,7 +90,7 @@ public:
     [[nodiscard]] std::span<const T> weights() const noexcept { return weights_; }
     ///@}
     ///@{
-    /// The stage's gradient block [P]: backward-p2 adds into it; zeroed by the stage between updates.
+    /// The stage's gradient block [P]: backward-p2 adds into it; its owner zeroes it before each accumulation.
     [[nodiscard]] std::span<T> gradient() noexcept { return gradient_; }
     [[nodiscard]] std::span<const T> gradient() const noexcept { return gradient_; }
     ///@}

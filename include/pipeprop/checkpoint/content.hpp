@@ -26,7 +26,7 @@ namespace pipeprop {
 
 /// One tensor of a checkpoint: exact name, shape (row-major; may be rank 0) and values (float32 or float64).
 struct checkpoint_tensor {
-    std::string name;  ///< Exact tensor name, e.g. a parameter tensor's node path and tensor name.
+    std::string name;  ///< Exact name, the key add_tensor stored it under.
     std::vector<std::size_t> shape;  ///< Row-major dimensions (empty: a scalar).
     /// The values, float32 or float64, product(shape) of them.
     std::variant<std::vector<float>, std::vector<double>> values;

@@ -49,7 +49,8 @@ namespace pipeprop {
 ///   scale: [max_b, C]               s = sqrt(v + eps), the standard deviation each sample was normalized with.
 template <class T>
 struct online_norm_stash {
-    detail::aligned_buffer<T> yhat;  ///< [max_b, input_shape...]: (x - m) / s before the affine transform and the clamp.
+    /// [max_b, input_shape...]: (x - m) / s before the affine transform and the clamp.
+    detail::aligned_buffer<T> yhat;
     /// [max_b, C]: s = sqrt(v + eps), the standard deviation each sample was normalized with.
     detail::aligned_buffer<T> scale;
     std::size_t max_b = 0;  ///< The micro-batch capacity (make_stash); the passes check b against it.

@@ -51,7 +51,8 @@ public:
     sgd(std::size_t n, sgd_config config) : config_(config), velocity_(n, T(0)) {}
 
     [[nodiscard]] const sgd_config& config() const noexcept { return config_; }  ///< The fixed configuration.
-    [[nodiscard]] std::size_t size() const noexcept { return velocity_.size(); }  ///< Elements n of the parameter block.
+    /// Elements n of the parameter block.
+    [[nodiscard]] std::size_t size() const noexcept { return velocity_.size(); }
     /// Updates applied so far.
     [[nodiscard]] std::uint64_t step_count() const noexcept { return steps_; }
     ///@{
