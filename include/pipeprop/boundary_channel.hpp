@@ -30,12 +30,14 @@ enum class direction : std::uint8_t {
 /// Header of a message across a stage boundary. batch == 0 marks an empty message (a bubble: nothing to do in
 /// that direction at that sequence step); it then holds no buffer.
 struct boundary_message {
+    /// The buffer index of an empty message (no payload).
     static constexpr std::size_t no_buffer = std::numeric_limits<std::size_t>::max();
     std::size_t micro_batch = 0;  ///< global id of the micro-batch the payload belongs to
     std::size_t sequence = 0;     ///< receiver-side sequence number (PB: the tick at which the receiver uses it)
     std::size_t batch = 0;        ///< samples b in the payload; 0 = empty
-    direction dir = direction::forward;
+    direction dir = direction::forward;  ///< Forward (activations) or backward (gradients).
     std::size_t buffer = no_buffer;  ///< payload slot in the channel
+    /// True for an empty message (batch == 0, a bubble).
     [[nodiscard]] bool empty() const noexcept { return batch == 0; }
 };
 
@@ -47,6 +49,8 @@ struct boundary_message {
 template <class T>
 class alignas(64) boundary_channel {
 public:
+    /// A channel named `name` (messages) with `capacity` buffers of max_b samples of sample_elements values each, plus
+    /// labels_per_sample int32 targets per sample (0: none). Allocates everything here.
     boundary_channel(std::string name, std::size_t capacity, std::size_t sample_elements, std::size_t max_b,
                      std::size_t labels_per_sample)
         : name_(std::move(name)),
@@ -83,14 +87,18 @@ public:
         free_.push_back(buffer);
     }
 
+    ///@{
     /// Payload tensor of a buffer, [max_b, sample_elements]; a message uses the first batch rows.
     [[nodiscard]] T* values(std::size_t buffer) noexcept { return values_.data() + buffer * stride_; }
     [[nodiscard]] const T* values(std::size_t buffer) const noexcept { return values_.data() + buffer * stride_; }
+    ///@}
+    ///@{
     /// Targets of a buffer, [max_b, labels_per_sample] (forward channels only).
     [[nodiscard]] std::int32_t* labels(std::size_t buffer) noexcept { return labels_.data() + buffer * label_stride_; }
     [[nodiscard]] const std::int32_t* labels(std::size_t buffer) const noexcept {
         return labels_.data() + buffer * label_stride_;
     }
+    ///@}
 
     /// Sender: copies src [b, sample_elements] (and, on a forward channel, labels [b, labels_per_sample]) into a free
     /// buffer and returns the header to send (micro-batch id, sequence, b, direction). Throws as acquire().
@@ -109,7 +117,7 @@ public:
         release(msg.buffer);
     }
 
-    [[nodiscard]] const std::string& name() const noexcept { return name_; }
+    [[nodiscard]] const std::string& name() const noexcept { return name_; }  ///< The channel's name (messages).
     /// Bytes of payload storage.
     [[nodiscard]] std::size_t bytes() const noexcept {
         return values_.size() * sizeof(T) + labels_.size() * sizeof(std::int32_t);

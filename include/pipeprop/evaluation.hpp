@@ -17,9 +17,9 @@ namespace pipeprop {
 /// Result of an evaluation: accuracy in [0, 1] and mean loss (nats) per counted target (per sample for a
 /// classifier, per non-ignored token for a token loss), number of samples, of counted targets and of hits.
 struct evaluation {
-    double accuracy = 0.0;
-    double loss = 0.0;
-    std::size_t samples = 0;
+    double accuracy = 0.0;  ///< Fraction of counted targets whose arg-max logit is the target, in [0, 1].
+    double loss = 0.0;  ///< Mean loss per counted target, in nats.
+    std::size_t samples = 0;  ///< Samples evaluated.
     std::size_t targets = 0;  ///< counted targets N over the samples (= samples for a classifier)
     std::size_t correct = 0;  ///< counted targets whose arg-max logit equals the target
 };

@@ -23,6 +23,7 @@ namespace pipeprop {
 /// the destructor restores the thread's previous setting. Not copyable.
 class scoped_flush_subnormals {
 public:
+    /// Flushes subnormals when `on` (no effect where the CPU has no such mode); the destructor restores.
     explicit scoped_flush_subnormals(bool on) noexcept {
 #if PIPEPROP_HAS_MXCSR
         if (on) {

@@ -78,8 +78,9 @@ public:
     /// its stages in increasing order), or remote_lane. Throws std::invalid_argument for an empty map, a map without
     /// a local stage or a lane without stages.
     struct lane_map {
-        std::vector<std::size_t> lane_of;
+        std::vector<std::size_t> lane_of;  ///< [S]: the lane of stage s, or remote_lane.
     };
+    /// A graph of one task per lane, running `runner`'s stages. Throws std::invalid_argument as said at lane_map.
     lane_graph(Runner& runner, lane_map map) : runner_(runner), lane_of_(std::move(map.lane_of)) {
         if (lane_of_.empty()) throw std::invalid_argument("pipeprop::lane_graph: no stages");
         std::size_t lanes = 0;
@@ -124,7 +125,7 @@ public:
     /// After an exception: clears the graph's cancelled state and the queued messages.
     void reset() { graph_.reset(); }
 
-    [[nodiscard]] std::size_t lane_count() const noexcept { return stages_of_.size(); }
+    [[nodiscard]] std::size_t lane_count() const noexcept { return stages_of_.size(); }  ///< Number of lanes (tasks).
     /// The lane that runs `stage` (remote_lane: another process). Throws std::out_of_range for stage >= S.
     [[nodiscard]] std::size_t lane_of(std::size_t stage) const { return lane_of_.at(stage); }
 

@@ -24,9 +24,11 @@ namespace pipeprop {
 
 /// Half-open range [begin, end) of layer positions of a network.
 struct layer_range {
-    std::size_t begin = 0;
-    std::size_t end = 0;
+    std::size_t begin = 0;  ///< First layer position of the range.
+    std::size_t end = 0;  ///< One past the last layer position.
+    /// Number of layers, end - begin.
     [[nodiscard]] constexpr std::size_t size() const noexcept { return end - begin; }
+    /// True when begin <= i < end.
     [[nodiscard]] constexpr bool contains(std::size_t i) const noexcept { return i >= begin && i < end; }
     friend constexpr bool operator==(layer_range, layer_range) = default;
 };
@@ -39,7 +41,7 @@ struct dynamic_range {};
 template <std::size_t B, std::size_t E>
 struct static_range {
     static_assert(B < E, "pipeprop::static_range: a stage needs at least one layer.");
-    static constexpr layer_range value{B, E};
+    static constexpr layer_range value{B, E};  ///< The range [B, E) as a value.
 };
 
 /// Aligned storage for values of type T.
@@ -52,26 +54,43 @@ template <class Stack, class T>
 class stack_activations {
 public:
     stack_activations() = default;
+    ///@{
+    /// Movable, not copyable (the buffers move with it; pointers into them stay valid).
     stack_activations(stack_activations&&) noexcept = default;
     stack_activations& operator=(stack_activations&&) noexcept = default;
+    ///@}
 
-    [[nodiscard]] layer_range range() const noexcept { return range_; }
+    [[nodiscard]] layer_range range() const noexcept { return range_; }  ///< The layer range the buffers were made for.
+    /// The micro-batch capacity max_b: every buffer holds up to max_b samples.
     [[nodiscard]] std::size_t max_batch() const noexcept { return max_b_; }
+    ///@{
     /// Input of layer k (k in [begin, end]), [b, Stack::activation_size[k]].
     [[nodiscard]] T* a(std::size_t k) noexcept { return a_base_ + offset_[k - range_.begin]; }
     [[nodiscard]] const T* a(std::size_t k) const noexcept { return a_base_ + offset_[k - range_.begin]; }
+    ///@}
+    ///@{
     /// Gradient w.r.t. a(k) (in the owner's buffers when made by make_activations_sharing_gradients).
     [[nodiscard]] T* g(std::size_t k) noexcept { return g_base_ + offset_[k - range_.begin]; }
     [[nodiscard]] const T* g(std::size_t k) const noexcept { return g_base_ + offset_[k - range_.begin]; }
-    [[nodiscard]] T* input() noexcept { return a(range_.begin); }
+    ///@}
+    [[nodiscard]] T* input() noexcept { return a(range_.begin); }  ///< The range input a(begin), [b, input_size()].
+    ///@{
+    /// The range output a(end), [b, output_size()].
     [[nodiscard]] T* output() noexcept { return a(range_.end); }
     [[nodiscard]] const T* output() const noexcept { return a(range_.end); }
+    ///@}
+    /// Gradient w.r.t. the range output, g(end), [b, output_size()]: the caller writes dy here before backward.
     [[nodiscard]] T* output_gradient() noexcept { return g(range_.end); }
+    ///@{
+    /// Gradient w.r.t. the range input, g(begin), [b, input_size()]: backward-p1 assigns it.
     [[nodiscard]] T* input_gradient() noexcept { return g(range_.begin); }
     [[nodiscard]] const T* input_gradient() const noexcept { return g(range_.begin); }
+    ///@}
+    ///@{
     /// Per-sample elements of the range input / output.
     [[nodiscard]] std::size_t input_size() const noexcept { return Stack::activation_size[range_.begin]; }
     [[nodiscard]] std::size_t output_size() const noexcept { return Stack::activation_size[range_.end]; }
+    ///@}
 
     /// Bytes this object holds for one micro-batch: its activations a(k) (none for inference buffers, which are
     /// the caller's), its own gradients g(k) (none when it shares another's or is for inference) and its layers'
@@ -80,6 +99,7 @@ public:
     /// Bytes of the gradient buffers g(k) it owns: as many as of a(k), or 0 when it shares another's.
     [[nodiscard]] std::size_t gradient_bytes() const noexcept { return g_.size() * sizeof(T); }
 
+    ///@{
     /// The stash of layer I (I in the range).
     template <std::size_t I>
     [[nodiscard]] stash_t<typename Stack::template layer_type<I>>& stash() noexcept {
@@ -89,6 +109,7 @@ public:
     [[nodiscard]] const stash_t<typename Stack::template layer_type<I>>& stash() const noexcept {
         return *static_cast<const stash_t<typename Stack::template layer_type<I>>*>(stashes_[I - range_.begin].get());
     }
+    ///@}
 
 private:
     friend Stack;
@@ -111,8 +132,11 @@ template <class Stack>
 class stack_workspaces {
 public:
     stack_workspaces() = default;
+    ///@{
+    /// Movable, not copyable.
     stack_workspaces(stack_workspaces&&) noexcept = default;
     stack_workspaces& operator=(stack_workspaces&&) noexcept = default;
+    ///@}
     /// The workspace of layer I (I in the range the workspaces were made for).
     template <std::size_t I>
     [[nodiscard]] workspace_t<typename Stack::template layer_type<I>>& get() noexcept {

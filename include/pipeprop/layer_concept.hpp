@@ -3,73 +3,8 @@
 // Split backward as in 2BP (Rae et al., arXiv 2405.18047, §3) and in ZB (Qi et al., arXiv 2401.10241, "B" / "W"):
 // backward-p1 computes the gradient w.r.t. the layer input, backward-p2 the gradient w.r.t. the layer's weights.
 //
-// A concrete layer L (bound to a value type T and a per-sample input shape) provides:
-//
-//   using value_type   = T;                       // float for training, double for gradient checks
-//   using input_shape  = shape<...>;              // per sample; tensors are [b, input_shape...]
-//   using output_shape = shape<...>;              // per sample; tensors are [b, output_shape...]
-//   static constexpr std::size_t parameter_count; // elements in the layer's parameter block (0: parameter-free)
-//   using stash_type     = ...;                   // what forward keeps per micro-batch for the backward passes
-//   using workspace_type = ...;                   // scratch owned by whoever runs the layer, reused across calls
-//   stash_type     make_stash(std::size_t max_b) const;      // optional; default-constructed when absent
-//   workspace_type make_workspace(std::size_t max_b) const;  // optional; default-constructed when absent
-//
-//   void forward(std::span<const T> w, const T* x, T* y, std::size_t b, stash_type& st, workspace_type& ws) const;
-//     requires: x holds b * input_shape::size values, y room for b * output_shape::size; 1 <= b <= max_b of st, ws.
-//     ensures:  y is ASSIGNED (not added to); st holds what the backward passes of this micro-batch need.
-//
-//   void backward_input(std::span<const T> w, const T* x, const T* y, const T* dy, T* dx, std::size_t b,
-//                       const stash_type& st, workspace_type& ws) const;                  // backward-p1
-//     requires: forward ran on (w', x, b, st) before; st unchanged since. w may differ from w' (pipelining).
-//     ensures:  dx = (dy/dx)^T dy is ASSIGNED; st is not modified; parameters are not touched.
-//
-//   void backward_weight(std::span<T> dw, const T* x, const T* y, const T* dy, std::size_t b,
-//                        const stash_type& st, workspace_type& ws) const;                  // backward-p2
-//     present only when parameter_count > 0.
-//     requires: as backward_input; may run before or after backward_input of the same micro-batch, or much later
-//               (2BP defers it), as long as st, x, y, dy are still alive.
-//     ensures:  dw += (dy/dw)^T dy (ADDED, never assigned: a weight used twice accumulates both contributions).
-//
-//   or, for a layer whose weight gradient depends on its own weights (a gated MLP: dW_gate needs W_down^T dy;
-//   attention: dW_q needs the context gradient dy W_o), the weighted form
-//   void backward_weight(std::span<const T> w, std::span<T> dw, const T* x, const T* y, const T* dy, std::size_t b,
-//                        const stash_type& st, workspace_type& ws) const;                  // backward-p2
-//     w: the weights the backward-p1 of the same micro-batch used (PB: the current weights, or the stashed ones
-//        under weight stashing; synchronous schedules: the step's weights). Otherwise as above.
-//
-//   void init_parameters(std::span<T> w, std::uint64_t seed) const;     // present only when parameter_count > 0
-//     ensures: w is assigned deterministically from seed alone.
-//
-//   static constexpr std::array<parameter_tensor, K> parameter_tensors(); // optional names/shapes of the block;
-//     when present their sizes must add up to parameter_count.
-//
-// Every function must work for any micro-batch size b >= 1 and must not allocate on the heap after
-// make_stash / make_workspace returned.
-//
-// Stateful layers (optional; Online Normalization, docs/online-norm.md): a layer with running state that its
-// training passes update in micro-batch order declares
-//
-//   static constexpr std::size_t state_count;     // elements of the layer's running-state block (T values)
-//   void init_state(std::span<T> s) const;       // ensures: s is assigned its initial value
-//   void forward(w, x, y, b, st, ws, std::span<T> s) const;            // training forward: also updates s
-//   void backward_input(w, x, y, dy, dx, b, st, ws, std::span<T> s) const;  // backward-p1: also updates s
-//   void infer(w, x, y, b, ws, std::span<const T> s) const;           // evaluation: y ASSIGNED, s unchanged
-//   static constexpr std::array<parameter_tensor, K> state_tensors();  // optional names (checkpoints)
-//
-// instead of the stateless forward / backward_input (backward_weight keeps its signature and never touches s).
-// The runner keeps the state block per stage, next to the parameters, checkpoints it, and calls the passes of a
-// stage in the order the schedule runs them (PB: forward of the newest micro-batch, then backward of the oldest).
-// Evaluation calls infer (or, for a stateless layer, forward with a scratch stash) and changes no state.
-//
-// A normalization layer (group norm, Online Normalization, RMSNorm) declares `static constexpr bool normalization =
-// true;` (optional; false when absent): the weight-layer partition (pipeline_layout.hpp, fine_grained with
-// normalization::attach) keeps it in the stage of the conv or dense layer before it.
-//
-// Tensor shapes are per sample and may have any rank: rank 1 [N] (dense), rank 2 [L, D] (a sequence of L tokens
-// of D features: transformer layers), rank 3 [C, H, W] (images). A layer whose input is integer token ids reads
-// them as T values holding exact integers (float holds every integer below 2^24) and declares
-// `static constexpr bool integer_input = true;`: its backward_input must still assign dx (zeros), and nothing
-// upstream of it has parameters.
+// The members a concrete layer provides are documented once, on pipeprop::layer_contract below (a struct that exists
+// for the reference only); the built-in layers' members copy that documentation.
 //
 // Composite blocks (graph/blocks.hpp: residual<...>, residual_projection<...>) are not layers: the network flattens
 // them into nodes that are (graph/nodes.hpp), so every runner sees one flat list of layers.
@@ -112,6 +47,113 @@ struct workspace_of<L> {
     using type = typename L::workspace_type;
 };
 }  // namespace detail
+
+#ifdef PIPEPROP_DOXYGEN
+/// The layer contract, member by member: what pipeprop::layer requires of a concrete layer L bound to a value type T
+/// and a per-sample input shape. This struct exists for the reference only (it is not defined when compiling); the
+/// built-in layers' members copy its documentation.
+///
+/// Tensors are row-major [b, shape...]: b is the micro-batch dimension, the shapes are per sample and of any rank:
+/// [N] (dense), [L, D] (a sequence of L tokens of D features: transformer layers), [C, H, W] (images). Every pass
+/// works for any b >= 1 up to the max_b its stash and workspace were made for, and does not allocate on the heap
+/// after make_stash / make_workspace returned. Backward-p1 and backward-p2 are 2BP's split backward (Rae et al.,
+/// arXiv 2405.18047, §3).
+///
+/// Optional declarations: `static constexpr bool normalization = true;` (group norm, Online Normalization, RMSNorm:
+/// the weight-layer partition of pipeline_layout.hpp keeps it in the stage of the conv or dense layer before it);
+/// `static constexpr bool integer_input = true;` for a layer whose input is integer token ids held exactly as T values
+/// (float holds every integer below 2^24): its backward_input still assigns dx (zeros), and nothing upstream of it
+/// has parameters.
+///
+/// Stateful layers (Online Normalization, docs/online-norm.md) declare a running-state block and the passes of
+/// stateful_layer_contract instead of the stateless forward / backward_input (backward_weight keeps its signature
+/// and never touches the state). A layer whose weight gradient needs its own weights declares backward_weight in the
+/// weighted form of weighted_layer_contract. The runner keeps the state per stage next to the parameters,
+/// checkpoints it, and runs a stage's passes in schedule order (PB: forward of the newest micro-batch, then backward
+/// of the oldest); evaluation calls infer and changes no state.
+template <class T>
+struct layer_contract {
+    /// The arithmetic type: float for training, double for gradient checks.
+    using value_type = T;
+    /// Per-sample input shape (a pipeprop::shape); input tensors are [b, input_shape...].
+    using input_shape = shape<1>;
+    /// Per-sample output shape (a pipeprop::shape); output tensors are [b, output_shape...].
+    using output_shape = shape<1>;
+    /// Elements of the layer's parameter block (0: parameter-free); its layout is given by parameter_tensors().
+    static constexpr std::size_t parameter_count = 0;
+    /// What forward keeps per micro-batch for the backward passes of that micro-batch (no_stash when nothing).
+    using stash_type = no_stash;
+    /// Scratch owned by whoever runs the layer, reused across calls and micro-batches (no_workspace when none).
+    using workspace_type = no_workspace;
+    /// Optional: names and shapes of the tensors of the parameter block, in order; their sizes add up to
+    /// parameter_count (checkpoints and parameter reports use them).
+    static constexpr std::array<parameter_tensor, 1> parameter_tensors();
+    /// Optional: the stash for micro-batches of up to max_b samples (setup time; may allocate). Default-constructed
+    /// when absent.
+    stash_type make_stash(std::size_t max_b) const;
+    /// Optional: the workspace for micro-batches of up to max_b samples (setup time; may allocate).
+    /// Default-constructed when absent.
+    workspace_type make_workspace(std::size_t max_b) const;
+    /// Optional: bytes the stash st holds (the memory reports of the pipeline; sizeof(stash_type) when absent).
+    std::size_t stash_bytes(const stash_type& st) const noexcept;
+    /// Assigns the parameters w [parameter_count] deterministically from seed alone (present when parameter_count > 0).
+    void init_parameters(std::span<T> w, std::uint64_t seed) const;
+    /// Forward of one micro-batch: y [b, output_shape] is ASSIGNED (not added to) from x [b, input_shape] and the
+    /// weights w [parameter_count]; st receives what the backward passes of this micro-batch need.
+    /// Requires 1 <= b <= the max_b of st and ws.
+    void forward(std::span<const T> w, const T* x, T* y, std::size_t b, stash_type& st, workspace_type& ws) const;
+    /// Backward-p1 (2BP's input gradient, ZB's "B"): dx [b, input_shape] = (dy/dx)^T dy is ASSIGNED from
+    /// dy [b, output_shape]. Requires that forward ran on (w', x, b, st) before and st is unchanged since; w may differ
+    /// from w' (pipelining: the weights changed between the forward and the backward of this micro-batch). Modifies
+    /// neither st nor the parameters.
+    void backward_input(std::span<const T> w, const T* x, const T* y, const T* dy, T* dx, std::size_t b,
+                        const stash_type& st, workspace_type& ws) const;
+    /// Backward-p2 (2BP's weight gradient, ZB's "W"), present when parameter_count > 0: dw [parameter_count] +=
+    /// (dy/dw)^T dy, ADDED (never assigned: a weight used twice accumulates both contributions). May run before or
+    /// after backward_input of the same micro-batch, or much later (2BP defers it), while st, x, y, dy are alive.
+    void backward_weight(std::span<T> dw, const T* x, const T* y, const T* dy, std::size_t b, const stash_type& st,
+                         workspace_type& ws) const;
+};
+
+/// The weighted form of backward-p2 (layer_contract::backward_weight otherwise), for the reference only.
+template <class T>
+struct weighted_layer_contract : layer_contract<T> {
+    /// Backward-p2 in the weighted form, for a layer whose weight gradient depends on its own weights (a gated MLP:
+    /// dW_gate needs W_down^T dy; attention: dW_q needs dy W_o): dw [parameter_count] += (dy/dw)^T dy, ADDED.
+    /// w: the weights backward-p1 of the same micro-batch used (PB: the current weights, or the stashed ones under
+    /// weight stashing; synchronous schedules: the step's weights). Otherwise as layer_contract::backward_weight.
+    void backward_weight(std::span<const T> w, std::span<T> dw, const T* x, const T* y, const T* dy, std::size_t b,
+                         const stash_type& st, workspace_type& ws) const;
+};
+
+/// The members of a stateful layer (Online Normalization), for the reference only: they replace the stateless
+/// forward / backward_input of layer_contract (see there).
+template <class T>
+struct stateful_layer_contract : layer_contract<T> {
+    /// Elements of the running-state block (T values), kept per stage next to the parameters and checkpointed.
+    static constexpr std::size_t state_count = 1;
+    /// Assigns the state block s [state_count] its initial value.
+    void init_state(std::span<T> s) const;
+    /// The training forward (as layer_contract::forward) that also updates the running state s in micro-batch order.
+    void forward(std::span<const T> w, const T* x, T* y, std::size_t b, stash_type& st, workspace_type& ws,
+                 std::span<T> s) const;
+    /// Backward-p1 (as layer_contract::backward_input) that also updates the running state s.
+    void backward_input(std::span<const T> w, const T* x, const T* y, const T* dy, T* dx, std::size_t b,
+                        const stash_type& st, workspace_type& ws, std::span<T> s) const;
+    /// Evaluation: y [b, output_shape] ASSIGNED from x [b, input_shape] with the state s read only (no stash).
+    void infer(std::span<const T> w, const T* x, T* y, std::size_t b, workspace_type& ws, std::span<const T> s) const;
+    /// Optional: names and shapes of the tensors of the state block (checkpoints).
+    static constexpr std::array<parameter_tensor, 1> state_tensors();
+};
+
+/// The spec form of a layer in a network list (pipeprop::dense<Out>, ...): `bind<T, InputShape>` is the concrete
+/// layer for value type T and per-sample input shape InputShape. For the reference only, like layer_contract.
+struct layer_spec_contract {
+    /// The concrete layer (satisfying pipeprop::layer) for value type T and per-sample input shape InputShape.
+    template <class T, class InputShape>
+    using bind = layer_contract<T>;
+};
+#endif
 
 /// The stash type of layer L (L::stash_type, or no_stash when L declares none).
 template <class L>

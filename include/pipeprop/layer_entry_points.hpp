@@ -51,15 +51,20 @@ struct node_layer<L> {
 /// [state_count_v<L>] (ignored for a stateless layer).
 template <class T>
 struct layer_entry_points {
+    /// The layer's make_stash (pipeprop::make_stash), type-erased.
     detail::owned_object (*make_stash)(const void* layer, std::size_t max_b);
+    /// The layer's stash_bytes (pipeprop::stash_bytes).
     std::size_t (*stash_bytes)(const void* layer, const void* stash);
+    /// The layer's make_workspace (pipeprop::make_workspace), type-erased.
     detail::owned_object (*make_workspace)(const void* layer, std::size_t max_b);
+    /// Training forward: the stateless forward, or the stateful one with s.
     void (*forward)(const void* layer, std::span<const T> w, const T* x, T* y, std::size_t b, void* stash,
                     void* workspace, std::span<T> s);
     /// Evaluation forward: infer with the state for a stateful layer, the training forward (with a scratch stash)
     /// for a stateless one.
     void (*infer)(const void* layer, std::span<const T> w, const T* x, T* y, std::size_t b, void* stash,
                   void* workspace, std::span<const T> s);
+    /// Backward-p1 (2BP): the stateless backward_input, or the stateful one with s.
     void (*backward_input)(const void* layer, std::span<const T> w, const T* x, const T* y, const T* dy, T* dx,
                            std::size_t b, void* stash, void* workspace, std::span<T> s);
     /// Backward-p2 (dw += ...); nullptr for a parameter-free layer.

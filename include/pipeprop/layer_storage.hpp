@@ -55,8 +55,11 @@ class layer_storage {
 
 public:
     layer_storage() { bind(); }
+    ///@{
+    /// Copies the layer objects and rebinds the copy's type-erased pointers to its own objects.
     layer_storage(const layer_storage& o) : objects_(o.objects_) { bind(); }
     layer_storage& operator=(const layer_storage& o) {
+        ///@}
         objects_ = o.objects_;
         bind();
         return *this;

@@ -24,22 +24,25 @@ namespace pipeprop {
 /// The node types and per-position tables of network Net with value type T (see the file comment).
 template <network_type Net, class T>
 struct layer_tables {
-    using network_type = Net;
-    using value_type = T;
-    using layer_list = typename Net::template layers<T>;
-    static constexpr std::size_t layer_count = boost::mp11::mp_size<layer_list>::value;
-    using input_shape = typename Net::input_shape;
+    using network_type = Net;  ///< The network type Net.
+    using value_type = T;  ///< The value type T of every node.
+    using layer_list = typename Net::template layers<T>;  ///< The node types, Net::layers<T> (a boost::mp11::mp_list).
+    static constexpr std::size_t layer_count = boost::mp11::mp_size<layer_list>::value;  ///< Number of nodes.
+    using input_shape = typename Net::input_shape;  ///< Per-sample input shape of the network.
+    /// Per-sample output shape of the network (the last node's).
     using output_shape = typename boost::mp11::mp_back<layer_list>::output_shape;
 
     template <std::size_t I>
-    using layer_type = boost::mp11::mp_at_c<layer_list, I>;
+    using layer_type = boost::mp11::mp_at_c<layer_list, I>;  ///< The type of node I.
 
+    ///@{
     /// facts[i], entry_points[i]: the compile-time facts and the entry points of node i's type (layer_entry_points.hpp;
     /// one record per position, each made once per node type).
     static constexpr std::array<layer_facts, layer_count> facts =
         detail::facts_of(boost::mp11::mp_rename<layer_list, boost::mp11::mp_list>{});
     static constexpr std::array<layer_entry_points<T>, layer_count> entry_points =
         detail::entry_points_of<T>(boost::mp11::mp_rename<layer_list, boost::mp11::mp_list>{});
+    ///@}
 
 private:
     template <class F>
@@ -59,6 +62,7 @@ public:
     /// parameter_offset[i]: first element of layer i in the network's parameter block; [layer_count] = total.
     static constexpr std::array<std::size_t, layer_count + 1> parameter_offset =
         prefix_sum([](std::size_t i) { return facts[i].parameter_count; });
+    /// Elements of the network's parameter block (the sum over its nodes).
     static constexpr std::size_t parameter_count = parameter_offset[layer_count];
 
     /// activation_size[k]: per-sample elements of the input of layer k; [layer_count] = network output size.

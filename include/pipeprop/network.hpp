@@ -53,8 +53,14 @@ concept value_type_matches = layer_has_shapes<L> && std::is_same_v<typename L::v
 /// arguments in the instantiation trace tell which position and which spec failed.
 template <std::size_t Position, class Spec, class T, class In, class Path = void>
 struct layer_at_position {
+    /// The layer Spec bound to T and In (Spec::bind<T, In>, or Spec itself when it is a concrete layer).
     using type = typename detail::bound_type<Spec, T, In>::type;
 
+    ///@{
+    /// The checks of the bound layer, each followed by the static_assert that says what it requires: declared shapes,
+    /// value type T, input shape In, parameter count, the stateful or stateless passes, backward-p2 and init_parameters
+    /// when it has parameters; a check is vacuously true when an earlier one failed, so that only the first failure is
+    /// reported. ok: all of them.
     static constexpr bool shapes_ok = layer_has_shapes<type>;
     static_assert(shapes_ok,
                   "pipeprop: this layer does not declare value_type (a floating-point type), input_shape and "
@@ -91,6 +97,7 @@ struct layer_at_position {
                            "std::uint64_t seed) const`.");
     static constexpr bool ok =
         shapes_ok && value_ok && input_ok && count_ok && state_ok && forward_ok && p1_ok && p2_ok && init_ok;
+    ///@}
 };
 
 /// Compile-time check of the residual block at 0-based position Position of its level (value type T, block input
@@ -98,6 +105,9 @@ struct layer_at_position {
 /// (node_path.hpp). The static_asserts are the diagnostics a user sees.
 template <std::size_t Position, class Block, class T, class In, class BodyOut, class ShortcutOut, class Path = void>
 struct block_at_position {
+    ///@{
+    /// The checks of the block, each followed by the static_assert that reports it: identity (no shortcut layers) and
+    /// then body output == block input, or a projection and then body output == shortcut output; ok: both hold.
     static constexpr bool identity = !requires { typename Block::shortcut_layers; };
     static constexpr bool identity_ok = !identity || std::is_same_v<BodyOut, In>;
     static_assert(identity_ok, "pipeprop::residual: the body's output shape differs from the block's input shape; an "
@@ -107,6 +117,7 @@ struct block_at_position {
     static_assert(projection_ok, "pipeprop::residual_projection: the shortcut's output shape differs from the body's "
                                  "output shape; see block_at_position<N, ...> below.");
     static constexpr bool ok = identity_ok && projection_ok;
+///@}
 };
 
 namespace detail {
@@ -282,17 +293,22 @@ struct network {
                                           "input shape, a pipeprop::shape<...>.");
     static_assert(sizeof...(Specs) > 0, "pipeprop::network: a network needs at least one layer.");
 
-    using input_shape = InputShape;
+    using input_shape = InputShape;  ///< The per-sample input shape (a pipeprop::shape).
+    /// The specs as given (layer specs, concrete layers, blocks), a boost::mp11::mp_list.
     using specs = boost::mp11::mp_list<Specs...>;
     /// Number of nodes (layers after flattening the blocks).
     static constexpr std::size_t layer_count = (detail::node_count<Specs>::value + ...);
 
     template <class T>
+    /// The flat list of node types bound to value type T (boost::mp11::mp_list): layers, block forks / adds, carried
+    /// and shortcut nodes.
     using layers = typename detail::bind_network<T, InputShape, Specs...>::nodes;
     template <class T>
+    /// The hierarchical path of every node (node_path.hpp; names in checkpoints and reports).
     using paths = typename detail::bind_network<T, InputShape, Specs...>::paths;
 
     template <class T>
+    /// The per-sample output shape: the last node's output_shape.
     using output_shape = typename boost::mp11::mp_back<layers<T>>::output_shape;
 };
 

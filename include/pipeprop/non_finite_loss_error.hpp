@@ -16,9 +16,12 @@ namespace pipeprop {
 /// micro-batch's id (PB engine); samples_seen(): samples consumed (trainer) or pushed (PB engine) at the throw.
 class non_finite_loss_error : public std::runtime_error {
 public:
+    /// what: the message; step, samples_seen: as the accessors return them.
     non_finite_loss_error(const std::string& what, std::uint64_t step, std::uint64_t samples_seen)
         : std::runtime_error(what), step_(step), samples_seen_(samples_seen) {}
+    /// The failing update's 0-based number (trainer) or the micro-batch id (PB engine).
     [[nodiscard]] std::uint64_t step() const noexcept { return step_; }
+    /// Samples consumed (trainer) or pushed (PB engine) at the throw.
     [[nodiscard]] std::uint64_t samples_seen() const noexcept { return samples_seen_; }
 
 private:

@@ -23,8 +23,8 @@ enum class op_kind : std::uint8_t {
 
 /// One operation of a stage: what, on which micro-batch (synchronous: the index within the step; PB: the id).
 struct op {
-    op_kind kind = op_kind::forward;
-    std::size_t micro_batch = 0;
+    op_kind kind = op_kind::forward;  ///< F, B, P1, P2 or U.
+    std::size_t micro_batch = 0;  ///< Synchronous: index within the step; PB: the micro-batch id.
     friend constexpr bool operator==(op, op) = default;
 };
 

@@ -10,11 +10,11 @@ namespace pipeprop {
 /// One named tensor inside a layer's contiguous parameter block (e.g. dense: "weight" [out, in], "bias" [out]).
 /// Used for checkpoint file names and for reporting. Rank is at most 4; unused trailing dims are 1.
 struct parameter_tensor {
-    std::string_view name;
-    std::size_t rank = 1;
-    std::array<std::size_t, 4> dims{1, 1, 1, 1};
+    std::string_view name;  ///< Name within the layer, e.g. "weight" (checkpoint file names).
+    std::size_t rank = 1;  ///< Number of dimensions used, 1 to 4.
+    std::array<std::size_t, 4> dims{1, 1, 1, 1};  ///< Dimensions, row-major; unused trailing ones are 1.
 
-    [[nodiscard]] constexpr std::size_t size() const noexcept {
+    [[nodiscard]] constexpr std::size_t size() const noexcept {  ///< Elements: the product of dims.
         std::size_t n = 1;
         for (std::size_t i = 0; i < rank; ++i) n *= dims[i];
         return n;

@@ -24,6 +24,7 @@ namespace pipeprop {
 /// Static-asserts (in pipeline_layout) that the points are strictly increasing and inside (0, layer count).
 template <std::size_t... SplitPoints>
 struct split_at {
+    /// The split points: stage s + 1 starts at layer points[s].
     static constexpr std::array<std::size_t, sizeof...(SplitPoints)> points{SplitPoints...};
 };
 
@@ -105,30 +106,45 @@ template <network_type Net, class Partition, class T = float>
 struct pipeline_layout;
 
 template <network_type Net, std::size_t... P, class T>
+/// The layout of split_at<P...>: stage s is layers [boundaries[s], boundaries[s + 1]), with boundaries {0, P..., layer
+/// count}. Static-asserts that the points increase strictly, lie inside (0, layer count) and cut nowhere a projection
+/// shortcut forbids (docs/pb-semantics.md §6).
 struct pipeline_layout<Net, split_at<P...>, T> {
+    /// The network's layer stack (layer_stack<Net, T>): its flat list of nodes.
     using stack_type = layer_stack<Net, T>;
-    static constexpr std::size_t layer_count = stack_type::layer_count;
+    static constexpr std::size_t layer_count = stack_type::layer_count;  ///< Number of nodes of the flattened network.
+    /// Stage boundaries [stage_count + 1]: stage s is layers [boundaries[s], boundaries[s + 1]).
     static constexpr auto boundaries = detail::partition_boundaries<layer_count, split_at<P...>>::value;
     static_assert(detail::cuts_allowed<stack_type, P...>(),
                   "pipeprop::split_at: a split point lies inside a projection shortcut or right before its add: the "
                   "shortcut's layers share the stage of the block's add (docs/pb-semantics.md section 6).");
-    static constexpr std::size_t stage_count = boundaries.size() - 1;
+    static constexpr std::size_t stage_count = boundaries.size() - 1;  ///< Number of stages S (split points + 1).
+    /// PB gradient delays [stage_count]: D_s = 2 (S - 1 - s) updates between a micro-batch's forward and backward at
+    /// stage s (PB paper §3; pb_delay).
     static constexpr std::array<std::size_t, stage_count> delays = [] {
         std::array<std::size_t, stage_count> d{};
         for (std::size_t s = 0; s < stage_count; ++s) d[s] = pb_delay(s, stage_count);
         return d;
     }();
+    /// The layers of stage s, [boundaries[s], boundaries[s + 1]) (s < stage_count, unchecked).
     static constexpr layer_range stage(std::size_t s) noexcept { return {boundaries[s], boundaries[s + 1]}; }
 };
 
 template <network_type Net, parameter_free Mode, normalization_layers Norms, class T>
+/// The fine-grained layout (PB paper §3): every parametric layer starts a stage; parameter-free layers attach to the
+/// stage before them or get their own (Mode), normalization layers start a stage or attach (Norms); nodes that may not
+/// start a stage (a projection shortcut and its add, docs/pb-semantics.md §6) join the stage before them.
 struct pipeline_layout<Net, fine_grained<Mode, Norms>, T> {
-    using stack_type = layer_stack<Net, T>;
+    using stack_type = layer_stack<Net, T>;  ///< The network's layer stack (layer_stack<Net, T>).
+    /// Number of nodes of the flattened network.
     static constexpr std::size_t layer_count = stack_type::layer_count;
+    /// True for parameter_free::own_stage: every parameter-free layer is its own stage.
     static constexpr bool own_stage = Mode == parameter_free::own_stage;
+    /// True for normalization_layers::attach: normalization layers join the stage before them.
     static constexpr bool attach_norms = Norms == normalization_layers::attach;
-    static constexpr std::size_t stage_count =
+    static constexpr std::size_t stage_count =  ///< Number of stages S: the number of layers that start a stage.
         detail::fine_stage_count<layer_count, stack_type>(own_stage, attach_norms);
+    /// Stage boundaries [stage_count + 1]: stage s is layers [boundaries[s], boundaries[s + 1]).
     static constexpr std::array<std::size_t, stage_count + 1> boundaries = [] {
         std::array<std::size_t, stage_count + 1> b{};
         // Stage starts: for own_stage, every layer; for attach, every parametric layer except that the first stage
@@ -146,11 +162,13 @@ struct pipeline_layout<Net, fine_grained<Mode, Norms>, T> {
         b[stage_count] = layer_count;
         return b;
     }();
+    /// PB gradient delays [stage_count]: D_s = 2 (S - 1 - s) (PB paper §3; pb_delay).
     static constexpr std::array<std::size_t, stage_count> delays = [] {
         std::array<std::size_t, stage_count> d{};
         for (std::size_t s = 0; s < stage_count; ++s) d[s] = pb_delay(s, stage_count);
         return d;
     }();
+    /// The layers of stage s, [boundaries[s], boundaries[s + 1]) (s < stage_count, unchecked).
     static constexpr layer_range stage(std::size_t s) noexcept { return {boundaries[s], boundaries[s + 1]}; }
 };
 
@@ -160,15 +178,19 @@ struct pipeline_layout<Net, fine_grained<Mode, Norms>, T> {
 template <class Layout, std::size_t S>
 struct stage_type {
     static_assert(S < Layout::stage_count, "pipeprop::stage_type: stage index out of range.");
-    using layout = Layout;
-    using stack_type = typename Layout::stack_type;
-    static constexpr std::size_t index = S;
-    static constexpr std::size_t begin = Layout::boundaries[S];
-    static constexpr std::size_t end = Layout::boundaries[S + 1];
-    static constexpr layer_range range{begin, end};
+    using layout = Layout;  ///< The layout the stage belongs to (a pipeline_layout).
+    using stack_type = typename Layout::stack_type;  ///< The network's layer stack (Layout::stack_type).
+    static constexpr std::size_t index = S;  ///< The stage's index S (0 = input side).
+    static constexpr std::size_t begin = Layout::boundaries[S];    ///< First layer of the stage (flattened network).
+    static constexpr std::size_t end = Layout::boundaries[S + 1];  ///< One past the stage's last layer.
+    static constexpr layer_range range{begin, end};  ///< The same range as a layer_range value.
+    /// The stage's PB delay D_S = 2 (S_count - 1 - S) (PB paper §3).
     static constexpr std::size_t delay = Layout::delays[S];
+    /// The stage's node types, a boost::mp11::mp_list (the network's nodes begin..end).
     using layers = boost::mp11::mp_drop_c<boost::mp11::mp_take_c<typename stack_type::layer_list, end>, begin>;
+    /// Elements of the stage's parameter block (the sum over its layers).
     static constexpr std::size_t parameter_count = stack_type::parameter_count_of(range);
+    /// The tag the stage's passes are instantiated for, static_range<begin, end> (stage_program.hpp).
     using range_tag = static_range<begin, end>;
 };
 

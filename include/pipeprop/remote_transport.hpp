@@ -43,11 +43,11 @@ struct boundary_note {
 /// A message that arrived from another process: the target stage, the header (its `buffer` is meaningless here),
 /// the payload bytes (header.batch rows of the target channel's sample size) and targets, and the note.
 struct remote_message {
-    std::size_t to = 0;
-    boundary_message header{};
-    std::span<const std::byte> values;
-    std::span<const std::int32_t> labels;
-    boundary_note note{};
+    std::size_t to = 0;  ///< The target stage.
+    boundary_message header{};  ///< The message header (its buffer field is meaningless here).
+    std::span<const std::byte> values;  ///< Payload bytes: header.batch rows of the target channel's sample size.
+    std::span<const std::int32_t> labels;  ///< Targets [header.batch, labels per sample] (forward messages).
+    boundary_note note{};  ///< The sender's note (boundary_note).
 };
 
 /// Thrown by an executor when no message arrived from another process within the transport's timeout while a local

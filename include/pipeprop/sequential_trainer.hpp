@@ -80,18 +80,21 @@ template <network_type Net, class T = float, class Loss = detail::default_loss_t
           class Optimizer = optim::sgd<T>>
 class sequential_trainer {
 public:
-    using stack_type = layer_stack<Net, T>;
-    using value_type = T;
-    using output_shape = typename stack_type::output_shape;
+    using stack_type = layer_stack<Net, T>;  ///< The network's layer stack (layer_stack<Net, T>).
+    using value_type = T;  ///< The value type T of parameters and activations.
+    using output_shape = typename stack_type::output_shape;  ///< Per-sample output shape of the network (the logits).
     static_assert(check_policies<Loss, Optimizer, T, output_shape>());
-    using loss_type = Loss;
-    using optimizer_type = Optimizer;
+    using loss_type = Loss;  ///< The loss policy (loss/loss_policy.hpp).
+    using optimizer_type = Optimizer;  ///< The optimizer policy (optim/optimizer_policy.hpp).
+    /// The trainer's configuration, with the optimizer's fixed configuration inside.
     using config_type = basic_sequential_trainer_config<typename Optimizer::config_type>;
     /// Logits per sample (output_shape::size; the classes of a classifier).
     static constexpr std::size_t classes = output_shape::size;
     /// int32 targets per sample: 1 (a label) or the sequence length L.
     static constexpr std::size_t targets_per_sample = Loss::targets_per_sample;
+    /// Elements of the parameter block, P.
     static constexpr std::size_t parameter_count = stack_type::parameter_count;
+    /// Elements of one input sample (the network's input_shape::size).
     static constexpr std::size_t input_size = stack_type::input_shape::size;
 
     /// Sets up a trainer: parameters initialized from config.seed, zero optimizer state, no samples consumed.
@@ -116,14 +119,21 @@ public:
         fuses_update_ = stack_type::fuses_momentum_update_in(stack_type::all());
     }
 
+    /// The configuration the trainer was made with.
     [[nodiscard]] const config_type& config() const noexcept { return config_; }
+    /// Largest batch train_batch and evaluate accept.
     [[nodiscard]] std::size_t max_batch() const noexcept { return config_.max_batch; }
+    ///@{
     /// Parameter block w [parameter_count] (layer blocks in order; see layer_stack).
     [[nodiscard]] std::span<T> parameters() noexcept { return parameters_; }
     [[nodiscard]] std::span<const T> parameters() const noexcept { return parameters_; }
+    ///@}
+    ///@{
     /// Running state of the stateful layers [state_count] (empty when there are none).
     [[nodiscard]] std::span<T> state() noexcept { return state_; }
     [[nodiscard]] std::span<const T> state() const noexcept { return state_; }
+    ///@}
+    /// The optimizer's state (step count, state buffers [P]).
     [[nodiscard]] const Optimizer& optimizer() const noexcept { return optimizer_; }
     /// Updates applied so far.
     [[nodiscard]] std::uint64_t step_count() const noexcept { return optimizer_.step_count(); }

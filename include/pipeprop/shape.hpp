@@ -16,9 +16,9 @@ template <std::size_t... Dims>
 struct shape {
     static_assert(sizeof...(Dims) > 0, "pipeprop::shape: a shape needs at least one dimension.");
     static_assert(((Dims > 0) && ...), "pipeprop::shape: every dimension of a shape must be at least 1.");
-    static constexpr std::size_t rank = sizeof...(Dims);
-    static constexpr std::size_t size = (Dims * ...);
-    static constexpr std::array<std::size_t, rank> dims{Dims...};
+    static constexpr std::size_t rank = sizeof...(Dims);  ///< Number of dimensions.
+    static constexpr std::size_t size = (Dims * ...);  ///< Elements of one sample: the product of the dimensions.
+    static constexpr std::array<std::size_t, rank> dims{Dims...};  ///< The dimensions, outermost first.
 };
 
 namespace detail {

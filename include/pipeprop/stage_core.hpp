@@ -27,7 +27,7 @@ namespace pipeprop {
 template <network_type Net, class T>
 class stage_core {
 public:
-    using stack_type = layer_stack<Net, T>;
+    using stack_type = layer_stack<Net, T>;  ///< The network's layer stack (layer_stack<Net, T>).
 
     /// The stage's weights start as its slice of `network_block` [stack_type::parameter_count] (e.g. from
     /// layer_stack::init_parameters, which does not depend on the cut), copied into a block the stage owns; or, with
@@ -68,24 +68,37 @@ public:
         }
     }
 
+    ///@{
+    /// Movable, not copyable (the spans stay valid: they point into moved buffers or the caller's storage).
     stage_core(stage_core&&) noexcept = default;
     stage_core& operator=(stage_core&&) noexcept = default;
+    ///@}
 
     /// The stage's passes (stage_program.hpp).
     [[nodiscard]] const stage_program<stack_type>& program() const noexcept { return program_; }
-    [[nodiscard]] std::size_t index() const noexcept { return index_; }
+    [[nodiscard]] std::size_t index() const noexcept { return index_; }  ///< The stage's index s (0 = input side).
+    /// The stage's layers [begin, end) of the flattened network.
     [[nodiscard]] layer_range range() const noexcept { return program_.range; }
     /// P: elements of the stage's parameter block (0 for a parameter-free stage).
     [[nodiscard]] std::size_t parameter_count() const noexcept { return parameter_count_; }
     /// True when the weights are a view of the caller's storage.
     [[nodiscard]] bool borrows_weights() const noexcept { return owned_weights_.empty() && parameter_count_ > 0; }
 
+    ///@{
+    /// The stage's weights [P]: its own block, or its slice of the caller's storage.
     [[nodiscard]] std::span<T> weights() noexcept { return weights_; }
     [[nodiscard]] std::span<const T> weights() const noexcept { return weights_; }
+    ///@}
+    ///@{
+    /// The stage's gradient block [P]: backward-p2 adds into it; its owner zeroes it before each accumulation.
     [[nodiscard]] std::span<T> gradient() noexcept { return gradient_; }
     [[nodiscard]] std::span<const T> gradient() const noexcept { return gradient_; }
+    ///@}
+    ///@{
+    /// Running state of the stage's stateful layers [state_count_of(range)] (empty when none).
     [[nodiscard]] std::span<T> state() noexcept { return state_; }
     [[nodiscard]] std::span<const T> state() const noexcept { return state_; }
+    ///@}
 
 private:
     stage_program<stack_type> program_{};

@@ -24,8 +24,10 @@ public:
     /// Must be constructed inside a catch block (std::nested_exception captures the exception being handled).
     stage_error(const std::string& what, std::size_t stage, std::size_t micro_batch, std::string phase)
         : std::runtime_error(what), stage_(stage), micro_batch_(micro_batch), phase_(std::move(phase)) {}
-    [[nodiscard]] std::size_t stage() const noexcept { return stage_; }
+    [[nodiscard]] std::size_t stage() const noexcept { return stage_; }  ///< The failing stage's index.
+    /// The micro-batch it was working on.
     [[nodiscard]] std::size_t micro_batch() const noexcept { return micro_batch_; }
+    /// The failing pass, "forward" or "backward".
     [[nodiscard]] const std::string& phase() const noexcept { return phase_; }
 
 private:

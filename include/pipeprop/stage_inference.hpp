@@ -21,7 +21,7 @@ namespace pipeprop {
 template <class Stack>
 class stage_inference {
 public:
-    using value_type = typename Stack::value_type;
+    using value_type = typename Stack::value_type;  ///< The stack's value type.
 
     /// Throws std::invalid_argument (from Stack) for an invalid range or max_b == 0.
     stage_inference(const Stack& stack, const std::vector<layer_range>& ranges, std::size_t max_b) : max_b_(max_b) {
@@ -31,7 +31,7 @@ public:
                                 stack.make_workspaces(r, max_b)});
     }
 
-    [[nodiscard]] std::size_t max_batch() const noexcept { return max_b_; }
+    [[nodiscard]] std::size_t max_batch() const noexcept { return max_b_; }  ///< Largest micro-batch the buffers take.
 
     /// Runs x [b, input size] (b <= max_batch()) through every stage: infer_stage(s, act, b, ws) runs stage s's
     /// inference on its buffers (act.input() holds its input). Returns the last stage's output [b, output size],

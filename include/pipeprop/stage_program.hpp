@@ -21,26 +21,34 @@ namespace pipeprop {
 /// Arguments as the layer_stack member functions of the same name; `stack` is the network's layer_stack.
 template <class Stack>
 struct stage_program {
-    using T = typename Stack::value_type;
-    using activations = typename Stack::activations;
-    using workspaces = typename Stack::workspaces;
+    using T = typename Stack::value_type;  ///< The stack's value type.
+    using activations = typename Stack::activations;  ///< The stack's per-micro-batch buffers (stack_activations).
+    using workspaces = typename Stack::workspaces;  ///< The stack's per-runner scratch (stack_workspaces).
 
     /// Not an aggregate (a user-declared constructor), so that a braced layer range {b, e} never converts to a
     /// program: constructors that take ranges or programs stay unambiguous.
     stage_program() = default;
 
-    layer_range range{};
+    layer_range range{};  ///< The stage's layers [begin, end).
     bool static_code = false;  ///< the range is a static pipeline's stage (a stage type's constant expressions)
+    /// layer_stack::forward over range: the activations' input [b, ...] to their output; updates the running state.
     void (*forward)(const Stack& stack, std::span<const T> w, activations& act, std::size_t b, workspaces& ws,
                     std::span<T> state) = nullptr;
+    /// layer_stack::infer over range: evaluation forward with the running state read only.
     void (*infer)(const Stack& stack, std::span<const T> w, activations& act, std::size_t b, workspaces& ws,
                   std::span<const T> state) = nullptr;
+    /// layer_stack::backward_input over range (backward-p1, 2BP): from the output gradient in act; the range's input
+    /// gradient only when input_gradient_needed.
     void (*backward_input)(const Stack& stack, std::span<const T> w, activations& act, std::size_t b,
                            workspaces& ws, bool input_gradient_needed, std::span<T> state) = nullptr;
+    /// layer_stack::backward_weight over range (backward-p2, 2BP): adds the weight gradient into dw [P].
     void (*backward_weight)(const Stack& stack, std::span<const T> w, std::span<T> dw, const activations& act,
                             std::size_t b, workspaces& ws) = nullptr;
+    /// layer_stack::backward over range: backward-p1 and backward-p2 of each layer in one pass (no split).
     void (*backward)(const Stack& stack, std::span<const T> w, std::span<T> dw, activations& act, std::size_t b,
                      workspaces& ws, bool input_gradient_needed, std::span<T> state) = nullptr;
+    /// layer_stack::backward_momentum_update over range (b = 1): backward with the momentum update fused into
+    /// backward-p2 where a layer supports it (w, v [P] updated in place with c; wb: the weights backward-p1 uses).
     void (*backward_momentum_update)(const Stack& stack, std::span<const T> wb, std::span<T> dw, std::span<T> w,
                                      std::span<T> v, const optim::update_coefficients<T>& c, activations& act,
                                      workspaces& ws, bool input_gradient_needed, std::span<T> state) = nullptr;

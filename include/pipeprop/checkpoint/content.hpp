@@ -26,8 +26,9 @@ namespace pipeprop {
 
 /// One tensor of a checkpoint: exact name, shape (row-major; may be rank 0) and values (float32 or float64).
 struct checkpoint_tensor {
-    std::string name;
-    std::vector<std::size_t> shape;
+    std::string name;  ///< Exact name, the key add_tensor stored it under.
+    std::vector<std::size_t> shape;  ///< Row-major dimensions (empty: a scalar).
+    /// The values, float32 or float64, product(shape) of them.
     std::variant<std::vector<float>, std::vector<double>> values;
 
     /// "float32" or "float64" (the numpy dtype of its .npy file).
@@ -61,7 +62,9 @@ public:
         tensors_.push_back({std::move(name), std::move(shape), std::vector<T>(values.begin(), values.end())});
     }
 
+    /// True when a tensor named `name` is stored.
     [[nodiscard]] bool has_tensor(const std::string& name) const { return index_.contains(name); }
+    /// All tensors, in the order they were added.
     [[nodiscard]] const std::vector<checkpoint_tensor>& tensors() const noexcept { return tensors_; }
 
     /// The tensor with exactly this name. Throws checkpoint_error naming it when absent.
@@ -105,6 +108,7 @@ public:
             throw checkpoint_error("pipeprop::checkpoint: scalar '" + key + "' contains a line break");
         scalars_[key] = value;
     }
+    /// As above, from a C string.
     void set_scalar(const std::string& key, const char* value) { set_scalar(key, std::string(value)); }
     /// Integers and floating-point values are stored in their shortest exact text form (std::to_chars).
     template <class N>
@@ -115,7 +119,9 @@ public:
         set_scalar(key, std::string(buf, r.ptr));
     }
 
+    /// True when a scalar `key` is stored.
     [[nodiscard]] bool has_scalar(const std::string& key) const { return scalars_.contains(key); }
+    /// All scalars, by key.
     [[nodiscard]] const std::map<std::string, std::string>& scalars() const noexcept { return scalars_; }
 
     /// Scalar `key` as text. Throws checkpoint_error naming the key when absent.

@@ -27,16 +27,16 @@ public:
 
 /// Name and shape of one parameter tensor of a layer.
 struct tensor_signature {
-    std::string name;
-    std::vector<std::size_t> shape;
+    std::string name;  ///< The tensor's name (parameter_tensor::name).
+    std::vector<std::size_t> shape;  ///< The tensor's dimensions.
     friend bool operator==(const tensor_signature&, const tensor_signature&) = default;
 };
 
 /// Signature of a network: for each layer (in order) the names and shapes of its parameter tensors (empty for a
 /// parameter-free layer). Two networks with equal signatures have interchangeable parameter blocks.
 struct network_signature {
-    std::vector<std::vector<tensor_signature>> layers;
-    [[nodiscard]] std::size_t layer_count() const noexcept { return layers.size(); }
+    std::vector<std::vector<tensor_signature>> layers;  ///< [layer][tensor]: the parameter tensors of every layer.
+    [[nodiscard]] std::size_t layer_count() const noexcept { return layers.size(); }  ///< Number of layers.
     friend bool operator==(const network_signature&, const network_signature&) = default;
 };
 

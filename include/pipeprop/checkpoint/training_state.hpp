@@ -28,7 +28,7 @@ struct training_state {
     std::vector<std::vector<T>> optimizer_state; ///< per state buffer of the optimizer: [parameter_count]
     std::vector<T> state;                        ///< running state [state_count]
     std::uint64_t step_count = 0;                ///< updates applied
-    std::uint64_t samples_seen = 0;
+    std::uint64_t samples_seen = 0;  ///< samples consumed
 };
 
 /// Adds the state to c (signature, tensors, scalars optimizer = Optimizer::name, step_count, samples_seen,

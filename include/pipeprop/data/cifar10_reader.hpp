@@ -18,19 +18,22 @@ namespace pipeprop::data {
 
 /// Geometry of CIFAR-10.
 struct cifar10_format {
+    ///@{
+    /// Image dimensions [3, 32, 32]: channels, rows, cols.
     static constexpr std::size_t channels = 3;
     static constexpr std::size_t rows = 32;
     static constexpr std::size_t cols = 32;
+    ///@}
     static constexpr std::size_t image_bytes = channels * rows * cols;  ///< 3072
     static constexpr std::size_t record_bytes = 1 + image_bytes;        ///< 3073
-    static constexpr std::size_t classes = 10;
+    static constexpr std::size_t classes = 10;  ///< Classes; labels lie in [0, 10).
 };
 
 /// Images and labels of one or more CIFAR-10 batch files: pixels [count, 3, 32, 32] bytes, labels [count].
 struct cifar10_images {
-    std::size_t count = 0;
-    std::vector<std::uint8_t> pixels;
-    std::vector<std::int32_t> labels;
+    std::size_t count = 0;  ///< Number of images.
+    std::vector<std::uint8_t> pixels;  ///< Pixels [count, 3, 32, 32], bytes 0..255.
+    std::vector<std::int32_t> labels;  ///< Labels [count], in [0, 10).
 };
 
 /// Appends the records of one CIFAR-10 binary batch file (plain or gzip) to `out`.

@@ -28,11 +28,16 @@ inline constexpr const char* default_data_directory = "/usr/share/datasets/fashi
 
 /// Per-sample image geometry [channels, rows, cols].
 struct image_geometry {
+    ///@{
+    /// The dimensions [channels, rows, cols] of one image.
     std::size_t channels = 1;
     std::size_t rows = 1;
     std::size_t cols = 1;
+    ///@}
+    /// Values per image, channels * rows * cols.
     [[nodiscard]] constexpr std::size_t size() const noexcept { return channels * rows * cols; }
     friend constexpr bool operator==(const image_geometry&, const image_geometry&) = default;
+    /// "CxHxW", e.g. "1x28x28" (messages).
     [[nodiscard]] std::string to_string() const {
         return std::to_string(channels) + "x" + std::to_string(rows) + "x" + std::to_string(cols);
     }
@@ -40,17 +45,17 @@ struct image_geometry {
 
 /// Per-channel statistics of pixel / 255 (dimensionless): mean [C] and population standard deviation [C].
 struct channel_statistics {
-    std::vector<double> mean;
-    std::vector<double> stddev;
+    std::vector<double> mean;  ///< Mean of pixel / 255 per channel [C].
+    std::vector<double> stddev;  ///< Population standard deviation of pixel / 255 per channel [C].
 };
 
 /// An in-memory dataset: images [count, C, H, W] float (normalized), labels [count] int32 in [0, classes).
 struct dataset {
-    image_geometry geometry;
-    std::size_t count = 0;
-    std::size_t classes = 0;
-    std::vector<float> images;
-    std::vector<std::int32_t> labels;
+    image_geometry geometry;  ///< Geometry of every image.
+    std::size_t count = 0;  ///< Number of samples.
+    std::size_t classes = 0;  ///< Number of classes; labels lie in [0, classes).
+    std::vector<float> images;  ///< Images [count, C, H, W], normalized floats.
+    std::vector<std::int32_t> labels;  ///< Labels [count].
 
     /// First value of image i ([C, H, W], geometry.size() floats). Requires i < count.
     [[nodiscard]] const float* image(std::size_t i) const noexcept { return images.data() + i * geometry.size(); }
@@ -139,10 +144,10 @@ inline bool holds_images(std::size_t pixels, std::size_t count, image_geometry g
 struct dataset_pair {
     std::string format;              ///< "idx" (MNIST family) or "cifar10"
     std::string train_source;        ///< file(s) the training split came from (for messages)
-    std::string test_source;
+    std::string test_source;  ///< file(s) the test split came from (for messages)
     channel_statistics statistics;   ///< of the training split
-    dataset train;
-    dataset test;
+    dataset train;  ///< The training split.
+    dataset test;  ///< The test split, normalized with the training split's statistics.
 };
 
 namespace detail {

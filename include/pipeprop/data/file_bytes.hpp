@@ -54,7 +54,7 @@ public:
         if (file_ != nullptr) (void)gzclose(file_);
     }
 
-    [[nodiscard]] const std::string& name() const noexcept { return name_; }
+    [[nodiscard]] const std::string& name() const noexcept { return name_; }  ///< The file's path (messages).
     /// Size of the file on disk in bytes (compressed size for a gzip file).
     [[nodiscard]] std::uintmax_t file_size() const noexcept { return file_size_; }
     /// True when the file is gzip data (decompressed by reads). Valid after the first read.

@@ -23,11 +23,14 @@ namespace pipeprop::data {
 /// Images of one IDX file: `pixels` holds count * rows * cols bytes, image-major, row-major inside an image
 /// ([count, 1, rows, cols] as a one-channel tensor). `path` is the file they came from (for later messages).
 struct idx_images {
-    std::size_t count = 0;
+    std::size_t count = 0;  ///< Number of images.
+    ///@{
+    /// Image height (rows) and width (cols).
     std::size_t rows = 0;
     std::size_t cols = 0;
-    std::vector<std::uint8_t> pixels;
-    std::string path;
+    ///@}
+    std::vector<std::uint8_t> pixels;  ///< Pixels [count, rows, cols], bytes 0..255.
+    std::string path;  ///< The file the images came from.
 };
 
 namespace detail {
@@ -152,7 +155,7 @@ inline idx_content read_idx_file(const std::filesystem::path& path, std::size_t 
 
 /// Images with their labels: the pair of IDX files of one split (e.g. train-images / train-labels).
 struct idx_split {
-    idx_images images;
+    idx_images images;  ///< The split's images.
     std::vector<std::int32_t> labels;  ///< [images.count], each in [0, classes)
 };
 

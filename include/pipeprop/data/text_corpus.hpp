@@ -62,8 +62,9 @@ enum class text_vocabulary {
 /// Options of load_text_corpus. validation_every >= 2: fortune k is a validation fortune when
 /// k % validation_every == validation_every - 1.
 struct text_corpus_options {
+    /// Token ids: byte values, or the ranks of the bytes that occur (text_vocabulary).
     text_vocabulary vocabulary = text_vocabulary::bytes;
-    std::size_t validation_every = 10;
+    std::size_t validation_every = 10;  ///< Every validation_every-th fortune is a validation one (>= 2).
 };
 
 /// A tokenized corpus: the files it came from, the vocabulary and the token streams of both splits (ids in
@@ -74,7 +75,7 @@ struct text_corpus {
     std::size_t file_bytes = 0;           ///< total size of those files (bytes)
     std::size_t train_fortunes = 0;       ///< fortunes in the training split
     std::size_t validation_fortunes = 0;  ///< fortunes in the validation split
-    text_vocabulary vocabulary = text_vocabulary::bytes;
+    text_vocabulary vocabulary = text_vocabulary::bytes;  ///< the vocabulary of the options it was loaded with
     std::vector<std::uint8_t> token_byte;       ///< [V]: the byte of each token id
     std::array<std::int16_t, 256> byte_token{};  ///< [256]: the token id of each byte, -1 when not in the vocabulary
     std::vector<std::uint8_t> train;            ///< training token stream [train tokens]
@@ -231,6 +232,7 @@ public:
     [[nodiscard]] std::size_t count() const noexcept { return (stream_.size() - 1) / length_; }
     /// L, tokens per sequence.
     [[nodiscard]] std::size_t length() const noexcept { return length_; }
+    /// Where the stream came from (messages).
     [[nodiscard]] const std::string& source() const noexcept { return source_; }
 
     /// Writes sequence i: inputs [L] and targets [L] (int32 token ids). The inputs may also be written as another

@@ -23,8 +23,8 @@ namespace pipeprop::data {
 /// Inputs [count, L] (as T) and targets [count, L] (int32) of `count` whole sequences, e.g. a validation set.
 template <class T>
 struct sequence_arrays {
-    std::size_t count = 0;
-    std::size_t length = 0;
+    std::size_t count = 0;  ///< Number of sequences.
+    std::size_t length = 0;  ///< L, tokens per sequence.
     std::vector<T> inputs;               ///< [count, L]
     std::vector<std::int32_t> targets;   ///< [count, L]
 };
@@ -39,12 +39,14 @@ public:
           train_(train_sequences(*corpus_, length)),
           validation_(validation_sequences(*corpus_, length)) {}
 
+    /// The corpus the sequences are cut from.
     [[nodiscard]] const text_corpus& corpus() const noexcept { return *corpus_; }
     /// L, tokens per sequence.
     [[nodiscard]] std::size_t length() const noexcept { return train_.length(); }
     /// V, the corpus vocabulary size (<= the model's, checked by load_text_corpus).
     [[nodiscard]] std::size_t vocabulary_size() const noexcept { return corpus_->vocabulary_size(); }
-    [[nodiscard]] const token_sequences& train() const noexcept { return train_; }
+    [[nodiscard]] const token_sequences& train() const noexcept { return train_; }  ///< The training split's sequences.
+    /// The validation split's sequences.
     [[nodiscard]] const token_sequences& validation() const noexcept { return validation_; }
 
     /// Copies training sequences order[first, first + b) into x [b, L] (token ids as T) and targets [b, L]. No

@@ -21,17 +21,21 @@ namespace pipeprop {
 /// Fork of a block whose input has main shape Main, with C carried elements behind it (value type T).
 template <class T, class Main, std::size_t C>
 struct block_fork {
-    using value_type = T;
-    static constexpr std::size_t m = Main::size;
+    using value_type = T;  ///< The arithmetic type (float or double).
+    static constexpr std::size_t m = Main::size;  ///< Main elements per sample, M (the size of Main).
+    /// Per-sample input: Main followed by the C carried elements (flat_shape).
     using input_shape = flat_shape<Main, C>;
+    /// Per-sample output [2 M + C]: x for the body, x again as the skip tensor, carried elements.
     using output_shape = shape<2 * m + C>;
-    static constexpr std::size_t parameter_count = 0;
+    static constexpr std::size_t parameter_count = 0;  ///< No parameters.
 
+    /// Copies x [b, M] to the body input and to the skip tensor; the carried part [b, C] follows unchanged.
     void forward(std::span<const T>, const T* x, T* y, std::size_t b, no_stash&, no_workspace&) const noexcept {
         std::copy_n(x, b * m, y);
         std::copy_n(x, b * m, y + b * m);
         std::copy_n(x + b * m, b * C, y + 2 * b * m);
     }
+    /// Backward-p1: dx [b, M] = dy_body + dy_skip is ASSIGNED (x has two consumers); the carried gradients are copied.
     void backward_input(std::span<const T>, const T*, const T*, const T* dy, T* dx, std::size_t b, const no_stash&,
                         no_workspace&) const noexcept {
         std::copy_n(dy, b * m, dx);

@@ -24,14 +24,14 @@ namespace pipeprop {
 template <class... Body>
 struct residual {
     static_assert(sizeof...(Body) > 0, "pipeprop::residual: a residual block needs at least one layer in its body.");
-    using body = boost::mp11::mp_list<Body...>;
+    using body = boost::mp11::mp_list<Body...>;  ///< The body's specs, as a Boost.Mp11 list.
 };
 
 /// The layer specs of a projection shortcut (plain layers only, no blocks).
 template <class... Layers>
 struct shortcut {
     static_assert(sizeof...(Layers) > 0, "pipeprop::shortcut: a projection shortcut needs at least one layer.");
-    using layers = boost::mp11::mp_list<Layers...>;
+    using layers = boost::mp11::mp_list<Layers...>;  ///< The shortcut's layer specs, as a Boost.Mp11 list.
 };
 
 /// Residual block with a projection shortcut: y = Shortcut(x) + Body(x). Shortcut: pipeprop::shortcut<...>.
@@ -39,8 +39,8 @@ template <class Shortcut, class... Body>
 struct residual_projection {
     static_assert(sizeof...(Body) > 0,
                   "pipeprop::residual_projection: a residual block needs at least one layer in its body.");
-    using body = boost::mp11::mp_list<Body...>;
-    using shortcut_layers = typename Shortcut::layers;
+    using body = boost::mp11::mp_list<Body...>;  ///< The body's specs, as a Boost.Mp11 list.
+    using shortcut_layers = typename Shortcut::layers;  ///< The shortcut's layer specs (Shortcut::layers).
 };
 
 /// A group of specs flattened in place (no shortcut): a way to name a composite, e.g. a pre-norm transformer block
@@ -49,7 +49,7 @@ struct residual_projection {
 template <class... Body>
 struct sequence {
     static_assert(sizeof...(Body) > 0, "pipeprop::sequence: a sequence needs at least one entry.");
-    using body = boost::mp11::mp_list<Body...>;
+    using body = boost::mp11::mp_list<Body...>;  ///< The entries, as a Boost.Mp11 list.
 };
 
 namespace detail {

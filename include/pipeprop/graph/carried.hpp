@@ -21,25 +21,34 @@ namespace pipeprop {
 /// Layer L with C carried elements per sample (C > 0; see the file comment).
 template <class L, std::size_t C>
 struct carried : wrapped_layer<L> {
-    using base = wrapped_layer<L>;
-    using T = typename L::value_type;
-    using typename base::stash_type;
-    using typename base::workspace_type;
-    using base::layer;
-    using base::parameter_count;
-    using base::state_count;
+    using base = wrapped_layer<L>;  ///< The base that exposes L's types, counts and factories.
+    using T = typename L::value_type;  ///< L's value type.
+    using typename base::stash_type;  ///< L's stash type.
+    using typename base::workspace_type;  ///< L's workspace type.
+    using base::layer;  ///< The wrapped layer L.
+    using base::parameter_count;  ///< L's parameter count.
+    using base::state_count;  ///< L's running-state count.
+    /// Main input elements per sample (L's input size In).
     static constexpr std::size_t in_size = L::input_shape::size;
+    /// Main output elements per sample (L's output size Out).
     static constexpr std::size_t out_size = L::output_shape::size;
+    /// Carried elements per sample, C (the skip tensors of the open blocks).
     static constexpr std::size_t carry_size = C;
+    /// Per-sample input: L's input followed by the C carried elements (flat_shape).
     using input_shape = flat_shape<typename L::input_shape, C>;
+    /// Per-sample output: L's output followed by the C carried elements (flat_shape).
     using output_shape = flat_shape<typename L::output_shape, C>;
 
+    /// Forward of a stateless L (layer_contract::forward): L's forward on x's main part [b, In] into y's [b, Out]; the
+    /// carried part [b, C] is copied unchanged.
     void forward(std::span<const T> w, const T* x, T* y, std::size_t b, stash_type& st, workspace_type& ws) const
         requires(state_count == 0)
     {
         layer.forward(w, x, y, b, st, ws);
         carry_forward(x, y, b);
     }
+    /// Forward of a stateful L (stateful_layer_contract::forward): as the stateless one, and L updates its running
+    /// state s.
     void forward(std::span<const T> w, const T* x, T* y, std::size_t b, stash_type& st, workspace_type& ws,
                  std::span<T> s) const
         requires(state_count > 0)
@@ -47,6 +56,7 @@ struct carried : wrapped_layer<L> {
         layer.forward(w, x, y, b, st, ws, s);
         carry_forward(x, y, b);
     }
+    /// Evaluation of a stateful L (stateful_layer_contract::infer) on the main part; the carried part is copied.
     void infer(std::span<const T> w, const T* x, T* y, std::size_t b, workspace_type& ws,
                std::span<const T> s) const
         requires(state_count > 0)
@@ -54,6 +64,8 @@ struct carried : wrapped_layer<L> {
         layer.infer(w, x, y, b, ws, s);
         carry_forward(x, y, b);
     }
+    /// Backward-p1 of a stateless L (layer_contract::backward_input): L's dx of the main part is assigned; the carried
+    /// gradients [b, C] are copied from dy unchanged.
     void backward_input(std::span<const T> w, const T* x, const T* y, const T* dy, T* dx, std::size_t b,
                         const stash_type& st, workspace_type& ws) const
         requires(state_count == 0)
@@ -61,6 +73,7 @@ struct carried : wrapped_layer<L> {
         layer.backward_input(w, x, y, dy, dx, b, st, ws);
         carry_backward(dy, dx, b);
     }
+    /// Backward-p1 of a stateful L (stateful_layer_contract::backward_input): as the stateless one, and L updates s.
     void backward_input(std::span<const T> w, const T* x, const T* y, const T* dy, T* dx, std::size_t b,
                         const stash_type& st, workspace_type& ws, std::span<T> s) const
         requires(state_count > 0)
@@ -68,6 +81,8 @@ struct carried : wrapped_layer<L> {
         layer.backward_input(w, x, y, dy, dx, b, st, ws, s);
         carry_backward(dy, dx, b);
     }
+    /// Backward-p2 (weighted form, weighted_layer_contract::backward_weight): L's weight gradient of the main part,
+    /// added into dw; L's unweighted form is called when it declares that one.
     void backward_weight(std::span<const T> w, std::span<T> dw, const T* x, const T* y, const T* dy, std::size_t b,
                          const stash_type& st, workspace_type& ws) const
         requires(parameter_count > 0)

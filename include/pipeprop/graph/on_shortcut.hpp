@@ -23,26 +23,34 @@ namespace pipeprop {
 /// Layer L applied to the skip tensor behind F front elements, with C elements carried behind it.
 template <class L, std::size_t F, std::size_t C>
 struct on_shortcut : wrapped_layer<L> {
-    using base = wrapped_layer<L>;
-    using T = typename L::value_type;
-    using typename base::stash_type;
-    using typename base::workspace_type;
-    using base::layer;
-    using base::parameter_count;
-    using base::state_count;
+    using base = wrapped_layer<L>;  ///< The base that exposes L's types, counts and factories.
+    using T = typename L::value_type;  ///< L's value type.
+    using typename base::stash_type;  ///< L's stash type.
+    using typename base::workspace_type;  ///< L's workspace type.
+    using base::layer;  ///< The wrapped layer L.
+    using base::parameter_count;  ///< L's parameter count.
+    using base::state_count;  ///< L's running-state count.
+    /// Skip-tensor elements per sample that L reads (L's input size In).
     static constexpr std::size_t in_size = L::input_shape::size;
+    /// Skip-tensor elements per sample that L writes (L's output size Out).
     static constexpr std::size_t out_size = L::output_shape::size;
+    /// Per-sample input [F + In + C]: body output, skip tensor, carried elements.
     using input_shape = shape<F + in_size + C>;
+    /// Per-sample output [F + Out + C]: body output, transformed skip tensor, carried elements.
     using output_shape = shape<F + out_size + C>;
     /// Partitions may not put a stage boundary in front of this node (see the file comment).
     static constexpr bool cut_allowed_before = false;
 
+    /// Forward of a stateless L (layer_contract::forward): L's forward on the skip part [b, In] into [b, Out]; the body
+    /// output [b, F] and the carried part [b, C] are copied unchanged.
     void forward(std::span<const T> w, const T* x, T* y, std::size_t b, stash_type& st, workspace_type& ws) const
         requires(state_count == 0)
     {
         layer.forward(w, x + b * F, y + b * F, b, st, ws);
         pass_forward(x, y, b);
     }
+    /// Forward of a stateful L (stateful_layer_contract::forward): as the stateless one, and L updates its running
+    /// state s.
     void forward(std::span<const T> w, const T* x, T* y, std::size_t b, stash_type& st, workspace_type& ws,
                  std::span<T> s) const
         requires(state_count > 0)
@@ -50,6 +58,7 @@ struct on_shortcut : wrapped_layer<L> {
         layer.forward(w, x + b * F, y + b * F, b, st, ws, s);
         pass_forward(x, y, b);
     }
+    /// Evaluation of a stateful L (stateful_layer_contract::infer) on the skip part; the rest is copied.
     void infer(std::span<const T> w, const T* x, T* y, std::size_t b, workspace_type& ws,
                std::span<const T> s) const
         requires(state_count > 0)
@@ -57,6 +66,8 @@ struct on_shortcut : wrapped_layer<L> {
         layer.infer(w, x + b * F, y + b * F, b, ws, s);
         pass_forward(x, y, b);
     }
+    /// Backward-p1 of a stateless L (layer_contract::backward_input): L's dx of the skip part is assigned; the
+    /// gradients of the body output and the carried part are copied from dy unchanged.
     void backward_input(std::span<const T> w, const T* x, const T* y, const T* dy, T* dx, std::size_t b,
                         const stash_type& st, workspace_type& ws) const
         requires(state_count == 0)
@@ -64,6 +75,7 @@ struct on_shortcut : wrapped_layer<L> {
         layer.backward_input(w, x + b * F, y + b * F, dy + b * F, dx + b * F, b, st, ws);
         pass_backward(dy, dx, b);
     }
+    /// Backward-p1 of a stateful L (stateful_layer_contract::backward_input): as the stateless one, and L updates s.
     void backward_input(std::span<const T> w, const T* x, const T* y, const T* dy, T* dx, std::size_t b,
                         const stash_type& st, workspace_type& ws, std::span<T> s) const
         requires(state_count > 0)
@@ -71,6 +83,8 @@ struct on_shortcut : wrapped_layer<L> {
         layer.backward_input(w, x + b * F, y + b * F, dy + b * F, dx + b * F, b, st, ws, s);
         pass_backward(dy, dx, b);
     }
+    /// Backward-p2 (weighted form, weighted_layer_contract::backward_weight): L's weight gradient of the skip part,
+    /// added into dw.
     void backward_weight(std::span<const T> w, std::span<T> dw, const T* x, const T* y, const T* dy, std::size_t b,
                          const stash_type& st, workspace_type& ws) const
         requires(parameter_count > 0)

@@ -20,23 +20,38 @@ template <class T, class InputShape, std::size_t Size, std::size_t Stride>
 struct avg_pool2d_layer {
     static_assert(image_shape<InputShape>,
                   "pipeprop::avg_pool2d: the input of an avg_pool2d layer must be rank 3 [channels, height, width].");
+    ///@{
+    /// Input dimensions of one sample [C, H, W]: channels C, height H, width W.
     static constexpr std::size_t channels = detail::dim_or_one<InputShape, 0>();
     static constexpr std::size_t height = detail::dim_or_one<InputShape, 1>();
     static constexpr std::size_t width = detail::dim_or_one<InputShape, 2>();
+    ///@}
+    /// True when the Size x Size window fits in H x W (vacuously for a wrong rank).
     static constexpr bool window_fits = !image_shape<InputShape> || (height >= Size && width >= Size);
     static_assert(window_fits, "pipeprop::avg_pool2d: the pooling window is larger than the input height or width.");
 
+    /// True when the input is rank 3 and the window fits (guards the derived sizes).
     static constexpr bool shape_ok = image_shape<InputShape> && window_fits;
+    ///@{
+    /// Output height OH = (H - Size) / Stride + 1 and width OW = (W - Size) / Stride + 1.
     static constexpr std::size_t out_height = shape_ok ? (height - Size) / Stride + 1 : 1;
     static constexpr std::size_t out_width = shape_ok ? (width - Size) / Stride + 1 : 1;
+    ///@}
 
+    /// \copydoc pipeprop::layer_contract::value_type
     using value_type = T;
+    /// \copydoc pipeprop::layer_contract::input_shape
     using input_shape = InputShape;
+    /// \copydoc pipeprop::layer_contract::output_shape
     using output_shape = shape<channels, out_height, out_width>;
+    /// \copydoc pipeprop::layer_contract::parameter_count
     static constexpr std::size_t parameter_count = 0;
+    /// \copydoc pipeprop::layer_contract::stash_type
     using stash_type = no_stash;
+    /// \copydoc pipeprop::layer_contract::workspace_type
     using workspace_type = no_workspace;
 
+    /// \copydoc pipeprop::layer_contract::forward
     void forward(std::span<const T>, const T* x, T* y, std::size_t b, stash_type&, workspace_type&) const {
         const T scale = T(1) / static_cast<T>(Size * Size);
         for (std::size_t p = 0; p < b * channels; ++p) {  // p = (n, c): one plane
@@ -55,6 +70,7 @@ struct avg_pool2d_layer {
         }
     }
 
+    /// \copydoc pipeprop::layer_contract::backward_input
     void backward_input(std::span<const T>, const T*, const T*, const T* dy, T* dx, std::size_t b, const stash_type&,
                         workspace_type&) const {
         const T scale = T(1) / static_cast<T>(Size * Size);
@@ -80,6 +96,7 @@ template <std::size_t Size, std::size_t Stride = Size>
 struct avg_pool2d {
     static_assert(Size > 0, "pipeprop::avg_pool2d: the window size must be at least 1.");
     static_assert(Stride > 0, "pipeprop::avg_pool2d: the stride must be at least 1.");
+    /// \copydoc pipeprop::layer_spec_contract::bind
     template <class T, class InputShape>
     using bind = avg_pool2d_layer<T, InputShape, Size, Stride>;
 };

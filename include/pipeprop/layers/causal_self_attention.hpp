@@ -38,10 +38,11 @@ namespace pipeprop {
 ///   context:       [max_b, L, D]    context = P v, heads side by side (the input of the output projection)
 template <class T>
 struct causal_self_attention_stash {
-    detail::aligned_buffer<T> qkv;
+    detail::aligned_buffer<T> qkv;  ///< [max_b, L, 3 D]: q and k after RoPE, and v, per token.
+    /// [max_b, H, L, L]: the causal softmax P of every head (0 above the diagonal).
     detail::aligned_buffer<T> probabilities;
-    detail::aligned_buffer<T> context;
-    std::size_t max_b = 0;
+    detail::aligned_buffer<T> context;  ///< [max_b, L, D]: P v, heads side by side (input of the output projection).
+    std::size_t max_b = 0;  ///< The micro-batch capacity the buffers were made for (make_stash).
 };
 
 /// Workspace of causal_self_attention (one per runner). The RoPE tables are constants filled by make_workspace; the
@@ -52,12 +53,16 @@ struct causal_self_attention_stash {
 ///   score_gradient:     [L, L]             dP, then dS (gradient of the scaled scores) of one head of one sample
 template <class T>
 struct causal_self_attention_workspace {
+    ///@{
+    /// RoPE tables [L, head_dim / 2]: cos and sin of position * base^(-2 i / head_dim).
     detail::aligned_buffer<T> rope_cos;
     detail::aligned_buffer<T> rope_sin;
+    ///@}
+    /// [max_b, L, D]: d context = dy W_o (backward scratch).
     detail::aligned_buffer<T> context_gradient;
-    detail::aligned_buffer<T> qkv_gradient;
-    detail::aligned_buffer<T> score_gradient;
-    std::size_t max_b = 0;
+    detail::aligned_buffer<T> qkv_gradient;  ///< [max_b, L, 3 D]: dq | dk | dv per token (backward scratch).
+    detail::aligned_buffer<T> score_gradient;  ///< Scratch of one head's score gradient [L, L] (backward).
+    std::size_t max_b = 0;  ///< The micro-batch capacity the buffers were made for (make_workspace).
 };
 
 /// Causal multi-head self-attention with RoPE, bound form. Input x [b, L, D], output y [b, L, D] (L tokens of D
@@ -94,11 +99,15 @@ struct causal_self_attention_layer {
     static_assert(shape_type<InputShape> && InputShape::rank == 2,
                   "pipeprop::causal_self_attention: the input of a causal_self_attention layer must be rank 2 "
                   "[tokens, features] (a sequence of L tokens of D features each).");
+    /// True when the input is rank 2 [L, D] (guards the derived sizes).
     static constexpr bool rank_ok = shape_type<InputShape> && InputShape::rank == 2;
     static_assert(Heads > 0, "pipeprop::causal_self_attention: the number of heads must be at least 1.");
     static_assert(RopeBase >= 2, "pipeprop::causal_self_attention: the RoPE base must be at least 2.");
+    ///@{
+    /// Sequence length L (tokens) and model width D (features per token) of the input [L, D].
     static constexpr std::size_t seq = detail::dim_or_one<InputShape, 0>();
     static constexpr std::size_t model = detail::dim_or_one<InputShape, 1>();
+    ///@}
     // Vacuously true for a wrong rank or no heads, so that the sentences above are the only diagnostics.
     static_assert(!rank_ok || Heads == 0 || model % Heads == 0,
                   "pipeprop::causal_self_attention: the number of features D must be divisible by the number of "
@@ -107,9 +116,14 @@ struct causal_self_attention_layer {
                   "pipeprop::causal_self_attention: the head dimension D / Heads must be even (RoPE rotates pairs "
                   "of features).");
 
+    ///@{
+    /// Number of heads H and head width D / H.
     static constexpr std::size_t heads = Heads > 0 ? Heads : 1;
     static constexpr std::size_t head_dim = model / heads;
+    ///@}
+    /// Feature pairs per head that RoPE rotates (head_dim / 2).
     static constexpr std::size_t half = head_dim / 2;
+    /// RoPE base (10000 in LLaMA): pair i rotates by position * base^(-2 i / head_dim).
     static constexpr std::size_t rope_base = RopeBase;
     /// Rows (queries) per tile of the L x L products: a tile of rows [r0, r1) multiplies only the r1 keys it may
     /// see, so about half of the L x L work above the causal diagonal is skipped (all of it but the diagonal tiles).
@@ -117,18 +131,26 @@ struct causal_self_attention_layer {
     /// Row stride of the [L, 3 D] q | k | v matrices.
     static constexpr std::size_t qkv_stride = 3 * model;
 
+    /// \copydoc pipeprop::layer_contract::value_type
     using value_type = T;
+    /// \copydoc pipeprop::layer_contract::input_shape
     using input_shape = InputShape;
+    /// \copydoc pipeprop::layer_contract::output_shape
     using output_shape = InputShape;
+    /// \copydoc pipeprop::layer_contract::parameter_count
     static constexpr std::size_t parameter_count = 4 * model * model;
+    /// \copydoc pipeprop::layer_contract::stash_type
     using stash_type = causal_self_attention_stash<T>;
+    /// \copydoc pipeprop::layer_contract::workspace_type
     using workspace_type = causal_self_attention_workspace<T>;
 
+    /// \copydoc pipeprop::layer_contract::parameter_tensors
     static constexpr std::array<parameter_tensor, 4> parameter_tensors() {
         return {parameter_tensor{"w_q", 2, {model, model, 1, 1}}, parameter_tensor{"w_k", 2, {model, model, 1, 1}},
                 parameter_tensor{"w_v", 2, {model, model, 1, 1}}, parameter_tensor{"w_o", 2, {model, model, 1, 1}}};
     }
 
+    /// \copydoc pipeprop::layer_contract::make_stash
     [[nodiscard]] stash_type make_stash(std::size_t max_b) const {
         stash_type st;
         st.max_b = max_b;
@@ -137,6 +159,7 @@ struct causal_self_attention_layer {
         st.context.assign(max_b * seq * model, T(0));
         return st;
     }
+    /// \copydoc pipeprop::layer_contract::make_workspace
     [[nodiscard]] workspace_type make_workspace(std::size_t max_b) const {
         workspace_type ws;
         ws.max_b = max_b;
@@ -155,17 +178,20 @@ struct causal_self_attention_layer {
         ws.score_gradient.assign(seq * seq, T(0));
         return ws;
     }
+    /// \copydoc pipeprop::layer_contract::stash_bytes
     [[nodiscard]] std::size_t stash_bytes(const stash_type& st) const noexcept {
         return sizeof(stash_type) +
                (st.qkv.size() + st.probabilities.size() + st.context.size()) * sizeof(T);
     }
 
+    /// \copydoc pipeprop::layer_contract::init_parameters
     void init_parameters(std::span<T> w, std::uint64_t seed) const {
         std::mt19937_64 rng(seed);
         const T bound = static_cast<T>(std::sqrt(3.0 / static_cast<double>(model)));
         for (std::size_t i = 0; i < parameter_count; ++i) w[i] = uniform<T>(rng, -bound, bound);
     }
 
+    /// \copydoc pipeprop::layer_contract::forward
     void forward(std::span<const T> w, const T* x, T* y, std::size_t b, stash_type& st, workspace_type& ws) const {
         detail::check_micro_batch(b, st.max_b, "pipeprop::causal_self_attention::forward");
         const std::size_t rows = b * seq;
@@ -203,6 +229,7 @@ struct causal_self_attention_layer {
         kernels::gemm(false, true, rows, model, model, T(1), st.context.data(), model, w_o, model, T(0), y, model);
     }
 
+    /// \copydoc pipeprop::layer_contract::backward_input
     void backward_input(std::span<const T> w, const T*, const T*, const T* dy, T* dx, std::size_t b,
                         const stash_type& st, workspace_type& ws) const {
         check_backward(b, st, ws, "pipeprop::causal_self_attention::backward_input");
@@ -211,6 +238,7 @@ struct causal_self_attention_layer {
                       model, T(0), dx, model);
     }
 
+    /// \copydoc pipeprop::weighted_layer_contract::backward_weight
     void backward_weight(std::span<const T> w, std::span<T> dw, const T* x, const T*, const T* dy, std::size_t b,
                          const stash_type& st, workspace_type& ws) const {
         check_backward(b, st, ws, "pipeprop::causal_self_attention::backward_weight");
@@ -344,6 +372,7 @@ template <std::size_t Heads, std::size_t RopeBase = 10000>
 struct causal_self_attention {
     static_assert(Heads > 0, "pipeprop::causal_self_attention: the number of heads must be at least 1.");
     static_assert(RopeBase >= 2, "pipeprop::causal_self_attention: the RoPE base must be at least 2.");
+    /// \copydoc pipeprop::layer_spec_contract::bind
     template <class T, class InputShape>
     using bind = causal_self_attention_layer<T, InputShape, Heads, RopeBase>;
 };

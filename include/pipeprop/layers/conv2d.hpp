@@ -26,7 +26,7 @@ namespace pipeprop {
 /// workspace, so a PB activation slot holds the input once instead of K^2 / S^2 times.
 template <class T>
 struct conv2d_stash {
-    std::size_t max_b = 0;
+    std::size_t max_b = 0;  ///< The micro-batch capacity (make_stash); forward checks b against it.
 };
 
 /// Workspace of conv2d (one per runner): one sample's column matrix [C * K * K, OH * OW], written by im2col in the
@@ -36,8 +36,13 @@ struct conv2d_stash {
 /// [C * K * K, OutChannels], accumulated over the micro-batch. Each pass uses it only within its own call.
 template <class T>
 struct conv2d_workspace {
+    /// One sample's column matrix [C K K, OH OW] (im2col in forward and p2; dcol in p1).
     detail::aligned_buffer<T> columns;
+    ///@{
+    /// transposed_p2 only: dy_t [OH OW, OutChannels] of one sample and the transposed weight gradient dw_t [C K K,
+    /// OutChannels].
     detail::aligned_buffer<T> dy_t, dw_t;
+    ///@}
 };
 
 /// 2-D convolution, bound form. Input [b, C, H, W], output [b, OutChannels, OH, OW] with
@@ -69,26 +74,37 @@ struct conv2d_layer {
     static_assert(image_shape<InputShape>,
                   "pipeprop::conv2d: the input of a conv2d layer must be rank 3 [channels, height, width]; a rank-1 "
                   "input (e.g. after flatten or dense) cannot be convolved.");
+    ///@{
+    /// Input dimensions of one sample [C, H, W]: channels C, height H, width W.
     static constexpr std::size_t channels = detail::dim_or_one<InputShape, 0>();
     static constexpr std::size_t height = detail::dim_or_one<InputShape, 1>();
     static constexpr std::size_t width = detail::dim_or_one<InputShape, 2>();
-    // Vacuously true for a wrong rank, so that the rank sentence above is the only diagnostic.
+    ///@}
+    /// True when the kernel fits in the padded input (H + 2 Padding and W + 2 Padding >= Kernel); vacuously true for a
+    /// wrong rank, so that the rank diagnostic is the only one.
     static constexpr bool window_fits =
         !image_shape<InputShape> || (height + 2 * Padding >= Kernel && width + 2 * Padding >= Kernel);
     static_assert(window_fits,
                   "pipeprop::conv2d: the kernel is larger than the padded input (height + 2 * padding or width + 2 * "
                   "padding is smaller than the kernel), so the output would have no rows or columns.");
 
+    ///@{
+    /// The template arguments: output channels, kernel size (square), stride, zero padding (pixels on every side).
     static constexpr std::size_t out_channels = OutChannels;
     static constexpr std::size_t kernel = Kernel;
     static constexpr std::size_t stride = Stride;
     static constexpr std::size_t padding = Padding;
+    ///@}
+    /// True when the input is rank 3 and the kernel fits (guards the derived sizes).
     static constexpr bool shape_ok = image_shape<InputShape> && window_fits;
+    ///@{
+    /// Output height OH = (H + 2 Padding - Kernel) / Stride + 1 and width OW (likewise; floor division).
     static constexpr std::size_t out_height = shape_ok ? (height + 2 * Padding - Kernel) / Stride + 1 : 1;
     static constexpr std::size_t out_width = shape_ok ? (width + 2 * Padding - Kernel) / Stride + 1 : 1;
+    ///@}
     /// Rows of a column matrix (C K K) and its columns (OH OW).
     static constexpr std::size_t patch = channels * Kernel * Kernel;
-    static constexpr std::size_t pixels = out_height * out_width;
+    static constexpr std::size_t pixels = out_height * out_width;  ///< Columns of a column matrix: OH OW output pixels.
     /// A 1x1 kernel with stride 1 and no padding: the column matrix of a sample is the sample itself.
     static constexpr bool identity_columns = Kernel == 1 && Stride == 1 && Padding == 0;
     /// Stride 1 and an output as wide as the input ("same" padding, e.g. 3x3 with padding 1): output rows and input
@@ -106,23 +122,32 @@ struct conv2d_layer {
                                           OutChannels >= 2 * xsimd::batch<T>::size &&
                                           pixels >= 8 * xsimd::batch<T>::size;
 
+    /// \copydoc pipeprop::layer_contract::value_type
     using value_type = T;
+    /// \copydoc pipeprop::layer_contract::input_shape
     using input_shape = InputShape;
+    /// \copydoc pipeprop::layer_contract::output_shape
     using output_shape = shape<OutChannels, out_height, out_width>;
+    /// \copydoc pipeprop::layer_contract::parameter_count
     static constexpr std::size_t parameter_count = OutChannels * patch + OutChannels;
+    /// \copydoc pipeprop::layer_contract::stash_type
     using stash_type = conv2d_stash<T>;
+    /// \copydoc pipeprop::layer_contract::workspace_type
     using workspace_type = conv2d_workspace<T>;
 
+    /// \copydoc pipeprop::layer_contract::parameter_tensors
     static constexpr std::array<parameter_tensor, 2> parameter_tensors() {
         return {parameter_tensor{"weight", 4, {OutChannels, channels, Kernel, Kernel}},
                 parameter_tensor{"bias", 1, {OutChannels, 1, 1, 1}}};
     }
 
+    /// \copydoc pipeprop::layer_contract::make_stash
     [[nodiscard]] stash_type make_stash(std::size_t max_b) const {
         stash_type st;
         st.max_b = max_b;
         return st;
     }
+    /// \copydoc pipeprop::layer_contract::make_workspace
     [[nodiscard]] workspace_type make_workspace(std::size_t) const {
         workspace_type ws;
         if constexpr (!identity_columns) ws.columns.assign(patch * pixels, T(0));
@@ -132,10 +157,12 @@ struct conv2d_layer {
         }
         return ws;
     }
+    /// \copydoc pipeprop::layer_contract::stash_bytes
     [[nodiscard]] std::size_t stash_bytes(const stash_type& st) const noexcept {
         return sizeof(st);
     }
 
+    /// \copydoc pipeprop::layer_contract::init_parameters
     void init_parameters(std::span<T> w, std::uint64_t seed) const {
         std::mt19937_64 rng(seed);
         const T bound = static_cast<T>(std::sqrt(6.0 / static_cast<double>(patch)));
@@ -143,6 +170,7 @@ struct conv2d_layer {
         for (std::size_t i = OutChannels * patch; i < parameter_count; ++i) w[i] = T(0);
     }
 
+    /// \copydoc pipeprop::layer_contract::forward
     void forward(std::span<const T> w, const T* x, T* y, std::size_t b, stash_type& st, workspace_type& ws) const {
         detail::check_micro_batch(b, st.max_b, "pipeprop::conv2d::forward");
         const T* bias = w.data() + OutChannels * patch;
@@ -155,6 +183,7 @@ struct conv2d_layer {
         }
     }
 
+    /// \copydoc pipeprop::layer_contract::backward_input
     void backward_input(std::span<const T> w, const T*, const T*, const T* dy, T* dx, std::size_t b,
                         const stash_type&, workspace_type& ws) const {
         for (std::size_t n = 0; n < b; ++n) {
@@ -172,6 +201,7 @@ struct conv2d_layer {
         }
     }
 
+    /// \copydoc pipeprop::layer_contract::backward_weight
     void backward_weight(std::span<T> dw, const T* x, const T*, const T* dy, std::size_t b, const stash_type&,
                          workspace_type& ws) const {
         T* dbias = dw.data() + OutChannels * patch;
@@ -331,6 +361,7 @@ struct conv2d {
     static_assert(OutChannels > 0, "pipeprop::conv2d: the number of output channels must be at least 1.");
     static_assert(Kernel > 0, "pipeprop::conv2d: the kernel size must be at least 1.");
     static_assert(Stride > 0, "pipeprop::conv2d: the stride must be at least 1.");
+    /// \copydoc pipeprop::layer_spec_contract::bind
     template <class T, class InputShape>
     using bind = conv2d_layer<T, InputShape, OutChannels, Kernel, Stride, Padding>;
 };

@@ -29,19 +29,30 @@ struct dense_layer {
     static_assert(vector_shape<InputShape>,
                   "pipeprop::dense: the input of a dense layer must be rank 1 [features]; put pipeprop::flatten "
                   "before it.");
+    /// \copydoc pipeprop::layer_contract::value_type
     using value_type = T;
+    /// \copydoc pipeprop::layer_contract::input_shape
     using input_shape = InputShape;
+    /// \copydoc pipeprop::layer_contract::output_shape
     using output_shape = shape<Out>;
+    ///@{
+    /// Input features In (the size of the rank-1 input) and output features Out.
     static constexpr std::size_t in = InputShape::size;
     static constexpr std::size_t out = Out;
+    ///@}
+    /// \copydoc pipeprop::layer_contract::parameter_count
     static constexpr std::size_t parameter_count = out * in + out;
+    /// \copydoc pipeprop::layer_contract::stash_type
     using stash_type = no_stash;
+    /// \copydoc pipeprop::layer_contract::workspace_type
     using workspace_type = no_workspace;
 
+    /// \copydoc pipeprop::layer_contract::parameter_tensors
     static constexpr std::array<parameter_tensor, 2> parameter_tensors() {
         return {parameter_tensor{"weight", 2, {out, in, 1, 1}}, parameter_tensor{"bias", 1, {out, 1, 1, 1}}};
     }
 
+    /// \copydoc pipeprop::layer_contract::init_parameters
     void init_parameters(std::span<T> w, std::uint64_t seed) const {
         std::mt19937_64 rng(seed);
         const T bound = static_cast<T>(std::sqrt(6.0 / static_cast<double>(in)));
@@ -49,6 +60,7 @@ struct dense_layer {
         for (std::size_t i = out * in; i < parameter_count; ++i) w[i] = T(0);
     }
 
+    /// \copydoc pipeprop::layer_contract::forward
     void forward(std::span<const T> w, const T* x, T* y, std::size_t b, stash_type&, workspace_type&) const {
         const T* bias = w.data() + out * in;
         for (std::size_t n = 0; n < b; ++n)
@@ -56,11 +68,13 @@ struct dense_layer {
         kernels::gemm(false, true, b, out, in, T(1), x, in, w.data(), in, T(1), y, out);
     }
 
+    /// \copydoc pipeprop::layer_contract::backward_input
     void backward_input(std::span<const T> w, const T*, const T*, const T* dy, T* dx, std::size_t b,
                         const stash_type&, workspace_type&) const {
         kernels::gemm(false, false, b, in, out, T(1), dy, out, w.data(), in, T(0), dx, in);
     }
 
+    /// \copydoc pipeprop::layer_contract::backward_weight
     void backward_weight(std::span<T> dw, const T* x, const T*, const T* dy, std::size_t b, const stash_type&,
                          workspace_type&) const {
         kernels::gemm(true, false, out, in, b, T(1), dy, out, x, in, T(1), dw.data(), in);
@@ -89,6 +103,7 @@ struct dense_layer {
 template <std::size_t Out>
 struct dense {
     static_assert(Out > 0, "pipeprop::dense: the number of outputs must be at least 1.");
+    /// \copydoc pipeprop::layer_spec_contract::bind
     template <class T, class InputShape>
     using bind = dense_layer<T, InputShape, Out>;
 };

@@ -28,8 +28,8 @@ namespace pipeprop {
 /// 1 / sqrt(var + eps) of the forward. stats: [max_b, Groups, 2] as (mean, rstd) pairs.
 template <class T>
 struct group_norm_stash {
-    detail::aligned_buffer<T> stats;
-    std::size_t max_b = 0;
+    detail::aligned_buffer<T> stats;  ///< [max_b, Groups, 2]: (mean, rstd) of every (sample, group).
+    std::size_t max_b = 0;  ///< The micro-batch capacity (make_stash); forward checks b against it.
 };
 
 namespace detail {
@@ -55,37 +55,52 @@ void affine_map(std::size_t n, const T* x, T a, T c, T* out) noexcept {
 /// outside [1, max_b of the stash].
 template <class T, class InputShape, std::size_t Groups, bool Affine>
 struct group_norm_layer {
-    static constexpr std::size_t channels = InputShape::dims[0];
-    static constexpr bool groups_divide = Groups > 0 && channels % Groups == 0;
+    static constexpr std::size_t channels = InputShape::dims[0];  ///< Channels C: the first input dimension.
+    static constexpr bool groups_divide = Groups > 0 && channels % Groups == 0;  ///< True when Groups >= 1 divides C.
     static_assert(groups_divide, "pipeprop::group_norm: the number of channels C (the first input dimension) must be "
                                  "divisible by the number of groups.");
+    ///@{
+    /// The template arguments: number of groups, and whether gamma / beta are learned.
     static constexpr std::size_t groups = Groups;
     static constexpr bool affine = Affine;
+    ///@}
+    /// Spatial extent S: the input size per channel (H W for images, 1 for features).
     static constexpr std::size_t spatial = InputShape::size / channels;                     // S
-    static constexpr std::size_t channels_per_group = groups_divide ? channels / Groups : 1;  // C / Groups
-    static constexpr std::size_t group_size = channels_per_group * spatial;                  // M
-    static constexpr double epsilon = 1e-5;
+    /// Channels per group, C / Groups.
+    static constexpr std::size_t channels_per_group = groups_divide ? channels / Groups : 1;
+    /// Values per (sample, group) the statistics are taken over: M = (C / Groups) S.
+    static constexpr std::size_t group_size = channels_per_group * spatial;
+    static constexpr double epsilon = 1e-5;  ///< eps added to the variance (1e-5, as PyTorch).
     static constexpr bool normalization = true;  ///< joins the stage of the layer before it (layer_concept.hpp)
 
+    /// \copydoc pipeprop::layer_contract::value_type
     using value_type = T;
+    /// \copydoc pipeprop::layer_contract::input_shape
     using input_shape = InputShape;
+    /// \copydoc pipeprop::layer_contract::output_shape
     using output_shape = InputShape;
+    /// \copydoc pipeprop::layer_contract::parameter_count
     static constexpr std::size_t parameter_count = Affine ? 2 * channels : 0;
+    /// \copydoc pipeprop::layer_contract::stash_type
     using stash_type = group_norm_stash<T>;
+    /// \copydoc pipeprop::layer_contract::workspace_type
     using workspace_type = no_workspace;
 
+    /// \copydoc pipeprop::layer_contract::parameter_tensors
     static constexpr std::array<parameter_tensor, 2> parameter_tensors()
         requires Affine
     {
         return {parameter_tensor{"gamma", 1, {channels, 1, 1, 1}}, parameter_tensor{"beta", 1, {channels, 1, 1, 1}}};
     }
 
+    /// \copydoc pipeprop::layer_contract::make_stash
     [[nodiscard]] stash_type make_stash(std::size_t max_b) const {
         stash_type st;
         st.max_b = max_b;
         st.stats.assign(max_b * Groups * 2, T(0));
         return st;
     }
+    /// \copydoc pipeprop::layer_contract::stash_bytes
     [[nodiscard]] std::size_t stash_bytes(const stash_type& st) const noexcept {
         return sizeof(stash_type) + st.stats.size() * sizeof(T);
     }
@@ -98,6 +113,7 @@ struct group_norm_layer {
         for (std::size_t c = channels; c < 2 * channels; ++c) w[c] = T(0);
     }
 
+    /// \copydoc pipeprop::layer_contract::forward
     void forward(std::span<const T> w, const T* x, T* y, std::size_t b, stash_type& st, workspace_type&) const {
         detail::check_micro_batch(b, st.max_b, "pipeprop::group_norm::forward");
         const T inv_m = T(1) / static_cast<T>(group_size);
@@ -121,6 +137,7 @@ struct group_norm_layer {
         }
     }
 
+    /// \copydoc pipeprop::layer_contract::backward_input
     void backward_input(std::span<const T> w, const T* x, const T*, const T* dy, T* dx, std::size_t b,
                         const stash_type& st, workspace_type&) const {
         const T inv_m = T(1) / static_cast<T>(group_size);
@@ -157,6 +174,7 @@ struct group_norm_layer {
         }
     }
 
+    /// \copydoc pipeprop::layer_contract::backward_weight
     void backward_weight(std::span<T> dw, const T* x, const T*, const T* dy, std::size_t b, const stash_type& st,
                          workspace_type&) const
         requires Affine
@@ -183,6 +201,7 @@ struct group_norm_layer {
 template <std::size_t Groups, bool Affine = true>
 struct group_norm {
     static_assert(Groups > 0, "pipeprop::group_norm: the number of groups must be at least 1.");
+    /// \copydoc pipeprop::layer_spec_contract::bind
     template <class T, class InputShape>
     using bind = group_norm_layer<T, InputShape, Groups, Affine>;
 };

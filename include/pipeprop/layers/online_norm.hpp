@@ -49,9 +49,11 @@ namespace pipeprop {
 ///   scale: [max_b, C]               s = sqrt(v + eps), the standard deviation each sample was normalized with.
 template <class T>
 struct online_norm_stash {
+    /// [max_b, input_shape...]: (x - m) / s before the affine transform and the clamp.
     detail::aligned_buffer<T> yhat;
+    /// [max_b, C]: s = sqrt(v + eps), the standard deviation each sample was normalized with.
     detail::aligned_buffer<T> scale;
-    std::size_t max_b = 0;
+    std::size_t max_b = 0;  ///< The micro-batch capacity (make_stash); the passes check b against it.
 };
 
 /// Online Normalization, bound form (a stateful layer: forward and backward-p1 take the state block s).
@@ -104,28 +106,45 @@ struct online_norm_layer {
     static_assert(detail::is_positive_ratio<Clamp>,
                   "pipeprop::online_norm: the clamp value must be a positive std::ratio, e.g. std::ratio<5>.");
 
+    ///@{
+    /// The template arguments as std::ratio: forward decay a_f, backward decay a_b, clamp K.
     using alpha_forward_ratio = AlphaForward;                            // a_f
     using alpha_backward_ratio = AlphaBackward;                          // a_b
     using clamp_ratio = Clamp;                                           // K
+    ///@}
+    /// Channels C (features for a rank-1 input).
     static constexpr std::size_t channels = InputShape::dims[0];         // C
-    static constexpr std::size_t spatial = InputShape::size / channels;  // S = H * W (1 for rank 1)
+    /// Spatial extent S = H W (1 for a rank-1 input).
+    static constexpr std::size_t spatial = InputShape::size / channels;
+    /// True for a rank-1 input: statistics per feature instead of per channel.
     static constexpr bool per_feature = InputShape::rank == 1;
-    static constexpr double epsilon = 1e-5;
+    static constexpr double epsilon = 1e-5;  ///< eps added to the running variance.
     static constexpr bool normalization = true;  ///< joins the stage of the layer before it (layer_concept.hpp)
+    ///@{
+    /// a_f, a_b, 1 - a_f, 1 - a_b and K as double (1 - a computed exactly from the ratio).
     static constexpr double alpha_forward = detail::ratio_value<AlphaForward>;
     static constexpr double alpha_backward = detail::ratio_value<AlphaBackward>;
     static constexpr double one_minus_alpha_forward = detail::one_minus_ratio_value<AlphaForward>;
     static constexpr double one_minus_alpha_backward = detail::one_minus_ratio_value<AlphaBackward>;
     static constexpr double clamp_value = detail::ratio_value<Clamp>;
+    ///@}
 
+    /// \copydoc pipeprop::layer_contract::value_type
     using value_type = T;
+    /// \copydoc pipeprop::layer_contract::input_shape
     using input_shape = InputShape;
+    /// \copydoc pipeprop::layer_contract::output_shape
     using output_shape = InputShape;
+    /// \copydoc pipeprop::layer_contract::parameter_count
     static constexpr std::size_t parameter_count = 2 * channels;
+    /// \copydoc pipeprop::stateful_layer_contract::state_count
     static constexpr std::size_t state_count = 4 * channels;
+    /// \copydoc pipeprop::layer_contract::stash_type
     using stash_type = online_norm_stash<T>;
+    /// \copydoc pipeprop::layer_contract::workspace_type
     using workspace_type = no_workspace;
 
+    /// \copydoc pipeprop::layer_contract::parameter_tensors
     static constexpr std::array<parameter_tensor, 2> parameter_tensors() {
         return {parameter_tensor{"gamma", 1, {channels, 1, 1, 1}}, parameter_tensor{"beta", 1, {channels, 1, 1, 1}}};
     }
@@ -135,6 +154,7 @@ struct online_norm_layer {
                 parameter_tensor{"u", 1, {channels, 1, 1, 1}}, parameter_tensor{"g_acc", 1, {channels, 1, 1, 1}}};
     }
 
+    /// \copydoc pipeprop::layer_contract::make_stash
     [[nodiscard]] stash_type make_stash(std::size_t max_b) const {
         stash_type st;
         st.max_b = max_b;
@@ -142,6 +162,7 @@ struct online_norm_layer {
         st.scale.assign(max_b * channels, T(0));
         return st;
     }
+    /// \copydoc pipeprop::layer_contract::stash_bytes
     [[nodiscard]] std::size_t stash_bytes(const stash_type& st) const noexcept {
         return sizeof(stash_type) + (st.yhat.size() + st.scale.size()) * sizeof(T);
     }
@@ -285,6 +306,7 @@ struct online_norm {
                   "std::ratio<127, 128>.");
     static_assert(detail::is_positive_ratio<Clamp>,
                   "pipeprop::online_norm: the clamp value must be a positive std::ratio, e.g. std::ratio<5>.");
+    /// \copydoc pipeprop::layer_spec_contract::bind
     template <class T, class InputShape>
     using bind = online_norm_layer<T, InputShape, AlphaForward, AlphaBackward, Clamp>;
 };

@@ -29,8 +29,8 @@ namespace pipeprop {
 /// rstd: [max_b, L].
 template <class T>
 struct rms_norm_stash {
-    detail::aligned_buffer<T> rstd;
-    std::size_t max_b = 0;
+    detail::aligned_buffer<T> rstd;  ///< [max_b, L]: 1 / sqrt(mean(x^2) + eps) of every token.
+    std::size_t max_b = 0;  ///< The micro-batch capacity (make_stash); forward checks b against it.
 };
 
 namespace detail {
@@ -82,29 +82,41 @@ struct rms_norm_layer {
     static_assert(sequence_shape<InputShape>,
                   "pipeprop::rms_norm: the input of an rms_norm layer must be rank 2 [L, D], a sequence of L tokens "
                   "normalized over their D features.");
+    ///@{
+    /// Sequence length L and features D of the input [L, D].
     static constexpr std::size_t sequence_length = detail::sequence_length_of<InputShape>();  // L
     static constexpr std::size_t dim = detail::feature_dim_of<InputShape>();                  // D
+    ///@}
     /// eps added to mean(x^2) before the square root (the value of the std::ratio Eps).
     static constexpr double epsilon = static_cast<double>(Eps::num) / static_cast<double>(Eps::den);
 
+    /// \copydoc pipeprop::layer_contract::value_type
     using value_type = T;
+    /// \copydoc pipeprop::layer_contract::input_shape
     using input_shape = InputShape;
+    /// \copydoc pipeprop::layer_contract::output_shape
     using output_shape = InputShape;
+    /// \copydoc pipeprop::layer_contract::parameter_count
     static constexpr std::size_t parameter_count = dim;
     static constexpr bool normalization = true;  ///< joins the stage of the layer before it (layer_concept.hpp)
+    /// \copydoc pipeprop::layer_contract::stash_type
     using stash_type = rms_norm_stash<T>;
+    /// \copydoc pipeprop::layer_contract::workspace_type
     using workspace_type = no_workspace;
 
+    /// \copydoc pipeprop::layer_contract::parameter_tensors
     static constexpr std::array<parameter_tensor, 1> parameter_tensors() {
         return {parameter_tensor{"scale", 1, {dim, 1, 1, 1}}};
     }
 
+    /// \copydoc pipeprop::layer_contract::make_stash
     [[nodiscard]] stash_type make_stash(std::size_t max_b) const {
         stash_type st;
         st.max_b = max_b;
         st.rstd.assign(max_b * sequence_length, T(0));
         return st;
     }
+    /// \copydoc pipeprop::layer_contract::stash_bytes
     [[nodiscard]] std::size_t stash_bytes(const stash_type& st) const noexcept {
         return sizeof(stash_type) + st.rstd.size() * sizeof(T);
     }
@@ -114,6 +126,7 @@ struct rms_norm_layer {
         for (std::size_t i = 0; i < dim; ++i) w[i] = T(1);
     }
 
+    /// \copydoc pipeprop::layer_contract::forward
     void forward(std::span<const T> w, const T* x, T* y, std::size_t b, stash_type& st, workspace_type&) const {
         detail::check_micro_batch(b, st.max_b, "pipeprop::rms_norm::forward");
         const T* g = w.data();
@@ -127,6 +140,7 @@ struct rms_norm_layer {
         }
     }
 
+    /// \copydoc pipeprop::layer_contract::backward_input
     void backward_input(std::span<const T> w, const T* x, const T*, const T* dy, T* dx, std::size_t b,
                         const stash_type& st, workspace_type&) const {
         const T* g = w.data();
@@ -140,6 +154,7 @@ struct rms_norm_layer {
         }
     }
 
+    /// \copydoc pipeprop::layer_contract::backward_weight
     void backward_weight(std::span<T> dw, const T* x, const T*, const T* dy, std::size_t b, const stash_type& st,
                          workspace_type&) const {
         T* dg = dw.data();
@@ -162,6 +177,7 @@ struct rms_norm {
     static_assert(detail::is_ratio<Eps>::value && Eps::num > 0,
                   "pipeprop::rms_norm: eps must be greater than 0 (it keeps 1 / sqrt(mean(x^2) + eps) finite for an "
                   "all-zero token).");
+    /// \copydoc pipeprop::layer_spec_contract::bind
     template <class T, class InputShape>
     using bind = rms_norm_layer<T, InputShape, Eps>;
 };

@@ -26,16 +26,18 @@ namespace pipeprop {
 /// W_up x.
 template <class T>
 struct swiglu_stash {
-    detail::aligned_buffer<T> gate_up;
-    std::size_t max_b = 0;
+    detail::aligned_buffer<T> gate_up;  ///< [max_b, L, 2 H]: the gate and up projections of the forward.
+    std::size_t max_b = 0;  ///< The micro-batch capacity (make_stash); forward checks b against it.
 };
 
 /// Workspace of swiglu (one per runner). hidden: [max_b L, Hidden] (silu(g) u, or its gradient);
 /// gate_up_gradient: [max_b L, 2 Hidden].
 template <class T>
 struct swiglu_workspace {
-    detail::aligned_buffer<T> hidden;
+    detail::aligned_buffer<T> hidden;  ///< [max_b, L, H]: silu(gate) * up (forward and p2 scratch).
+    /// [max_b, L, H]: the gradient w.r.t. the hidden activation (backward scratch).
     detail::aligned_buffer<T> hidden_gradient;
+    /// [max_b, L, 2 H]: the gradient w.r.t. the gate and up projections (backward scratch).
     detail::aligned_buffer<T> gate_up_gradient;
 };
 
@@ -60,30 +62,43 @@ struct swiglu_layer {
     static_assert(sequence_shape<InputShape>,
                   "pipeprop::swiglu: the input of a swiglu layer must be rank 2 [L, D], a sequence of L tokens of D "
                   "features.");
+    ///@{
+    /// Sequence length L, model width D and hidden width H (input and output [L, D]).
     static constexpr std::size_t sequence_length = detail::sequence_length_of<InputShape>();  // L
     static constexpr std::size_t dim = detail::feature_dim_of<InputShape>();                  // D
     static constexpr std::size_t hidden = Hidden;                                             // H
+    ///@}
+    /// Elements of W_gate and W_up, [2 H, D] (the head of the parameter block).
     static constexpr std::size_t gate_up_count = 2 * Hidden * dim;  // W_gate and W_up, [2 H, D]
-    static constexpr std::size_t down_count = dim * Hidden;         // W_down, [D, H]
+    static constexpr std::size_t down_count = dim * Hidden;  ///< Elements of W_down, [D, H] (after W_gate and W_up).
 
+    /// \copydoc pipeprop::layer_contract::value_type
     using value_type = T;
+    /// \copydoc pipeprop::layer_contract::input_shape
     using input_shape = InputShape;
+    /// \copydoc pipeprop::layer_contract::output_shape
     using output_shape = InputShape;
+    /// \copydoc pipeprop::layer_contract::parameter_count
     static constexpr std::size_t parameter_count = gate_up_count + down_count;
+    /// \copydoc pipeprop::layer_contract::stash_type
     using stash_type = swiglu_stash<T>;
+    /// \copydoc pipeprop::layer_contract::workspace_type
     using workspace_type = swiglu_workspace<T>;
 
+    /// \copydoc pipeprop::layer_contract::parameter_tensors
     static constexpr std::array<parameter_tensor, 3> parameter_tensors() {
         return {parameter_tensor{"w_gate", 2, {Hidden, dim, 1, 1}}, parameter_tensor{"w_up", 2, {Hidden, dim, 1, 1}},
                 parameter_tensor{"w_down", 2, {dim, Hidden, 1, 1}}};
     }
 
+    /// \copydoc pipeprop::layer_contract::make_stash
     [[nodiscard]] stash_type make_stash(std::size_t max_b) const {
         stash_type st;
         st.max_b = max_b;
         st.gate_up.assign(max_b * sequence_length * 2 * Hidden, T(0));
         return st;
     }
+    /// \copydoc pipeprop::layer_contract::make_workspace
     [[nodiscard]] workspace_type make_workspace(std::size_t max_b) const {
         workspace_type ws;
         ws.hidden.assign(max_b * sequence_length * Hidden, T(0));
@@ -91,10 +106,12 @@ struct swiglu_layer {
         ws.gate_up_gradient.assign(max_b * sequence_length * 2 * Hidden, T(0));
         return ws;
     }
+    /// \copydoc pipeprop::layer_contract::stash_bytes
     [[nodiscard]] std::size_t stash_bytes(const stash_type& st) const noexcept {
         return sizeof(stash_type) + st.gate_up.size() * sizeof(T);
     }
 
+    /// \copydoc pipeprop::layer_contract::init_parameters
     void init_parameters(std::span<T> w, std::uint64_t seed) const {
         std::mt19937_64 rng(seed);
         const T bound_in = static_cast<T>(1.0 / std::sqrt(static_cast<double>(dim)));
@@ -104,6 +121,7 @@ struct swiglu_layer {
             w[i] = uniform<T>(rng, -bound_hidden, bound_hidden);
     }
 
+    /// \copydoc pipeprop::layer_contract::forward
     void forward(std::span<const T> w, const T* x, T* y, std::size_t b, stash_type& st, workspace_type& ws) const {
         detail::check_micro_batch(b, st.max_b, "pipeprop::swiglu::forward");
         const std::size_t rows = b * sequence_length;
@@ -115,6 +133,7 @@ struct swiglu_layer {
         kernels::gemm(false, true, rows, dim, Hidden, T(1), ws.hidden.data(), Hidden, w_down, Hidden, T(0), y, dim);
     }
 
+    /// \copydoc pipeprop::layer_contract::backward_input
     void backward_input(std::span<const T> w, const T*, const T*, const T* dy, T* dx, std::size_t b,
                         const stash_type& st, workspace_type& ws) const {
         const std::size_t rows = b * sequence_length;
@@ -123,6 +142,7 @@ struct swiglu_layer {
                       T(0), dx, dim);
     }
 
+    /// \copydoc pipeprop::weighted_layer_contract::backward_weight
     void backward_weight(std::span<const T> w, std::span<T> dw, const T* x, const T*, const T* dy, std::size_t b,
                          const stash_type& st, workspace_type& ws) const {
         const std::size_t rows = b * sequence_length;
@@ -149,6 +169,7 @@ private:
 template <std::size_t Hidden>
 struct swiglu {
     static_assert(Hidden > 0, "pipeprop::swiglu: the hidden dimension must be at least 1.");
+    /// \copydoc pipeprop::layer_spec_contract::bind
     template <class T, class InputShape>
     using bind = swiglu_layer<T, InputShape, Hidden>;
 };

@@ -71,22 +71,32 @@ struct swiglu_gate_layer {
     static_assert(detail::feature_dim_of<InputShape>() % 2 == 0,
                   "pipeprop::swiglu_gate: the number of input features must be even: H gate values followed by H up "
                   "values per token.");
-    static constexpr std::size_t sequence_length = detail::sequence_length_of<InputShape>();  // L
+    /// Sequence length L of the input [L, 2 H].
+    static constexpr std::size_t sequence_length = detail::sequence_length_of<InputShape>();
+    /// Hidden width H: half the input features (gate, then up); the output is [L, H].
     static constexpr std::size_t hidden = detail::feature_dim_of<InputShape>() / 2 > 0
                                               ? detail::feature_dim_of<InputShape>() / 2
                                               : 1;  // H (1 after a failed assert, so the class stays well-formed)
 
+    /// \copydoc pipeprop::layer_contract::value_type
     using value_type = T;
+    /// \copydoc pipeprop::layer_contract::input_shape
     using input_shape = InputShape;
+    /// \copydoc pipeprop::layer_contract::output_shape
     using output_shape = shape<sequence_length, hidden>;
+    /// \copydoc pipeprop::layer_contract::parameter_count
     static constexpr std::size_t parameter_count = 0;
+    /// \copydoc pipeprop::layer_contract::stash_type
     using stash_type = no_stash;
+    /// \copydoc pipeprop::layer_contract::workspace_type
     using workspace_type = no_workspace;
 
+    /// \copydoc pipeprop::layer_contract::forward
     void forward(std::span<const T>, const T* x, T* y, std::size_t b, stash_type&, workspace_type&) const {
         detail::swiglu_gate_forward(b * sequence_length, hidden, x, y);
     }
 
+    /// \copydoc pipeprop::layer_contract::backward_input
     void backward_input(std::span<const T>, const T* x, const T*, const T* dy, T* dx, std::size_t b, const stash_type&,
                         workspace_type&) const {
         detail::swiglu_gate_backward(b * sequence_length, hidden, x, dy, dx);
@@ -95,6 +105,7 @@ struct swiglu_gate_layer {
 
 /// SwiGLU gate spec for a network list: pipeprop::swiglu_gate, input shape<L, 2 H>, output shape<L, H>.
 struct swiglu_gate {
+    /// \copydoc pipeprop::layer_spec_contract::bind
     template <class T, class InputShape>
     using bind = swiglu_gate_layer<T, InputShape>;
 };

@@ -43,38 +43,53 @@ struct token_embedding_layer {
     static_assert(Vocab < (std::size_t(1) << std::numeric_limits<T>::digits),
                   "pipeprop::token_embedding: the vocabulary is larger than the value type holds exact integers for "
                   "(2^24 for float); ids could not be represented.");
+    ///@{
+    /// Sequence length L, vocabulary size V and embedding width D (input [L] token ids, output [L, D]).
     static constexpr std::size_t sequence_length = InputShape::size;  // L
     static constexpr std::size_t vocab_size = Vocab;
     static constexpr std::size_t dim = Dim;
+    ///@}
+    /// The input holds integer token ids (see pipeprop::layer_contract): dx is all zeros.
     static constexpr bool integer_input = true;
 
+    /// \copydoc pipeprop::layer_contract::value_type
     using value_type = T;
+    /// \copydoc pipeprop::layer_contract::input_shape
     using input_shape = InputShape;
+    /// \copydoc pipeprop::layer_contract::output_shape
     using output_shape = shape<sequence_length, Dim>;
+    /// \copydoc pipeprop::layer_contract::parameter_count
     static constexpr std::size_t parameter_count = Vocab * Dim;
+    /// \copydoc pipeprop::layer_contract::stash_type
     using stash_type = no_stash;
+    /// \copydoc pipeprop::layer_contract::workspace_type
     using workspace_type = no_workspace;
 
+    /// \copydoc pipeprop::layer_contract::parameter_tensors
     static constexpr std::array<parameter_tensor, 1> parameter_tensors() {
         return {parameter_tensor{"table", 2, {Vocab, Dim, 1, 1}}};
     }
 
+    /// \copydoc pipeprop::layer_contract::init_parameters
     void init_parameters(std::span<T> w, std::uint64_t seed) const {
         std::mt19937_64 rng(seed);
         const T bound = static_cast<T>(std::sqrt(3.0) * 0.02);
         for (std::size_t i = 0; i < parameter_count; ++i) w[i] = uniform<T>(rng, -bound, bound);
     }
 
+    /// \copydoc pipeprop::layer_contract::forward
     void forward(std::span<const T> w, const T* x, T* y, std::size_t b, stash_type&, workspace_type&) const {
         for (std::size_t i = 0; i < b * sequence_length; ++i)
             kernels::copy(Dim, w.data() + checked_id(x[i], i) * Dim, y + i * Dim);
     }
 
+    /// \copydoc pipeprop::layer_contract::backward_input
     void backward_input(std::span<const T>, const T*, const T*, const T*, T* dx, std::size_t b, const stash_type&,
                         workspace_type&) const {
         for (std::size_t i = 0; i < b * sequence_length; ++i) dx[i] = T(0);
     }
 
+    /// \copydoc pipeprop::layer_contract::backward_weight
     void backward_weight(std::span<T> dw, const T* x, const T*, const T* dy, std::size_t b, const stash_type&,
                          workspace_type&) const {
         for (std::size_t i = 0; i < b * sequence_length; ++i)
@@ -100,6 +115,7 @@ template <std::size_t Vocab, std::size_t Dim>
 struct token_embedding {
     static_assert(Vocab > 0, "pipeprop::token_embedding: the vocabulary must hold at least one token.");
     static_assert(Dim > 0, "pipeprop::token_embedding: the embedding dimension must be at least 1.");
+    /// \copydoc pipeprop::layer_spec_contract::bind
     template <class T, class InputShape>
     using bind = token_embedding_layer<T, InputShape, Vocab, Dim>;
 };

@@ -35,20 +35,31 @@ struct token_linear_layer {
     static_assert(sequence_shape<InputShape>,
                   "pipeprop::token_linear: the input of a token_linear layer must be rank 2 [L, features], a sequence "
                   "of L tokens; use pipeprop::dense for a rank-1 input.");
+    ///@{
+    /// Sequence length L, input features In and output features Out (input [L, In], output [L, Out]).
     static constexpr std::size_t sequence_length = detail::sequence_length_of<InputShape>();  // L
     static constexpr std::size_t in = detail::feature_dim_of<InputShape>();
     static constexpr std::size_t out = Out;
+    ///@}
+    /// Whether the parameter block ends with a bias [Out].
     static constexpr bool has_bias = Bias;
 
+    /// \copydoc pipeprop::layer_contract::value_type
     using value_type = T;
+    /// \copydoc pipeprop::layer_contract::input_shape
     using input_shape = InputShape;
+    /// \copydoc pipeprop::layer_contract::output_shape
     using output_shape = shape<sequence_length, Out>;
+    /// Elements of the weight [Out, In] (the head of the parameter block).
     static constexpr std::size_t weight_count = out * in;
+    /// \copydoc pipeprop::layer_contract::parameter_count
     static constexpr std::size_t parameter_count = weight_count + (Bias ? out : 0);
+    /// \copydoc pipeprop::layer_contract::stash_type
     using stash_type = no_stash;
+    /// \copydoc pipeprop::layer_contract::workspace_type
     using workspace_type = no_workspace;
 
-    static constexpr auto parameter_tensors() {
+    static constexpr auto parameter_tensors() {  ///< \copydoc pipeprop::layer_contract::parameter_tensors
         if constexpr (Bias)
             return std::array<parameter_tensor, 2>{parameter_tensor{"weight", 2, {out, in, 1, 1}},
                                                    parameter_tensor{"bias", 1, {out, 1, 1, 1}}};
@@ -56,6 +67,7 @@ struct token_linear_layer {
             return std::array<parameter_tensor, 1>{parameter_tensor{"weight", 2, {out, in, 1, 1}}};
     }
 
+    /// \copydoc pipeprop::layer_contract::init_parameters
     void init_parameters(std::span<T> w, std::uint64_t seed) const {
         std::mt19937_64 rng(seed);
         const T bound = static_cast<T>(1.0 / std::sqrt(static_cast<double>(in)));
@@ -63,6 +75,7 @@ struct token_linear_layer {
         for (std::size_t i = weight_count; i < parameter_count; ++i) w[i] = T(0);
     }
 
+    /// \copydoc pipeprop::layer_contract::forward
     void forward(std::span<const T> w, const T* x, T* y, std::size_t b, stash_type&, workspace_type&) const {
         const std::size_t rows = b * sequence_length;
         if constexpr (Bias) {
@@ -72,11 +85,13 @@ struct token_linear_layer {
         kernels::gemm(false, true, rows, out, in, T(1), x, in, w.data(), in, Bias ? T(1) : T(0), y, out);
     }
 
+    /// \copydoc pipeprop::layer_contract::backward_input
     void backward_input(std::span<const T> w, const T*, const T*, const T* dy, T* dx, std::size_t b, const stash_type&,
                         workspace_type&) const {
         kernels::gemm(false, false, b * sequence_length, in, out, T(1), dy, out, w.data(), in, T(0), dx, in);
     }
 
+    /// \copydoc pipeprop::layer_contract::backward_weight
     void backward_weight(std::span<T> dw, const T* x, const T*, const T* dy, std::size_t b, const stash_type&,
                          workspace_type&) const {
         const std::size_t rows = b * sequence_length;
@@ -94,6 +109,7 @@ struct token_linear_layer {
 template <std::size_t Out, bool Bias = true>
 struct token_linear {
     static_assert(Out > 0, "pipeprop::token_linear: the number of outputs per token must be at least 1.");
+    /// \copydoc pipeprop::layer_spec_contract::bind
     template <class T, class InputShape>
     using bind = token_linear_layer<T, InputShape, Out, Bias>;
 };

@@ -24,11 +24,12 @@ namespace pipeprop {
 template <class T, std::size_t Classes>
 struct softmax_cross_entropy {
     static_assert(Classes >= 2, "pipeprop::softmax_cross_entropy: needs at least two classes.");
-    static constexpr std::size_t classes = Classes;
-    using value_type = T;
-    using logits_shape = shape<Classes>;
-    static constexpr std::size_t targets_per_sample = 1;
+    static constexpr std::size_t classes = Classes;  ///< Number of classes (logits per sample).
+    using value_type = T;  ///< The logits' type T.
+    using logits_shape = shape<Classes>;  ///< Per-sample logits [Classes].
+    static constexpr std::size_t targets_per_sample = 1;  ///< One int32 class label per sample.
 
+    /// Throws std::out_of_range, naming sample n, unless label lies in [0, Classes).
     static void check_label(std::int32_t label, std::size_t n) {
         if (label < 0 || static_cast<std::size_t>(label) >= Classes)
             throw std::out_of_range("pipeprop::softmax_cross_entropy: label " + std::to_string(label) +

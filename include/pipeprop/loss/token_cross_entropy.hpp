@@ -134,11 +134,11 @@ struct token_cross_entropy {
                   "pipeprop::token_cross_entropy: the vocabulary must fit int32 token ids.");
     static constexpr std::size_t length = Length;         ///< L, tokens per sample
     static constexpr std::size_t vocabulary = Vocab;      ///< V, logits per token
-    static constexpr std::int32_t ignore_index = IgnoreIndex;
-    static constexpr std::size_t logits_per_sample = Length * Vocab;
-    using value_type = T;
-    using logits_shape = shape<Length, Vocab>;
-    static constexpr std::size_t targets_per_sample = Length;
+    static constexpr std::int32_t ignore_index = IgnoreIndex;  ///< target id that counts neither in the loss nor in N
+    static constexpr std::size_t logits_per_sample = Length * Vocab;  ///< L V logits per sample
+    using value_type = T;  ///< The logits' type T.
+    using logits_shape = shape<Length, Vocab>;  ///< Per-sample logits [L, V].
+    static constexpr std::size_t targets_per_sample = Length;  ///< One int32 target token per position: L per sample.
 
     /// Throws std::out_of_range when target y of sample n, position l is neither in [0, Vocab) nor IgnoreIndex.
     static void check_target(std::int32_t y, std::size_t n, std::size_t l) {

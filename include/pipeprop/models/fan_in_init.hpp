@@ -23,8 +23,9 @@ namespace pipeprop::models {
 template <class Spec>
 struct fan_in_uniform_init {
     template <class T, class InputShape>
+    /// Spec's layer bound to T and InputShape, with init_parameters replaced by PyTorch's fan-in uniform init.
     struct bind : Spec::template bind<T, InputShape> {
-        using base = typename Spec::template bind<T, InputShape>;
+        using base = typename Spec::template bind<T, InputShape>;  ///< The wrapped layer type.
         static_assert(base::parameter_count > 0, "pipeprop::models::fan_in_uniform_init: the layer has no parameters.");
 
         /// Assigns w [parameter_count]: the weight tensor uniformly in +-1/sqrt(fan_in), the rest (bias) zero.

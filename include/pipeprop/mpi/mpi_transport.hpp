@@ -62,6 +62,7 @@ inline void check(int rc, const char* call) {
 /// Throws std::runtime_error when the library does not provide MPI_THREAD_MULTIPLE.
 class session {
 public:
+    /// MPI_Init_thread(argc, argv) with MPI_THREAD_MULTIPLE; throws std::runtime_error when it is not provided.
     session(int& argc, char**& argv) {
         int provided = 0;
         check(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
@@ -74,12 +75,12 @@ public:
     session(const session&) = delete;
     session& operator=(const session&) = delete;
     ~session() { MPI_Finalize(); }
-    [[nodiscard]] static int rank(MPI_Comm c = MPI_COMM_WORLD) {
+    [[nodiscard]] static int rank(MPI_Comm c = MPI_COMM_WORLD) {  ///< This process's rank in communicator c.
         int r = 0;
         MPI_Comm_rank(c, &r);
         return r;
     }
-    [[nodiscard]] static int size(MPI_Comm c = MPI_COMM_WORLD) {
+    [[nodiscard]] static int size(MPI_Comm c = MPI_COMM_WORLD) {  ///< Number of processes in communicator c.
         int n = 0;
         MPI_Comm_size(c, &n);
         return n;
@@ -107,6 +108,7 @@ using pipeprop::contiguous_ranks;
 /// it gives up.
 class transport final : public remote_transport {
 public:
+    /// Transport over comm with stage s on rank rank_of[s]; collective over comm (see the class comment).
     transport(MPI_Comm comm, std::vector<int> rank_of, std::chrono::milliseconds timeout = std::chrono::seconds(60))
         : rank_of_(std::move(rank_of)), timeout_(timeout), uncaught_(std::uncaught_exceptions()) {
         check(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup");

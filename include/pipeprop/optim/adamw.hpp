@@ -35,9 +35,9 @@ template <class T>
 struct adamw_coefficients {
     T decay = T(1);            ///< 1 - lr * lambda: factor applied to w before the Adam step
     T beta1 = T(0.9);          ///< beta1
-    T one_minus_beta1 = T(0.1);
+    T one_minus_beta1 = T(0.1);  ///< 1 - beta1
     T beta2 = T(0.999);        ///< beta2
-    T one_minus_beta2 = T(0.001);
+    T one_minus_beta2 = T(0.001);  ///< 1 - beta2
     T step_size = T(0);        ///< lr / (1 - beta1^t)
     T sqrt_correction2 = T(1); ///< sqrt(1 - beta2^t)
     T eps = T(1e-8);           ///< added to sqrt(v_hat)
@@ -107,11 +107,12 @@ void adamw_update(std::size_t n, T* w, T* m, T* v, const T* g, const adamw_coeff
 /// default_momentum and default_weight_decay are the values a trainer config starts from (sequential_trainer;
 /// torch's weight_decay default 0.01).
 struct adamw_config {
-    static constexpr double default_momentum = 0.0;
+    static constexpr double default_momentum = 0.0;  ///< Momentum a trainer config starts from (0: AdamW takes none).
+    /// Decoupled weight decay lambda a trainer config starts from (torch's 0.01).
     static constexpr double default_weight_decay = 0.01;
-    double beta1 = 0.9;
-    double beta2 = 0.999;
-    double eps = 1e-8;
+    double beta1 = 0.9;  ///< Decay of the first moment, in [0, 1).
+    double beta2 = 0.999;  ///< Decay of the second moment, in [0, 1).
+    double eps = 1e-8;  ///< Added to sqrt(v_hat); finite and > 0.
 
     /// Throws std::invalid_argument naming the offending value: a beta outside [0, 1), eps not a finite value > 0.
     void validate() const {
@@ -134,27 +135,33 @@ struct adamw_config {
 template <class T>
 class adamw {
 public:
-    using value_type = T;
-    using config_type = adamw_config;
-    static constexpr const char* name = "adamw";
+    using value_type = T;  ///< The parameters' type T.
+    using config_type = adamw_config;  ///< The fixed configuration (adamw_config).
+    static constexpr const char* name = "adamw";  ///< The optimizer's name in checkpoints and reports.
+    /// Checkpoint names of the state buffers: m, then v.
     static constexpr std::array<const char*, 2> state_buffer_names{"first_moment", "second_moment"};
 
     adamw() = default;
     /// State for a block of n parameters. Throws std::invalid_argument for an invalid config (adamw_config::validate).
     adamw(std::size_t n, adamw_config config) : config_(config), m_(n, T(0)), v_(n, T(0)) { config_.validate(); }
 
-    [[nodiscard]] const adamw_config& config() const noexcept { return config_; }
-    [[nodiscard]] std::size_t size() const noexcept { return m_.size(); }
+    [[nodiscard]] const adamw_config& config() const noexcept { return config_; }  ///< The fixed configuration.
+    [[nodiscard]] std::size_t size() const noexcept { return m_.size(); }  ///< Elements n of the parameter block.
     /// Updates applied so far (t of the last update; 0 before the first).
     [[nodiscard]] std::uint64_t step_count() const noexcept { return steps_; }
+    ///@{
     /// First moment m [n] (read/write: checkpoints restore it).
     [[nodiscard]] std::span<T> first_moment() noexcept { return m_; }
     [[nodiscard]] std::span<const T> first_moment() const noexcept { return m_; }
+    ///@}
+    ///@{
     /// Second moment v [n] (read/write: checkpoints restore it).
     [[nodiscard]] std::span<T> second_moment() noexcept { return v_; }
     [[nodiscard]] std::span<const T> second_moment() const noexcept { return v_; }
+    ///@}
     /// Sets the step count (when restoring a checkpoint).
     void set_step_count(std::uint64_t steps) noexcept { steps_ = steps; }
+    ///@{
     /// State buffer k of the optimizer policy: k = 0 is m [n], k = 1 is v [n]. Throws std::out_of_range for k >= 2.
     [[nodiscard]] std::span<T> state_buffer(std::size_t k) {
         check_buffer(k);
@@ -164,6 +171,7 @@ public:
         check_buffer(k);
         return k == 0 ? std::span<const T>(m_) : std::span<const T>(v_);
     }
+    ///@}
 
     /// Throws std::invalid_argument naming the field unless AdamW can apply an update with h: optim::validate
     /// (learning rate and weight decay finite and >= 0) and momentum 0 (AdamW's momentum is beta1).

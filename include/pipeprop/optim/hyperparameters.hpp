@@ -28,9 +28,9 @@ namespace pipeprop::optim {
 /// executors and the sequential trainer (the optimizer rounds to the parameters' type when it builds the update).
 template <class T = double>
 struct hyperparameters {
-    T learning_rate = T(0.01);
-    T momentum = T(0);
-    T weight_decay = T(0);
+    T learning_rate = T(0.01);  ///< eta, per mean-loss gradient.
+    T momentum = T(0);  ///< m, in [0, 1) (0 for AdamW).
+    T weight_decay = T(0);  ///< lambda: L2 for SGD, decoupled for AdamW; >= 0.
     friend constexpr bool operator==(const hyperparameters&, const hyperparameters&) = default;
 };
 

@@ -50,7 +50,7 @@ enum class lr_schedule_kind { constant, step, cosine };
 /// Build with the named constructors, then optionally .with_warmup(samples). Pure function of t, so a resumed run
 /// that restores t gets the same learning rates.
 struct lr_schedule {
-    lr_schedule_kind kind = lr_schedule_kind::constant;
+    lr_schedule_kind kind = lr_schedule_kind::constant;  ///< Which schedule (constant, step, cosine).
     double base_lr = 0.1;               ///< eta
     double gamma = 0.1;                 ///< step: factor per step
     std::uint64_t step_samples = 0;     ///< step: samples between two decays (> 0)
@@ -58,10 +58,13 @@ struct lr_schedule {
     double min_lr = 0.0;                ///< cosine: eta_min
     std::uint64_t warmup_samples = 0;   ///< linear warm-up length in samples (0: none)
 
+    /// eta constant. Throws std::invalid_argument for an invalid schedule (as every named constructor).
     [[nodiscard]] static lr_schedule constant(double lr) { return checked({.base_lr = lr}); }
+    /// eta * gamma^floor(t / every_samples).
     [[nodiscard]] static lr_schedule step(double lr, std::uint64_t every_samples, double gamma) {
         return checked({.kind = lr_schedule_kind::step, .base_lr = lr, .gamma = gamma, .step_samples = every_samples});
     }
+    /// eta_min + (eta - eta_min) (1 + cos(pi min(t, T) / T)) / 2 with T = total_samples.
     [[nodiscard]] static lr_schedule cosine(double lr, std::uint64_t total_samples, double min_lr = 0.0) {
         return checked(
             {.kind = lr_schedule_kind::cosine, .base_lr = lr, .total_samples = total_samples, .min_lr = min_lr});

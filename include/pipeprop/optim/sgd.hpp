@@ -29,9 +29,9 @@ namespace pipeprop::optim {
 /// optim/hyperparameters.hpp; weight decay is L2, added to the gradient). default_momentum and default_weight_decay
 /// are the values a trainer config starts from (sequential_trainer).
 struct sgd_config {
-    static constexpr double default_momentum = 0.9;
-    static constexpr double default_weight_decay = 0.0;
-    bool nesterov = false;
+    static constexpr double default_momentum = 0.9;  ///< Momentum a trainer config starts from.
+    static constexpr double default_weight_decay = 0.0;  ///< Weight decay (L2) a trainer config starts from.
+    bool nesterov = false;  ///< PyTorch's Nesterov formulation instead of heavy-ball.
 };
 
 /// Momentum-SGD state of one parameter block of n elements: velocity v [n] (zero at start) and the number of
@@ -40,24 +40,29 @@ struct sgd_config {
 template <class T>
 class sgd {
 public:
-    using value_type = T;
-    using config_type = sgd_config;
-    static constexpr const char* name = "sgd";
+    using value_type = T;  ///< The parameters' type T.
+    using config_type = sgd_config;  ///< The fixed configuration (sgd_config).
+    static constexpr const char* name = "sgd";  ///< The optimizer's name in checkpoints and reports.
+    /// Checkpoint name of the one state buffer, the velocity.
     static constexpr std::array<const char*, 1> state_buffer_names{"velocity"};
 
     sgd() = default;
     /// State for a block of n parameters (every sgd_config is valid).
     sgd(std::size_t n, sgd_config config) : config_(config), velocity_(n, T(0)) {}
 
-    [[nodiscard]] const sgd_config& config() const noexcept { return config_; }
+    [[nodiscard]] const sgd_config& config() const noexcept { return config_; }  ///< The fixed configuration.
+    /// Elements n of the parameter block.
     [[nodiscard]] std::size_t size() const noexcept { return velocity_.size(); }
     /// Updates applied so far.
     [[nodiscard]] std::uint64_t step_count() const noexcept { return steps_; }
+    ///@{
     /// Velocity v [n] (read/write: checkpoints restore it).
     [[nodiscard]] std::span<T> velocity() noexcept { return velocity_; }
     [[nodiscard]] std::span<const T> velocity() const noexcept { return velocity_; }
+    ///@}
     /// Sets the step count (when restoring a checkpoint).
     void set_step_count(std::uint64_t steps) noexcept { steps_ = steps; }
+    ///@{
     /// State buffer k of the optimizer policy: k = 0 is the velocity [n]. Throws std::out_of_range for k >= 1.
     [[nodiscard]] std::span<T> state_buffer(std::size_t k) {
         check_buffer(k);
@@ -67,6 +72,7 @@ public:
         check_buffer(k);
         return velocity_;
     }
+    ///@}
 
     /// Throws std::invalid_argument naming the field unless momentum SGD can apply an update with h: optim::validate
     /// (learning rate and weight decay finite and >= 0, momentum in [0, 1]), momentum < 1 also after rounding to T,

@@ -37,6 +37,7 @@ using pipeprop::to_string;
 template <mitigation_policy Policy>
 struct options {
     std::size_t max_batch = 1;  ///< largest micro-batch size b the buffers are made for (>= 1)
+    /// sequential (the reference) or concurrent (oneTBB flow graph)
     executor_kind executor = executor_kind::concurrent;
     /// Concurrent executor: micro-batches buffered by push() before the flow graph runs them (>= 1). Larger values
     /// amortize the pipeline's ramp at each run; the results do not depend on it.
@@ -91,7 +92,7 @@ public:
     /// Called at a drained point after the stages' state was replaced (checkpoint load, parameter load): rebuild
     /// whatever the executor derived from it (forward-weight history, predicted weights); n0 := next micro-batch.
     virtual void resynchronize() = 0;
-    [[nodiscard]] virtual executor_kind kind() const noexcept = 0;
+    [[nodiscard]] virtual executor_kind kind() const noexcept = 0;  ///< Which executor this is.
     /// Fills the executor's part of each stage's figures (slots, in-flight max, stash bytes, busy time, its own
     /// weight copies added to weight_bytes / weight_copies).
     virtual void fill_stats(std::vector<stage_stats>& stages) const = 0;

@@ -31,8 +31,8 @@ namespace pipeprop::pb {
 /// Lane l runs stages [first_stage[l], first_stage[l + 1]) (the last lane up to S); first_stage[0] == 0, strictly
 /// increasing.
 struct lane_plan {
-    std::vector<std::size_t> first_stage{0};
-    [[nodiscard]] std::size_t lane_count() const noexcept { return first_stage.size(); }
+    std::vector<std::size_t> first_stage{0};  ///< [lanes]: the first stage of each lane.
+    [[nodiscard]] std::size_t lane_count() const noexcept { return first_stage.size(); }  ///< Number of lanes.
 };
 
 /// Throws std::invalid_argument naming the problem unless `first_stage` is a lane plan for S stages (starts at 0,

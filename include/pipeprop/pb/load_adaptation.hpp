@@ -39,6 +39,7 @@ public:
         stats_.enabled = probe_period > 0;
     }
 
+    /// True when the adapter probes (probe_period > 0).
     [[nodiscard]] bool enabled() const noexcept { return base_ > 0; }
     /// Whether the next run goes inline (false: on the lanes).
     [[nodiscard]] bool next_inline() const noexcept { return enabled() && (probing_ ? !inline_ : inline_); }
@@ -77,6 +78,7 @@ public:
         }
     }
 
+    /// What the adapter decided so far (run_stats::load).
     [[nodiscard]] const load_adaptation_stats& stats() const noexcept { return stats_; }
 
 private:

@@ -23,8 +23,10 @@ namespace pipeprop::pb {
 /// The op stream of a stage with delay D (see the file comment). Starts closed; open(n0) starts a segment.
 class op_stream {
 public:
+    /// The segment end while no drain has closed it.
     static constexpr std::size_t open_end = std::numeric_limits<std::size_t>::max();
 
+    /// The stream of a stage with delay D_s = delay; closed until open().
     explicit op_stream(std::size_t delay = 0) noexcept : delay_(delay) {}
 
     /// Starts a segment whose first micro-batch is n0 (after construction or a completed drain).
@@ -60,7 +62,7 @@ public:
     }
     /// True when the segment is closed and all of its ops have run (or no segment is open).
     [[nodiscard]] bool done() const noexcept { return phase_ == phase::done; }
-    [[nodiscard]] std::size_t delay() const noexcept { return delay_; }
+    [[nodiscard]] std::size_t delay() const noexcept { return delay_; }  ///< The stage's delay D_s.
 
 private:
     enum class phase : unsigned char { forward, backward, update, done };

@@ -40,6 +40,7 @@ class pipeline : public engine<Net, Policy, T, Loss, Optimizer> {
     using base = engine<Net, Policy, T, Loss, Optimizer>;
 
 public:
+    /// The compile-time layout (pipeline_layout<Net, Partition, T>).
     using layout = pipeline_layout<Net, Partition, T>;
     /// S, the number of stages.
     static constexpr std::size_t stage_count = layout::stage_count;
@@ -65,7 +66,10 @@ public:
     /// b_S = (1 - m^D_S) / (1 - m) (PB-paper §4).
     template <std::size_t S>
     struct stage : pipeprop::stage_type<layout, S> {
+        /// The LWP horizon T of the stage (0 when the policy does not predict).
         static constexpr T horizon = lwp_horizon<Policy, T>(layout::delays[S]);
+        /// The SC coefficients a_S, b_S (defaults a = 1, b = 0 unless the policy spike-compensates with a compile-time
+        /// momentum).
         static constexpr sc_coefficients<T> spike_compensation = [] {
             if constexpr (Policy::spike_compensated && Policy::fixed_momentum)
                 return Policy::template coefficients<T>(layout::delays[S]);
@@ -76,8 +80,9 @@ public:
     /// The stage types of this pipeline, in order (boost::mp11::mp_list<stage<0>, ...>; stages() is the engine's runtime state).
     struct stage_at {
         template <class I>
-        using fn = stage<I::value>;
+        using fn = stage<I::value>;  ///< stage<I::value>
     };
+    /// The stage types, boost::mp11::mp_list<stage<0>, ..., stage<S - 1>>.
     using stage_list = boost::mp11::mp_transform_q<stage_at, boost::mp11::mp_iota_c<stage_count>>;
 
     /// The stages' code is instantiated from the stage types (static_stage_programs<layout>: each stage's passes

@@ -40,12 +40,14 @@ enum class lwp_form : std::uint8_t {
 
 /// LWP horizon rule: T = D_s, the stage's delay (the default: predict the weights the backward will see).
 struct delay_horizon {
+    /// The horizon T of a stage with delay D: D.
     [[nodiscard]] static constexpr double horizon(std::size_t delay) noexcept { return static_cast<double>(delay); }
 };
 /// LWP horizon rule: T = Ratio * D_s (e.g. std::ratio<1, 2> predicts half-way).
 template <class Ratio>
 struct scaled_horizon {
     static_assert(Ratio::num >= 0 && Ratio::den > 0, "pipeprop::pb::scaled_horizon: the ratio must be >= 0.");
+    /// The horizon T of a stage with delay D: Ratio * D.
     [[nodiscard]] static constexpr double horizon(std::size_t delay) noexcept {
         return static_cast<double>(delay) * static_cast<double>(Ratio::num) / static_cast<double>(Ratio::den);
     }
@@ -53,14 +55,15 @@ struct scaled_horizon {
 /// LWP horizon rule: T = N for every stage, whatever its delay.
 template <std::size_t N>
 struct fixed_horizon {
+    /// The horizon T of every stage: N.
     [[nodiscard]] static constexpr double horizon(std::size_t) noexcept { return static_cast<double>(N); }
 };
 
 /// Spike-compensation coefficients of one stage: a = m^D, b = (1 - m^D) / (1 - m) (b = D for m = 1).
 template <class T>
 struct sc_coefficients {
-    T a = T(1);
-    T b = T(0);
+    T a = T(1);  ///< a = m^D: the weight of the velocity v in the update.
+    T b = T(0);  ///< b = (1 - m^D) / (1 - m): the weight of the new gradient g in the update.
     friend constexpr bool operator==(const sc_coefficients&, const sc_coefficients&) = default;
 };
 
@@ -110,7 +113,7 @@ namespace policy {
 
 /// Plain PB: momentum SGD per stage with delayed gradients, no mitigation (docs/pb-semantics.md §3 "none").
 struct none : policy_base {
-    static constexpr std::string_view name = "none";
+    static constexpr std::string_view name = "none";  ///< The policy's name in checkpoints (pb_policy) and reports.
 };
 
 /// Spike Compensation (PB-paper §4): v <- m v + g ; w <- w - eta (a v + b g), a = m^D_s, b = (1 - m^D_s)/(1 - m).
@@ -122,10 +125,11 @@ struct spike_compensation : policy_base {
     static_assert(detail::momentum_spec<Momentum>,
                   "pipeprop::pb::policy::spike_compensation: the momentum must be pipeprop::pb::runtime_momentum or "
                   "a std::ratio<Num, Den> in [0, 1].");
-    static constexpr std::string_view name = "sc";
-    static constexpr bool spike_compensated = true;
+    static constexpr std::string_view name = "sc";  ///< The policy's name in checkpoints (pb_policy) and reports.
+    static constexpr bool spike_compensated = true;  ///< \copydoc policy_base::spike_compensated
+    /// \copydoc policy_base::fixed_momentum
     static constexpr bool fixed_momentum = detail::momentum_of<Momentum>::fixed;
-    static constexpr double momentum = detail::momentum_of<Momentum>::value;
+    static constexpr double momentum = detail::momentum_of<Momentum>::value;  ///< \copydoc policy_base::momentum
     /// SC coefficients for delay D (compile-time momentum only).
     template <class T>
     [[nodiscard]] static constexpr sc_coefficients<T> coefficients(std::size_t delay) noexcept
@@ -140,9 +144,10 @@ struct spike_compensation : policy_base {
 /// stage with the default horizon) uses w itself.
 template <lwp_form Form = lwp_form::velocity, class Horizon = delay_horizon>
 struct linear_weight_prediction : policy_base {
-    static constexpr std::string_view name = "lwp";
-    static constexpr bool predicts_weights = true;
-    static constexpr lwp_form form = Form;
+    static constexpr std::string_view name = "lwp";  ///< The policy's name in checkpoints (pb_policy) and reports.
+    static constexpr bool predicts_weights = true;  ///< \copydoc policy_base::predicts_weights
+    static constexpr lwp_form form = Form;  ///< \copydoc policy_base::form
+    /// The horizon T of a stage with delay D: Horizon::horizon(D).
     [[nodiscard]] static constexpr double horizon(std::size_t delay) noexcept { return Horizon::horizon(delay); }
 };
 
@@ -152,25 +157,28 @@ struct sc_lwp : policy_base {
     static_assert(detail::momentum_spec<Momentum>,
                   "pipeprop::pb::policy::sc_lwp: the momentum must be pipeprop::pb::runtime_momentum or a "
                   "std::ratio<Num, Den> in [0, 1].");
-    static constexpr std::string_view name = "sc_lwp";
-    static constexpr bool spike_compensated = true;
-    static constexpr bool predicts_weights = true;
-    static constexpr lwp_form form = Form;
+    static constexpr std::string_view name = "sc_lwp";  ///< The policy's name in checkpoints (pb_policy) and reports.
+    static constexpr bool spike_compensated = true;  ///< \copydoc policy_base::spike_compensated
+    static constexpr bool predicts_weights = true;  ///< \copydoc policy_base::predicts_weights
+    static constexpr lwp_form form = Form;  ///< \copydoc policy_base::form
+    /// \copydoc policy_base::fixed_momentum
     static constexpr bool fixed_momentum = detail::momentum_of<Momentum>::fixed;
-    static constexpr double momentum = detail::momentum_of<Momentum>::value;
+    static constexpr double momentum = detail::momentum_of<Momentum>::value;  ///< \copydoc policy_base::momentum
     template <class T>
+    /// \copydoc spike_compensation::coefficients
     [[nodiscard]] static constexpr sc_coefficients<T> coefficients(std::size_t delay) noexcept
         requires(fixed_momentum) {
         return spike_coefficients<T>(detail::momentum_of<Momentum>::template as<T>, delay);
     }
+    /// The horizon T of a stage with delay D: Horizon::horizon(D).
     [[nodiscard]] static constexpr double horizon(std::size_t delay) noexcept { return Horizon::horizon(delay); }
 };
 
 /// Weight stashing (PipeDream, Narayanan et al. 2019; docs/pb-semantics.md §3): the backward of a micro-batch uses
 /// exactly the weights its forward used, at the cost of D_s + 1 weight copies per stage. Heavy-ball update.
 struct weight_stashing : policy_base {
-    static constexpr std::string_view name = "stash";
-    static constexpr bool stashes_weights = true;
+    static constexpr std::string_view name = "stash";  ///< The policy's name in checkpoints (pb_policy) and reports.
+    static constexpr bool stashes_weights = true;  ///< \copydoc policy_base::stashes_weights
 };
 
 /// PipeMare (Yang et al. 2019, arXiv 1910.05124; docs/pb-semantics.md §3): per-stage learning-rate warm-up
@@ -178,8 +186,9 @@ struct weight_stashing : policy_base {
 /// micro-batch) and discrepancy correction: the backward uses w - D_s delta, delta <- gamma delta + (1 - gamma)
 /// (w(k) - w(k-1)) after every update (an EMA of the recent weight steps). Heavy-ball update.
 struct pipemare : policy_base {
-    static constexpr std::string_view name = "pipemare";
-    static constexpr bool corrects_discrepancy = true;
+    static constexpr std::string_view name = "pipemare";  ///< The policy's name in checkpoints (pb_policy) and reports.
+    static constexpr bool corrects_discrepancy = true;  ///< \copydoc policy_base::corrects_discrepancy
+    /// The runtime knobs of PipeMare (passed through pb::options).
     struct parameters {
         double warmup_samples = 0.0;     ///< T_w in samples (0: no warm-up)
         double discrepancy_decay = 0.9;  ///< gamma of the EMA of weight steps, in [0, 1)

@@ -38,9 +38,9 @@ namespace pipeprop::pb {
 template <network_type Net, mitigation_policy Policy, class T, loss_policy Loss, class Optimizer>
 class sequential_executor final : public executor<T> {
 public:
-    using stack_type = layer_stack<Net, T>;
-    using stage_type = stage_state<Net, Policy, T, Optimizer>;
-    using loss_type = Loss;
+    using stack_type = layer_stack<Net, T>;  ///< The network's layer stack (layer_stack<Net, T>).
+    using stage_type = stage_state<Net, Policy, T, Optimizer>;  ///< The stages' type (pb::stage_state).
+    using loss_type = Loss;  ///< The loss policy.
 
     /// Allocates one activation buffer per stage for up to max_b samples and the forward-weight histories.
     /// flush_subnormals: every push runs with subnormals flushed to zero (flush_subnormals.hpp).
@@ -136,6 +136,7 @@ public:
             if (per_[s].versions > 0) stages_[s].forward_weights(slot(s, n0_));
     }
 
+    /// executor_kind::sequential.
     [[nodiscard]] executor_kind kind() const noexcept override { return executor_kind::sequential; }
 
     void fill_stats(std::vector<stage_stats>& out) const override {

@@ -48,10 +48,10 @@ class alignas(64) stage_state {
     static_assert(check_pb_optimizer<Policy, Optimizer, T>());
 
 public:
-    using stack_type = layer_stack<Net, T>;
-    using policy_type = Policy;
-    using policy_parameters = typename Policy::parameters;
-    using optimizer_type = Optimizer;
+    using stack_type = layer_stack<Net, T>;  ///< The network's layer stack (layer_stack<Net, T>).
+    using policy_type = Policy;  ///< The mitigation policy (pb/policies.hpp).
+    using policy_parameters = typename Policy::parameters;  ///< The policy's runtime knobs (Policy::parameters).
+    using optimizer_type = Optimizer;  ///< The optimizer (optim::sgd<T> or optim::adamw<T>).
     /// AdamW stages keep a second moment and step with optim::adamw_update; SGD stages with momentum_update.
     static constexpr bool adaptive = is_adamw<Optimizer, T>;
 
@@ -114,14 +114,19 @@ public:
         }
     }
 
+    ///@{
+    /// Movable, not copyable.
     stage_state(stage_state&&) noexcept = default;
     stage_state& operator=(stage_state&&) noexcept = default;
+    ///@}
 
     /// The stage's passes (stage_program.hpp): the executors run the stage's layers through it.
     [[nodiscard]] const stage_program<stack_type>& program() const noexcept { return core_.program(); }
+    /// The stage's index s (0 = input side).
     [[nodiscard]] std::size_t index() const noexcept { return core_.index(); }
     /// D_s = 2 (S - 1 - s).
     [[nodiscard]] std::size_t delay() const noexcept { return delay_; }
+    /// The stage's layers [begin, end) of the flattened network.
     [[nodiscard]] layer_range range() const noexcept { return core_.range(); }
     /// P: elements of the stage's parameter block (0 for a parameter-free stage).
     [[nodiscard]] std::size_t parameter_count() const noexcept { return parameter_count_; }
@@ -130,14 +135,23 @@ public:
     /// Updates applied so far.
     [[nodiscard]] std::size_t updates() const noexcept { return updates_; }
 
+    ///@{
     /// Running state of the stage's stateful layers [state_count_of(range)] (layer_concept.hpp; empty when none):
     /// the training forward and backward of the stage update it, evaluation only reads it.
     [[nodiscard]] std::span<T> state() noexcept { return core_.state(); }
     [[nodiscard]] std::span<const T> state() const noexcept { return core_.state(); }
+    ///@}
+    ///@{
+    /// The stage's current weights w [P]: the network's parameter block slice of its layers.
     [[nodiscard]] std::span<T> weights() noexcept { return core_.weights(); }
     [[nodiscard]] std::span<const T> weights() const noexcept { return core_.weights(); }
+    ///@}
+    ///@{
+    /// The heavy-ball velocity v [P] (SGD), or AdamW's first moment.
     [[nodiscard]] std::span<T> velocity() noexcept { return velocity_; }
     [[nodiscard]] std::span<const T> velocity() const noexcept { return velocity_; }
+    ///@}
+    ///@{
     /// Buffer k of the optimizer's state, named Optimizer::state_buffer_names[k] in checkpoints: SGD's velocity
     /// (k = 0); AdamW's first moment (k = 0, the velocity() buffer) and second moment (k = 1). [P]
     [[nodiscard]] std::span<T> optimizer_state(std::size_t k) noexcept {
@@ -146,14 +160,19 @@ public:
     [[nodiscard]] std::span<const T> optimizer_state(std::size_t k) const noexcept {
         return k == 0 ? std::span<const T>(velocity_) : std::span<const T>(second_moment_);
     }
+    ///@}
     /// The gradient buffer [P] the backward-p2 of the micro-batch being applied adds into (zero between updates).
     [[nodiscard]] std::span<T> gradient() noexcept { return core_.gradient(); }
+    ///@{
     /// LWP weight-difference form: w(k) - w(k-1) [P]; empty otherwise.
     [[nodiscard]] std::span<T> last_step() noexcept { return last_step_; }
     [[nodiscard]] std::span<const T> last_step() const noexcept { return last_step_; }
+    ///@}
+    ///@{
     /// PipeMare: the EMA delta of weight steps [P]; empty otherwise.
     [[nodiscard]] std::span<T> discrepancy() noexcept { return discrepancy_; }
     [[nodiscard]] std::span<const T> discrepancy() const noexcept { return discrepancy_; }
+    ///@}
     /// LWP velocity form: learning rate of the most recent update (its prediction uses it).
     [[nodiscard]] T last_learning_rate() const noexcept { return last_learning_rate_; }
 
@@ -208,6 +227,8 @@ public:
             return momentum_coefficients_for(mb, lr);
     }
 
+    /// The heavy-ball coefficients for micro-batch mb and learning rate lr: momentum m and weight decay from mb's
+    /// hyperparameters, with the spike-compensation a and b under an SC policy (PB paper §4; docs/pb-semantics.md §3).
     [[nodiscard]] optim::update_coefficients<T> momentum_coefficients_for(const micro_batch_info<T>& mb,
                                                                           T lr) const noexcept {
         if constexpr (Policy::spike_compensated) {
@@ -301,9 +322,13 @@ public:
         ++backward_count_;
         if (observed == delay_) ++full_delay_count_;
     }
+    /// Smallest delay (updates between forward and backward) a backward of this stage observed.
     [[nodiscard]] std::size_t observed_delay_min() const noexcept { return observed_min_; }
+    /// Largest delay a backward of this stage observed (D_s in steady state).
     [[nodiscard]] std::size_t observed_delay_max() const noexcept { return observed_max_; }
+    /// Backwards recorded (record_delay calls).
     [[nodiscard]] std::size_t backward_count() const noexcept { return backward_count_; }
+    /// Backwards that observed the full delay D_s (fewer during the fill after a drain).
     [[nodiscard]] std::size_t full_delay_count() const noexcept { return full_delay_count_; }
 
     /// Bytes of every parameter-sized buffer this object holds (weights, velocity, gradient, policy buffers).

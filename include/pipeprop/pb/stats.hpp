@@ -11,7 +11,7 @@ namespace pipeprop::pb {
 
 /// What one stage did and holds.
 struct stage_stats {
-    std::size_t stage = 0;
+    std::size_t stage = 0;  ///< The stage's index s.
     layer_range layers{};              ///< the stage's layers [begin, end)
     std::size_t delay = 0;             ///< D_s = 2 (S - 1 - s), the compile-time / layout delay
     std::size_t parameters = 0;        ///< elements of the stage's parameter block
@@ -23,9 +23,11 @@ struct stage_stats {
     std::size_t weight_copies = 0;     ///< parameter-sized buffers among weight_bytes (3 = w, v, g only)
     double busy_seconds = 0.0;         ///< time spent in this stage's work (forward, backward, update, copies)
     std::size_t lane = 0;              ///< concurrent executor: the serial node (lane) that runs this stage
+    ///@{
     /// Delay actually observed: updates of this stage between a micro-batch's forward and its backward.
     std::size_t observed_delay_min = 0;
     std::size_t observed_delay_max = 0;
+    ///@}
     std::size_t backward_count = 0;    ///< backward passes done
     std::size_t full_delay_count = 0;  ///< of those, how many saw exactly D_s updates in between
 };
@@ -57,8 +59,9 @@ struct run_stats {
     std::size_t samples = 0;          ///< completed samples
     double wall_seconds = 0.0;        ///< time spent inside push() and drain()
     double samples_per_second = 0.0;  ///< samples / wall_seconds
-    std::vector<stage_stats> stages;
+    std::vector<stage_stats> stages;  ///< Per stage, [S].
     load_adaptation_stats load;       ///< concurrent executor: lanes or inline, by the measured load
+    /// Busy fraction of stage s: busy_seconds / wall_seconds (0 before any run).
     [[nodiscard]] double utilization(std::size_t s) const noexcept {
         return wall_seconds > 0 ? stages[s].busy_seconds / wall_seconds : 0.0;
     }

@@ -35,8 +35,8 @@ void save_state(const schedule_executor<Net, T, Loss, Optimizer>& ex, checkpoint
 
 /// What load_state read besides the executor's tensors.
 struct loaded_counters {
-    std::uint64_t step_count = 0;
-    std::uint64_t samples_seen = 0;
+    std::uint64_t step_count = 0;  ///< The step count saved (optimizer steps done).
+    std::uint64_t samples_seen = 0;  ///< The samples consumed up to the checkpoint.
 };
 
 /// Replaces the executor's parameters, optimizer state and step counts, running state and step counter with c's

@@ -35,9 +35,10 @@ namespace pipeprop::sync {
 
 /// Costs of one layer for one micro-batch, seconds. backward_weight is 0 for parameter-free layers.
 struct layer_costs {
-    double forward = 0;
-    double backward_input = 0;
-    double backward_weight = 0;
+    double forward = 0;  ///< Forward, seconds.
+    double backward_input = 0;  ///< Backward-p1 (input gradient), seconds.
+    double backward_weight = 0;  ///< Backward-p2 (weight gradient), seconds.
+    /// The three added, seconds.
     [[nodiscard]] double total() const noexcept { return forward + backward_input + backward_weight; }
 };
 

@@ -21,9 +21,12 @@ class pipeline_executor : public schedule_executor<Net, T, Loss, Optimizer> {
     using base = schedule_executor<Net, T, Loss, Optimizer>;
 
 public:
+    /// The executor's options (schedule_executor).
     using typename base::options_type;
+    /// The network's layer stack.
     using typename base::stack_type;
-    static constexpr schedule_kind kind = Kind;
+    static constexpr schedule_kind kind = Kind;  ///< The schedule (GPipe, 1F1B, ZB-H1, ...).
+    /// True: 2BP (backward-p1 and -p2 as separate ops); false: fused backward.
     static constexpr bool two_stage_bp = TwoStageBP;
 
     /// Stages are the given ranges (checked as schedule_executor's). Throws as schedule_executor's constructor.

@@ -32,7 +32,7 @@ struct basic_executor_options {
     std::size_t max_batch = 1;      ///< largest optimizer batch B a step accepts (buffers hold ceil(max_batch / m))
     OptimizerConfig optimizer{};    ///< what of the optimizer stays fixed (SGD: Nesterov; AdamW: betas, eps)
     std::uint64_t seed = 0;         ///< parameter initialization (layer_stack::init_parameters: cut-independent)
-    executor_kind executor = executor_kind::concurrent;
+    executor_kind executor = executor_kind::concurrent;  ///< sequential (the reference, one thread) or concurrent
     /// > 0: clip the gradient to this global L2 norm (over ALL stages, docs/pitfalls.md item 7) before the updates; the
     /// stages then update after the whole graph has finished (a global barrier). 0: no clipping.
     double max_gradient_norm = 0;

@@ -42,40 +42,52 @@ namespace pipeprop::sync {
 template <class T, class Stage, class Loss>
 class op_runner {
 public:
+    /// The boundary channels between neighbouring stages, owned by the executor.
     using channels = std::vector<std::unique_ptr<boundary_channel<T>>>;
+    /// Targets per sample of the loss (1 for class labels, L for token targets).
     static constexpr std::size_t targets_per_sample = Loss::targets_per_sample;
 
     /// Per-stage state of the running steps (micro-batch indices g over all steps of the plan: g = n * m + j).
     struct stage_runtime {
-        const std::vector<op>* ops = nullptr;
-        const std::vector<std::size_t>* slot_of = nullptr;
-        const std::vector<std::size_t>* update_at = nullptr;  // [steps]: ops before the update of step n
-        std::size_t next = 0;
-        std::size_t p2_done = 0;   // backward-p2 ops done in the stage's current step
-        std::size_t updates = 0;   // optimizer steps done (of the plan's steps)
-        bool updated = false;      // all of the plan's optimizer steps done
-        std::vector<boundary_message> forward_in, backward_in;  // [steps * m] headers received, by micro-batch g
+        const std::vector<op>* ops = nullptr;  ///< The stage's ops of the plan (schedule order).
+        const std::vector<std::size_t>* slot_of = nullptr;  ///< [ops]: the activation slot each op uses.
+        /// [steps]: number of ops before the optimizer update of step n.
+        const std::vector<std::size_t>* update_at = nullptr;
+        std::size_t next = 0;  ///< Index of the next op to run.
+        std::size_t p2_done = 0;  ///< Backward-p2 ops done in the stage's current step.
+        std::size_t updates = 0;  ///< Optimizer steps done (of the plan's steps).
+        bool updated = false;  ///< True when all of the plan's optimizer steps are done.
+        ///@{
+        /// [steps * m]: boundary message headers received, forward and backward, by micro-batch g.
+        std::vector<boundary_message> forward_in, backward_in;
+        ///@}
+        ///@{
+        /// [steps * m]: 1 when micro-batch g's forward input / backward gradient has arrived.
         std::vector<char> has_forward, has_backward;
-        std::vector<loss_totals> totals;                         // last stage: [steps * m]
-        std::vector<double> squared_gradient;                    // [steps]: sum of g^2 of the stage's gradient
-        std::vector<op_span> spans;
+        ///@}
+        std::vector<loss_totals> totals;  ///< Last stage: loss totals [steps * m], by micro-batch g.
+        /// [steps]: sum of g^2 of the stage's gradient per step (its contribution to the gradient norm).
+        std::vector<double> squared_gradient;
+        std::vector<op_span> spans;  ///< The timed spans of the ops run (traces, cost measurement).
     };
 
     /// One step's input: the batch x [batch, input size], targets [batch, targets per sample], the counted targets
     /// N of the batch and the step's hyperparameters.
     struct step_input {
-        const T* x = nullptr;
-        const std::int32_t* labels = nullptr;
-        std::size_t counted = 0;
-        optim::hyperparameters<double> h{};
+        const T* x = nullptr;  ///< The batch x [batch, input size] (stage 0).
+        const std::int32_t* labels = nullptr;  ///< The targets [batch, targets_per_sample] (last stage).
+        std::size_t counted = 0;  ///< Counted targets N of the batch (the loss is a mean over them).
+        optim::hyperparameters<double> h{};  ///< The step's hyperparameters.
     };
 
 
+    /// An interpreter over the executor's stages and its forward and backward boundary channels (all outlive it).
     op_runner(std::vector<std::unique_ptr<Stage>>& stages, channels& forward, channels& backward)
         : stages_(stages), forward_(forward), backward_(backward) {}
 
     /// Stage s's state of the current (or last) step.
     [[nodiscard]] const stage_runtime& runtime(std::size_t s) const { return runtime_.at(s); }
+    /// The per-stage states of the current (or last) step, by stage.
     [[nodiscard]] const std::vector<stage_runtime>& runtimes() const noexcept { return runtime_; }
 
     /// Starts the plan pl's steps (pl.sc.steps of them; `inputs` one per step, each a batch of `batch` samples)

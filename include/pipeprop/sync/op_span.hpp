@@ -41,11 +41,14 @@ enum class span_kind : std::uint8_t { forward, backward_input, backward_weight, 
 /// One timed op. Times in seconds from the start of the step (executor) or of the simulation; start <= end.
 /// micro_batch is meaningless for the optimizer span.
 struct op_span {
-    std::size_t stage = 0;
-    span_kind kind = span_kind::forward;
-    std::size_t micro_batch = 0;
+    std::size_t stage = 0;  ///< The stage that ran the op.
+    span_kind kind = span_kind::forward;  ///< Forward, backward (-p1, -p2, fused) or optimizer.
+    std::size_t micro_batch = 0;  ///< The op's micro-batch (index within the step).
+    ///@{
+    /// Start and end time, seconds (see the class comment).
     double start = 0;
     double end = 0;
+    ///@}
     std::size_t step = 0;  ///< optimizer step the op belongs to (0 for a single step)
 };
 

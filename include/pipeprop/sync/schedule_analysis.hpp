@@ -37,6 +37,7 @@ using pipeprop::is_backward_p1;
 /// Progress of every stage through its op list, and the cross-stage readiness test of the dependency model.
 class schedule_progress {
 public:
+    /// Progress over sc (which must outlive this object), every stage at its first op.
     explicit schedule_progress(const schedule& sc)
         : sc_(&sc),
           next_(sc.stages, 0),
@@ -45,7 +46,9 @@ public:
 
     /// Index of the next op of stage s (== ops[s].size() when the stage is done).
     [[nodiscard]] std::size_t next(std::size_t s) const noexcept { return next_[s]; }
+    /// True when stage s ran all of its ops.
     [[nodiscard]] bool stage_done(std::size_t s) const noexcept { return next_[s] == sc_->ops[s].size(); }
+    /// True when every stage ran all of its ops.
     [[nodiscard]] bool all_done() const noexcept {
         for (std::size_t s = 0; s < sc_->stages; ++s)
             if (!stage_done(s)) return false;
@@ -78,6 +81,7 @@ private:
 /// stage s and runs its list as it becomes ready): a device runs one op at a time, its entries in order.
 class device_progress {
 public:
+    /// Progress over sc (which must outlive this object), every device at the start of its order.
     explicit device_progress(const schedule& sc) : sc_(&sc), stages_(sc), cursor_(sc.devices(), 0) {}
 
     /// The stage whose op device d runs next (npos when the device is done).
@@ -97,7 +101,9 @@ public:
         ++cursor_[d];
         return s;
     }
+    /// The per-stage progress underneath.
     [[nodiscard]] const schedule_progress& stages() const noexcept { return stages_; }
+    /// No stage: the device ran its whole order.
     static constexpr std::size_t npos = std::numeric_limits<std::size_t>::max();
 
 private:
@@ -194,7 +200,7 @@ inline void validate(const schedule& sc) {
 /// the order of the schedule's figure (and, for consecutive steps, runs a stage's next-step forwards before the
 /// later stages' trailing backward-p2 ops where the figure has them first). Requires validate(sc) to pass.
 struct global_step {
-    std::size_t stage;
+    std::size_t stage;  ///< The stage of the op.
     std::size_t index;  ///< position in sc.ops[stage]
 };
 [[nodiscard]] inline std::vector<global_step> global_order(const schedule& sc) {
@@ -250,8 +256,8 @@ struct global_step {
 /// slots the number of slots = the peak number of micro-batches in flight on the stage. A micro-batch takes the
 /// lowest free slot at its F and frees it after its W (2BP) or BW.
 struct stage_slots {
-    std::vector<std::size_t> slot_of;
-    std::size_t slots = 0;
+    std::vector<std::size_t> slot_of;  ///< [ops of the stage]: the slot each op uses.
+    std::size_t slots = 0;  ///< Number of slots (peak micro-batches in flight).
 };
 
 /// Slot plan of every stage. Requires validate(sc) to pass.

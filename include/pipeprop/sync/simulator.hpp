@@ -48,9 +48,11 @@ struct stage_costs {
     double backward_fused = -1;   ///< T_BW: fused backward (2BP off); < 0: T_B + T_W
     double optimizer = 0;         ///< T_opt: the stage's optimizer step, once per step
 
+    /// The fused backward's cost: backward_fused, or T_B + T_W when it is < 0.
     [[nodiscard]] double fused() const noexcept {
         return backward_fused >= 0 ? backward_fused : backward_input + backward_weight;
     }
+    /// The cost of an op of kind k (update: optimizer).
     [[nodiscard]] double of(op_kind k) const noexcept {
         switch (k) {
             case op_kind::forward: return forward;

@@ -33,10 +33,10 @@ namespace pipeprop::sync {
 template <network_type Net, class T, class Optimizer = optim::sgd<T>>
 class stage {
 public:
-    using stack_type = layer_stack<Net, T>;
-    using activations = typename stack_type::activations;
-    using optimizer_type = Optimizer;
-    using optimizer_config = typename Optimizer::config_type;
+    using stack_type = layer_stack<Net, T>;  ///< The network's layer stack (layer_stack<Net, T>).
+    using activations = typename stack_type::activations;  ///< The buffers of one micro-batch slot (stack_activations).
+    using optimizer_type = Optimizer;  ///< The optimizer policy.
+    using optimizer_config = typename Optimizer::config_type;  ///< The optimizer's fixed configuration.
 
     /// Stage `index` with the stage's code `program` (stage_program.hpp: instantiated for its stage type, or
     /// dynamic), initial weights the slice of network_block [parameter_count] (a copy the stage owns) or, with
@@ -58,10 +58,13 @@ public:
         for (std::size_t i = 0; i < slots; ++i) act_.push_back(stack.make_activations(program.range, max_b));
     }
 
+    /// The stage's index s (0 = input side).
     [[nodiscard]] std::size_t index() const noexcept { return core_.index(); }
     /// The stage's passes (stage_program.hpp).
     [[nodiscard]] const stage_program<stack_type>& program() const noexcept { return core_.program(); }
+    /// The stage's layers [begin, end) of the flattened network.
     [[nodiscard]] layer_range range() const noexcept { return core_.range(); }
+    /// The micro-batch capacity max_b of every slot.
     [[nodiscard]] std::size_t max_batch() const noexcept { return max_b_; }
     /// Number of activation slots (= peak micro-batches in flight of the schedule on this stage).
     [[nodiscard]] std::size_t slots() const noexcept { return act_.size(); }
@@ -71,28 +74,43 @@ public:
         for (const auto& a : act_) n += a.bytes();
         return n;
     }
+    ///@{
     /// Per-sample elements of the stage input / output.
     [[nodiscard]] std::size_t input_size() const noexcept { return stack_type::activation_size[range().begin]; }
     [[nodiscard]] std::size_t output_size() const noexcept { return stack_type::activation_size[range().end]; }
+    ///@}
 
+    ///@{
+    /// The stage's weights [P] (its own block, or its slice of the caller's storage).
     [[nodiscard]] std::span<T> parameters() noexcept { return core_.weights(); }
     [[nodiscard]] std::span<const T> parameters() const noexcept { return core_.weights(); }
+    ///@}
+    ///@{
     /// Running state of the stage's stateful layers [state_count_of(range)] (empty when none). Updated by F and B
     /// in the order the schedule runs them (every schedule runs a stage's F's in micro-batch order and its B's in
     /// micro-batch order; 1F1B interleaves the two kinds, which is why a stateful layer may only let its forward
     /// read what its forward writes and its backward what its backward writes: layer_concept.hpp).
     [[nodiscard]] std::span<T> state() noexcept { return core_.state(); }
     [[nodiscard]] std::span<const T> state() const noexcept { return core_.state(); }
+    ///@}
+    ///@{
+    /// The gradient block [P]: backward-p2 adds into it over the micro-batches of a step.
     [[nodiscard]] std::span<T> gradient() noexcept { return core_.gradient(); }
     [[nodiscard]] std::span<const T> gradient() const noexcept { return core_.gradient(); }
+    ///@}
+    ///@{
+    /// The optimizer's state over the stage's block.
     [[nodiscard]] Optimizer& optimizer() noexcept { return opt_; }
     [[nodiscard]] const Optimizer& optimizer() const noexcept { return opt_; }
+    ///@}
 
+    ///@{
     /// Buffers of slot i (see layer_stack::activations) and its targets [max_b, targets_per_sample].
     [[nodiscard]] activations& slot(std::size_t i) noexcept { return act_[i]; }
     [[nodiscard]] std::int32_t* labels(std::size_t i) noexcept {
         return labels_.data() + i * max_b_ * targets_per_sample_;
     }
+    ///@}
 
     /// Zeroes the gradient block (start of a step).
     void zero_gradient() noexcept { std::fill(gradient().begin(), gradient().end(), T(0)); }

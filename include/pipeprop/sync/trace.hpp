@@ -26,9 +26,9 @@ namespace pipeprop::sync {
 /// One source of spans in a trace: a name (the trace process), the spans, and seconds per unit of their times
 /// (1 for executor spans and measured costs; any positive value for unit-cost simulations).
 struct trace_track {
-    std::string name;
-    std::vector<op_span> spans;
-    double seconds_per_unit = 1;
+    std::string name;  ///< The track's name (a trace process).
+    std::vector<op_span> spans;  ///< Its spans.
+    double seconds_per_unit = 1;  ///< Seconds per unit of the spans' times (> 0).
 };
 
 namespace detail {

@@ -28,10 +28,10 @@ namespace pipeprop::testing {
 /// Options of check_gradients. batch: micro-batch size b (>= 1); step: finite-difference step h;
 /// tolerance: largest accepted error, measured as max|analytic - numeric| / max(max|numeric|, 1e-12) per tensor.
 struct gradient_check_options {
-    std::size_t batch = 1;
-    std::uint64_t seed = 1;
-    double step = 1e-5;
-    double tolerance = 1e-6;
+    std::size_t batch = 1;  ///< Micro-batch size b (>= 1).
+    std::uint64_t seed = 1;  ///< Seed of the inputs, parameters and output gradients.
+    double step = 1e-5;  ///< Finite-difference step h.
+    double tolerance = 1e-6;  ///< Largest accepted error (relative, per tensor).
     double input_scale = 1.0;      ///< inputs drawn from U(-input_scale, input_scale)
     double parameter_scale = 0.5;  ///< parameters: init_parameters, then + U(-parameter_scale, parameter_scale)
     /// Integer-input layers only: ids are drawn from [0, token_ids); 0 means L::vocab_size when L declares it
@@ -44,8 +44,8 @@ struct gradient_check_result {
     double input_error = 0;       ///< backward-p1 vs finite differences
     double weight_error = 0;      ///< backward-p2 vs finite differences (0 for parameter-free layers)
     double contract_error = 0;    ///< largest violation of assign/add/repeatability/order
-    bool passed = false;
-    std::string report;
+    bool passed = false;  ///< True when every error is within the tolerance.
+    std::string report;  ///< What was checked and what failed, human-readable.
 };
 
 namespace detail {

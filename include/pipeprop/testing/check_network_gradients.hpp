@@ -26,7 +26,7 @@ namespace pipeprop::testing {
 /// Options of check_network_gradients: those of check_gradients plus max_checked, the most input entries and the
 /// most parameter entries compared with finite differences (0: all).
 struct network_gradient_check_options : gradient_check_options {
-    std::size_t max_checked = 0;
+    std::size_t max_checked = 0;  ///< Most input and most parameter entries compared with finite differences (0: all).
 };
 
 /// Checks network Net (bound to double) at micro-batch size opt.batch. Throws nothing; the result says what failed
