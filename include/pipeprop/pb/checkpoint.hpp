@@ -15,7 +15,9 @@
 //   layer_XX.<tensor>.pb_discrepancy    PipeMare: delta
 //   <node>.<state tensor>               running state of stateful layers (Online Normalization)
 // Scalars: pb_format (1), pb_policy, pb_stages ("b0-e0,b1-e1,..."), pb_micro_batches, pb_samples,
-// pb_stage_<s>_last_learning_rate, and optimizer / step_count / samples_seen / init_seed. The weights, optimizer state,
+// pb_stage_<s>_last_learning_rate, pb_stage_<s>_last_weight_decay (optimizer-aware LWP: its AdamW prediction uses
+// it; NAdam's momentum product follows from the step count), and optimizer / step_count / samples_seen / init_seed.
+// The weights, optimizer state,
 // running state and those last four are written and read by the trainers' one layout (checkpoint/training_state.hpp),
 // so PB, the sequential trainer and the synchronous executors read each other's weights.
 #pragma once
@@ -91,6 +93,9 @@ void save_state(const engine<Net, Policy, T, Loss, Optimizer>& e, checkpoint& c)
     c.set_scalar("pb_samples", static_cast<std::uint64_t>(e.samples_pushed()));
     for (std::size_t s = 0; s < e.stages().size(); ++s)
         c.set_scalar(detail::stage_scalar(s, "last_learning_rate"), e.stages()[s].last_learning_rate());
+    if constexpr (Policy::predicts_weights && Policy::form == lwp_form::optimizer_step)
+        for (std::size_t s = 0; s < e.stages().size(); ++s)
+            c.set_scalar(detail::stage_scalar(s, "last_weight_decay"), e.stages()[s].last_weight_decay());
 }
 
 /// Restores engine e from checkpoint c (written by save_state for the same network, policy, optimizer and
@@ -130,6 +135,10 @@ void load_state(engine<Net, Policy, T, Loss, Optimizer>& e, const checkpoint& c,
     std::vector<T> last_lr(e.stages().size());
     for (std::size_t s = 0; s < last_lr.size(); ++s)
         last_lr[s] = c.scalar_as<T>(detail::stage_scalar(s, "last_learning_rate"));
+    std::vector<T> last_wd(e.stages().size());
+    if constexpr (Policy::predicts_weights && Policy::form == lwp_form::optimizer_step)
+        for (std::size_t s = 0; s < last_wd.size(); ++s)
+            last_wd[s] = c.scalar_as<T>(detail::stage_scalar(s, "last_weight_decay"));
 
     constexpr const char* who = "pipeprop::pb::load_state";
     auto& stages = e.stages();
@@ -144,6 +153,7 @@ void load_state(engine<Net, Policy, T, Loss, Optimizer>& e, const checkpoint& c,
         scatter_network_block<stack>(std::span<const T>(delta), stages, [](auto& st) { return st.discrepancy(); },
                                      who);
     scatter_network_state<stack>(std::span<const T>(ts.state), stages, who);
+    for (std::size_t s = 0; s < stages.size(); ++s) stages[s].set_last_weight_decay(last_wd[s]);
     e.restore_counters(static_cast<std::size_t>(micro_batches), static_cast<std::size_t>(samples), last_lr);
 }
 

@@ -9,7 +9,8 @@
 //   (gradient   g [P]   the loss gradient of the micro-batch being applied: the core's; the update zeroes it)
 //   policy state:  last_step  [P] (LWP weight-difference form: w(k) - w(k-1))
 //                  discrepancy [P], corrected [P] (PipeMare: delta and w - D delta)
-//                  last_learning_rate (LWP velocity form: eta of the most recent update)
+//                  last_learning_rate (LWP velocity and optimizer-step forms: eta of the most recent update),
+//                  last_weight_decay (optimizer-step form with AdamW), mu_product (Nesterov with AdamW: NAdam's P_t)
 //   updates: how many updates the stage has applied (= micro-batches whose backward it completed).
 // The executors (pb/sequential_executor.hpp, pb/concurrent_executor.hpp) own the activation buffers and decide
 // WHEN the functions below run; the functions themselves are the single definition of WHAT a stage computes, which
@@ -28,7 +29,9 @@
 
 #include "pipeprop/layer_stack.hpp"
 #include "pipeprop/stage_program.hpp"
+#include "pipeprop/optim/adamw_prediction.hpp"
 #include "pipeprop/optim/momentum_update.hpp"
+#include "pipeprop/optim/nadam.hpp"
 #include "pipeprop/pb/micro_batch.hpp"
 #include "pipeprop/pb/optimizer.hpp"
 #include "pipeprop/pb/policies.hpp"
@@ -97,6 +100,10 @@ public:
             gamma_ = static_cast<T>(g);
             one_minus_gamma_ = T(1) - gamma_;
         }
+        if constexpr (Policy::nesterov_update)
+            if (!(parameters.momentum_decay >= 0.0) || !std::isfinite(parameters.momentum_decay))
+                throw std::invalid_argument("pipeprop::pb::policy::nesterov: momentum_decay = " +
+                                            std::to_string(parameters.momentum_decay) + " must be finite and >= 0");
         velocity_.assign(parameter_count_, T(0));
         if constexpr (adaptive) second_moment_.assign(parameter_count_, T(0));
         if constexpr (Policy::predicts_weights && Policy::form == lwp_form::weight_difference)
@@ -156,12 +163,17 @@ public:
     [[nodiscard]] std::span<const T> discrepancy() const noexcept { return discrepancy_; }
     /// LWP velocity form: learning rate of the most recent update (its prediction uses it).
     [[nodiscard]] T last_learning_rate() const noexcept { return last_learning_rate_; }
+    /// Weight decay of the most recent update (the optimizer-step prediction with AdamW uses it); checkpoints set it.
+    [[nodiscard]] T last_weight_decay() const noexcept { return last_weight_decay_; }
+    void set_last_weight_decay(T lambda) noexcept { last_weight_decay_ = lambda; }
 
     /// Restores the counters and scalar policy state (checkpoint load; buffers are written through the spans above),
     /// then recomputes the derived buffers.
     void restore(std::size_t updates, T last_learning_rate) {
         updates_ = updates;
         last_learning_rate_ = last_learning_rate;
+        if constexpr (adaptive && Policy::nesterov_update)
+            mu_product_ = optim::nadam_momentum_product(adamw_.beta1, parameters_.momentum_decay, updates);
         refresh_corrected();
     }
 
@@ -172,7 +184,7 @@ public:
     /// w - (eta_last T) v; weight-difference form: w + T (w(k) - w(k-1))), or a copy of w. PB-paper §4.
     void forward_weights(T* out) const noexcept {
         for (std::size_t i = 0; i < parameter_count_; i += update_chunk)
-            forward_weights_chunk(i, std::min(update_chunk, parameter_count_ - i), out);
+            forward_weights_chunk(i, std::min(update_chunk, parameter_count_ - i), out, updates_);
     }
 
     /// The weights the backward of the CURRENT state uses when the policy does not stash: w, or for PipeMare
@@ -201,7 +213,10 @@ public:
     /// a = m^D, b = (1 - m^D)/(1 - m); AdamW: those of its step updates() + 1 (bias corrections in double).
     /// lr: learning_rate_for(mb).
     [[nodiscard]] auto coefficients_for(const micro_batch_info<T>& mb, T lr) const noexcept {
-        if constexpr (adaptive)
+        if constexpr (adaptive && Policy::nesterov_update)
+            return optim::nadam_step_coefficients<T>(lr, mb.hyper.weight_decay, adamw_.beta1, adamw_.beta2, adamw_.eps,
+                                                     parameters_.momentum_decay, updates_ + 1, mu_product_);
+        else if constexpr (adaptive)
             return optim::adamw_step_coefficients<T>(lr, mb.hyper.weight_decay, adamw_.beta1, adamw_.beta2,
                                                      adamw_.eps, updates_ + 1);
         else
@@ -214,6 +229,8 @@ public:
             const sc_coefficients<T> sc =
                 Policy::fixed_momentum ? fixed_sc_ : spike_coefficients<T>(mb.hyper.momentum, delay_);
             return {lr, mb.hyper.momentum, mb.hyper.weight_decay, sc.a, sc.b, T(0)};
+        } else if constexpr (Policy::nesterov_update) {
+            return optim::nesterov(lr, mb.hyper.momentum, mb.hyper.weight_decay);
         } else {
             return optim::heavy_ball(lr, mb.hyper.momentum, mb.hyper.weight_decay);
         }
@@ -272,7 +289,10 @@ public:
             const std::size_t n = std::min(update_chunk, parameter_count_ - i);
             T* w = core_.weights().data() + i;
             if constexpr (keeps_old) std::copy_n(w, n, old);
-            if constexpr (adaptive)
+            if constexpr (adaptive && Policy::nesterov_update)
+                optim::nadam_update(n, w, velocity_.data() + i, second_moment_.data() + i, core_.gradient().data() + i,
+                                    c);
+            else if constexpr (adaptive)
                 optim::adamw_update(n, w, velocity_.data() + i, second_moment_.data() + i, core_.gradient().data() + i, c);
             else
                 optim::momentum_update(n, w, velocity_.data() + i, core_.gradient().data() + i, c);
@@ -286,11 +306,14 @@ public:
                                              corrected_.data() + i);
             }
             if (forward_out != nullptr) {
-                last_learning_rate_ = learning_rate;  // the prediction below uses this update's eta
-                forward_weights_chunk(i, n, forward_out);
+                last_learning_rate_ = learning_rate;  // the prediction below uses this update's eta, lambda and t
+                last_weight_decay_ = mb.hyper.weight_decay;
+                forward_weights_chunk(i, n, forward_out, updates_ + 1);
             }
         }
         last_learning_rate_ = learning_rate;
+        last_weight_decay_ = mb.hyper.weight_decay;
+        if constexpr (adaptive && Policy::nesterov_update) mu_product_ = c.mu_product;
         ++updates_;
     }
 
@@ -314,11 +337,18 @@ public:
     }
 
 private:
-    void forward_weights_chunk(std::size_t i, std::size_t n, T* out) const noexcept {
+    /// The forward weights of elements [i, i + n) of the state after `steps` updates (AdamW's bias corrections).
+    void forward_weights_chunk(std::size_t i, std::size_t n, T* out, std::size_t steps) const noexcept {
         const T* w = core_.weights().data() + i;
         if constexpr (Policy::predicts_weights) {
             if (horizon_ != T(0)) {
-                if constexpr (Policy::form == lwp_form::velocity)
+                if constexpr (Policy::form == lwp_form::optimizer_step && adaptive) {
+                    if (steps == 0) std::copy_n(w, n, out + i);  // before the first step: w itself
+                    else optim::adamw_predict(n, w, velocity_.data() + i, second_moment_.data() + i,
+                                              optim::adamw_prediction<T>(last_learning_rate_, last_weight_decay_,
+                                                                         adamw_.beta1, adamw_.beta2, adamw_.eps, steps,
+                                                                         horizon_), out + i);
+                } else if constexpr (Policy::form != lwp_form::weight_difference)  // velocity; SGD's optimizer step
                     kernels::subtract_scaled(n, w, velocity_.data() + i, last_learning_rate_ * horizon_, out + i);
                 else
                     kernels::add_scaled(n, w, last_step_.data() + i, horizon_, out + i);
@@ -351,6 +381,8 @@ private:
     aligned_vector<T> discrepancy_;  // [P] PipeMare only
     aligned_vector<T> corrected_;    // [P] PipeMare only
     T last_learning_rate_ = T(0);
+    T last_weight_decay_ = T(0);
+    double mu_product_ = 1.0;  // NAdam's P_t (Nesterov with AdamW)
     std::size_t updates_ = 0;
     std::vector<std::pair<std::size_t, std::size_t>> unfused_runs_;  // layer_stack::unfused_parameter_runs
     bool fusable_ = false;
