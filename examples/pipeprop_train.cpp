@@ -126,7 +126,7 @@ void train::mode_pb::validate(const train::common_options& o) const {
     if (o.nesterov)
         throw CLI::ValidationError("--nesterov",
                                    "is not available in --mode pb (stages use heavy-ball momentum; "
-                                   "spike compensation with D = 1 is Nesterov's form)");
+                                   "use --mitigation nesterov for Nesterov momentum with weight stashing)");
     const auto check_stages = [&]<class Net>() {
         try {
             (void)parse_stages<Net>(stages_);
@@ -150,7 +150,7 @@ void train::mode_pb::validate(const train::common_options& o) const {
                 "--mitigation", m + " runs with momentum SGD only (spike compensation and linear weight "
                                     "prediction's velocity form use its velocity: PB-paper section 4; the program "
                                     "builds the weight-difference form lwp_wd for momentum SGD only); with AdamW use "
-                                    "none, stash or pipemare, or use --optimizer sgd");
+                                    "none, stash, pipemare, lwp_opt or nesterov, or use --optimizer sgd");
         if (reference_batch_ > 0)
             throw CLI::ValidationError("--reference-batch", "the batch-size scaling rules are momentum SGD's "
                                                             "(pb-semantics.md section 4); with AdamW give --lr "
