@@ -9,3 +9,4 @@
 #include "pipeprop/pb/policies.hpp"
 #include "pipeprop/pb/policy_nesterov.hpp"
 #include "pipeprop/pb/policy_optimizer_prediction.hpp"
+#include "pipeprop/pb/policy_pipedream_2bw.hpp"

@@ -20,7 +20,10 @@ Writes into tests/golden/pb_policies/:
   <case>_losses.npy   float64 [50]      mean loss of micro-batch n
   <case>_weights.npy  float64 [50, 46]  the parameter block after update n
 Cases: lwp_opt_adamw, lwp_opt_sgd, nesterov_adamw, nesterov_sgd (betas, eps and NAdam's momentum decay: the
-constants below).
+constants below), pipedream_2bw_adamw, pipedream_2bw_sgd (PipeDream-2BW, arXiv 2006.09503 §3.1, with ACCUMULATION
+micro-batches per update: every stage's forward and backward of the micro-batches of batch g = n // ACCUMULATION use
+the version W(g - 1), W(-1) = W(0); the gradient is summed over the batch and its mean applied once at the batch's
+last micro-batch, with that micro-batch's hyperparameters).
 Seed: numpy.random.default_rng(20250502).
 """
 import os
@@ -34,6 +37,7 @@ S = len(STAGES)
 DELAYS = [2 * (S - 1 - s) for s in range(S)]
 BETA1, BETA2, EPS = 0.9, 0.999, 1e-8
 NADAM_BETA1, PSI = 0.99, 0.004
+ACCUMULATION = 4  # PipeDream-2BW: micro-batches per update (>= the largest delay, 4)
 
 rng = np.random.default_rng(20250502)
 
@@ -169,7 +173,38 @@ class stage_optimizer:
         return w - self.last_lr * T * (m_hat / (np.sqrt(v_hat) + EPS) + self.last_wd * w)
 
 
+def run_2bw(kind):
+    h = hyper(kind == "adamw")
+    w = w0.copy()
+    opts = [stage_optimizer(kind, False, DELAYS[s], False) for s in range(S)]
+    versions = [w0.copy()]  # versions[j]: the block after j updates
+    accumulated = np.zeros(P)
+    losses, weights = [], []
+    for n in range(N_MB):
+        lr, momentum, wd = h[n]
+        g_batch = n // ACCUMULATION
+        fw = versions[max(0, g_batch - 1)]
+        stash, a = [], x[B * n:B * (n + 1)]
+        for s in range(S):
+            inputs, a = forward(fw, s, a)
+            stash.append(inputs)
+        loss, dy = loss_and_gradient(a, y[B * n:B * (n + 1)])
+        for s in reversed(range(S)):
+            dy = backward(fw, s, stash[s], dy, accumulated)
+        if n % ACCUMULATION == ACCUMULATION - 1:
+            for s in range(S):
+                sl = stage_slice(s)
+                w[sl] = opts[s].step(w[sl], accumulated[sl] / ACCUMULATION, lr, momentum, wd)
+            accumulated[:] = 0.0
+            versions.append(w.copy())
+        losses.append(loss)
+        weights.append(w.copy())
+    return h, np.array(losses), np.stack(weights)
+
+
 def run(kind, policy):
+    if policy == "pipedream_2bw":
+        return run_2bw(kind)
     h = hyper(kind == "adamw")
     nesterov, predict = policy == "nesterov", policy == "lwp_opt"
     w = w0.copy()
@@ -211,7 +246,7 @@ np.save(os.path.join(here, "w0.npy"), w0)
 np.save(os.path.join(here, "x.npy"), x)
 np.save(os.path.join(here, "y.npy"), y)
 for kind in ("adamw", "sgd"):
-    for policy in ("lwp_opt", "nesterov"):
+    for policy in ("lwp_opt", "nesterov", "pipedream_2bw"):
         h, losses, weights = run(kind, policy)
         np.save(os.path.join(here, "hyper_" + kind + ".npy"), h)
         np.save(os.path.join(here, policy + "_" + kind + "_losses.npy"), losses)

@@ -1,5 +1,6 @@
 // The PB mitigation policies for adaptive optimizers (pb/policy_optimizer_prediction.hpp: optimizer-aware LWP;
-// pb/policy_nesterov.hpp: Nesterov / NAdam look-ahead; docs/pb-semantics.md §3), each with momentum SGD and AdamW:
+// pb/policy_nesterov.hpp: Nesterov / NAdam look-ahead; pb/policy_pipedream_2bw.hpp: PipeDream-2BW's one-step delay;
+// docs/pb-semantics.md §3), each with momentum SGD and AdamW:
 //   - golden: losses and weights after each of 50 micro-batches against an independent numpy implementation of the
 //     sequential equivalent (tests/golden/make_pb_policies.py), in double (1e-12) and in float
 //     (5e-6: float32 rounding over 50 updates; about 1e-6 seen);
@@ -15,6 +16,7 @@
 #include <pipeprop/pb/engine.hpp>
 #include <pipeprop/pb/policy_nesterov.hpp>
 #include <pipeprop/pb/policy_optimizer_prediction.hpp>
+#include <pipeprop/pb/policy_pipedream_2bw.hpp>
 #include <pipeprop/pipeprop.hpp>
 
 #include <xtensor/xnpy.hpp>
@@ -67,6 +69,7 @@ pb::options<Policy> options_for(pb::executor_kind kind, bool nadam) {
     o.push_buffer = 3;
     o.lanes = 2;
     o.adamw = {.beta1 = nadam ? 0.99 : 0.9, .beta2 = 0.999, .eps = 1e-8};
+    if constexpr (Policy::double_buffered) o.policy.accumulation = 4;  // make_pb_policies.py's ACCUMULATION
     return o;
 }
 
@@ -149,7 +152,8 @@ void check_executors() {
     CHECK(seq.final_state == con.final_state);
 }
 
-/// Save after 22 micro-batches (drained), load into a fresh engine (another seed), continue to 50: the same bits as
+/// Save after 22 micro-batches (drained; PipeDream-2BW: in the middle of a batch, with an accumulated gradient), load
+/// into a fresh engine (another seed), continue to 50: the same bits as
 /// the run that did not stop (losses of the continuation, weights and optimizer state at the end).
 template <class Policy, class Optimizer, class T = typename Optimizer::value_type>
 void check_checkpoint(pb::executor_kind kind) {
@@ -181,6 +185,7 @@ void check_checkpoint(pb::executor_kind kind) {
 
 using lwp_opt = pb::policy::optimizer_weight_prediction<>;
 using nesterov = pb::policy::nesterov;
+using two_bw = pb::policy::pipedream_2bw;
 template <class T>
 using adamw = pp::optim::adamw<T>;
 template <class T>
@@ -202,6 +207,13 @@ TEST_CASE("the Nesterov look-ahead policy matches the numpy reference over 50 mi
     check_golden<nesterov, sgd<float>>("nesterov_sgd", 5e-6);
 }
 
+TEST_CASE("PipeDream-2BW matches the numpy reference over 50 micro-batches", "[pb][policy][golden]") {
+    check_golden<two_bw, adamw<double>>("pipedream_2bw_adamw", 1e-12);
+    check_golden<two_bw, sgd<double>>("pipedream_2bw_sgd", 1e-12);
+    check_golden<two_bw, adamw<float>>("pipedream_2bw_adamw", 5e-6);
+    check_golden<two_bw, sgd<float>>("pipedream_2bw_sgd", 5e-6);
+}
+
 TEST_CASE("with momentum SGD, optimizer-aware LWP is LWP's velocity form bit for bit", "[pb][policy]") {
     using velocity = pb::policy::linear_weight_prediction<pb::lwp_form::velocity>;
     for (auto kind : {pb::executor_kind::sequential, pb::executor_kind::concurrent}) {
@@ -218,6 +230,8 @@ TEST_CASE("adaptive-optimizer policies: the concurrent executor gives the sequen
     check_executors<lwp_opt, sgd<float>>();
     check_executors<nesterov, adamw<float>>();
     check_executors<nesterov, sgd<float>>();
+    check_executors<two_bw, adamw<float>>();
+    check_executors<two_bw, sgd<float>>();
 }
 
 TEST_CASE("adaptive-optimizer policies: a checkpoint round trip continues bit for bit", "[pb][policy][checkpoint]") {
@@ -226,6 +240,8 @@ TEST_CASE("adaptive-optimizer policies: a checkpoint round trip continues bit fo
         check_checkpoint<lwp_opt, sgd<float>>(kind);
         check_checkpoint<nesterov, adamw<float>>(kind);
         check_checkpoint<nesterov, sgd<float>>(kind);
+        check_checkpoint<two_bw, adamw<float>>(kind);
+        check_checkpoint<two_bw, sgd<float>>(kind);
     }
 }
 
@@ -233,4 +249,12 @@ TEST_CASE("the Nesterov policy refuses a negative momentum decay", "[pb][policy]
     pb::options<nesterov> o;
     o.policy.momentum_decay = -1.0;
     CHECK_THROWS_WITH((engine_t<nesterov, adamw<float>>(cut, o)), Catch::Contains("momentum_decay"));
+}
+
+TEST_CASE("PipeDream-2BW refuses fewer micro-batches per update than a stage's delay", "[pb][policy]") {
+    pb::options<two_bw> o;
+    o.policy.accumulation = 3;  // stage 0 has D = 4
+    CHECK_THROWS_WITH((engine_t<two_bw, sgd<float>>(cut, o)), Catch::Contains("accumulation = 3"));
+    o.policy.accumulation = 0;  // D_0 = 4
+    CHECK_NOTHROW((engine_t<two_bw, sgd<float>>(cut, o)));
 }

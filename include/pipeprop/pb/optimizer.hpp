@@ -8,8 +8,8 @@
 //                    offered (spike compensation with D = 1 is Nesterov's form).
 //   optim::adamw<T>  AdamW (decoupled weight decay, PyTorch's semantics; optim/adamw.hpp): the policies that work
 //                    on weights and weight steps: none, weight_stashing, linear_weight_prediction in the
-//                    weight-difference form, pipemare, optimizer_weight_prediction (AdamW's own step) and nesterov
-//                    (NAdamW instead of AdamW: optim/nadam.hpp). The update of a stage is the AdamW step number
+//                    weight-difference form, pipemare, optimizer_weight_prediction (AdamW's own step), nesterov
+//                    (NAdamW instead of AdamW: optim/nadam.hpp) and pipedream_2bw. The update of a stage is the AdamW step number
 //                    k + 1 of that
 //                    stage (k: its updates so far), with the micro-batch's learning rate and decoupled weight decay
 //                    (optim::hyperparameters; momentum must be 0) and the betas and eps of options::adamw.
@@ -54,7 +54,7 @@ constexpr bool check_pb_optimizer() {
                   "pipeprop::pb: spike compensation and the velocity form of linear weight prediction are defined for "
                   "momentum SGD only (PB-paper §4, pb-semantics.md §3); with optim::adamw<T> use policy::none, "
                   "policy::weight_stashing, policy::pipemare, linear_weight_prediction<lwp_form::weight_difference>, "
-                  "policy::optimizer_weight_prediction<> or policy::nesterov.");
+                  "policy::optimizer_weight_prediction<>, policy::nesterov or policy::pipedream_2bw.");
     return true;
 }
 

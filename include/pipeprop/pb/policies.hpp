@@ -18,6 +18,8 @@
 //     <Horizon>                  (policy_optimizer_prediction.hpp)
 //   nesterov                     Nesterov SGD / NAdamW                     w(n - D)                 w(n - D) (stashed)
 //                                (policy_nesterov.hpp)
+//   pipedream_2bw                every N micro-batches, mean gradient      W(g - 1), g = n / N      W(g - 1)
+//                                (policy_pipedream_2bw.hpp)
 //
 // w(k): the stage's weights after k updates; n: the micro-batch's 0-based index; the forward of micro-batch n at
 // stage s sees the state after max(n0, n - D_s) updates (n0: first micro-batch after the last drain).
@@ -104,6 +106,7 @@ struct policy_base {
     static constexpr bool stashes_weights = false;        ///< backward uses the forward's weights (PipeDream)
     static constexpr bool corrects_discrepancy = false;   ///< PipeMare: backward uses w - D delta, LR warm-up
     static constexpr bool nesterov_update = false;        ///< Nesterov / NAdam update (pb/policy_nesterov.hpp)
+    static constexpr bool double_buffered = false;        ///< PipeDream-2BW (pb/policy_pipedream_2bw.hpp)
     static constexpr bool fixed_momentum = false;         ///< momentum is a compile-time constant
     static constexpr double momentum = 0.0;               ///< that constant (when fixed_momentum)
     /// Runtime knobs of the policy (none by default).

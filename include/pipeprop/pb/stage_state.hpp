@@ -11,6 +11,7 @@
 //                  discrepancy [P], corrected [P] (PipeMare: delta and w - D delta)
 //                  last_learning_rate (LWP velocity and optimizer-step forms: eta of the most recent update),
 //                  last_weight_decay (optimizer-step form with AdamW), mu_product (Nesterov with AdamW: NAdam's P_t)
+//                  previous [P] (PipeDream-2BW: the older weight version; the gradient accumulates over a batch)
 //   updates: how many updates the stage has applied (= micro-batches whose backward it completed).
 // The executors (pb/sequential_executor.hpp, pb/concurrent_executor.hpp) own the activation buffers and decide
 // WHEN the functions below run; the functions themselves are the single definition of WHAT a stage computes, which
@@ -20,10 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <limits>
 #include <span>
-#include <stdexcept>
-#include <string>
 #include <utility>
 #include <vector>
 
@@ -35,7 +33,9 @@
 #include "pipeprop/pb/micro_batch.hpp"
 #include "pipeprop/pb/optimizer.hpp"
 #include "pipeprop/pb/policies.hpp"
+#include "pipeprop/pb/policy_parameters.hpp"
 #include "pipeprop/pb/stage_kernels.hpp"
+#include "pipeprop/pb/stats.hpp"
 #include "pipeprop/pipeline_layout.hpp"
 #include "pipeprop/stage_core.hpp"
 
@@ -47,7 +47,7 @@ namespace pipeprop::pb {
 /// allocates afterwards. Cache-line aligned: neighbouring stages in a std::vector, run on different cores by the
 /// concurrent executor, never write to one line.
 template <network_type Net, mitigation_policy Policy, class T, class Optimizer = optim::sgd<T>>
-class alignas(64) stage_state {
+class alignas(64) stage_state : public delay_observations {
     static_assert(check_pb_optimizer<Policy, Optimizer, T>());
 
 public:
@@ -84,26 +84,18 @@ public:
           delay_(pb_delay(index, stage_count)),
           parameter_count_(core_.parameter_count()),
           horizon_(lwp_horizon<Policy, T>(delay_)),
-          parameters_(parameters) {
+          parameters_(parameters),
+          accumulation_(checked_policy_parameters<Policy>(parameters, stage_count)) {
         if constexpr (adaptive) {
             adamw.validate();
             adamw_ = adamw;
         }
         if constexpr (Policy::corrects_discrepancy) {
-            const double g = parameters.discrepancy_decay;
-            if (!(g >= 0.0 && g < 1.0))
-                throw std::invalid_argument("pipeprop::pb::policy::pipemare: discrepancy_decay = " + std::to_string(g) +
-                                            " must be in [0, 1)");
-            if (!(parameters.warmup_samples >= 0.0) || !std::isfinite(parameters.warmup_samples))
-                throw std::invalid_argument("pipeprop::pb::policy::pipemare: warmup_samples = " +
-                                            std::to_string(parameters.warmup_samples) + " must be finite and >= 0");
-            gamma_ = static_cast<T>(g);
+            gamma_ = static_cast<T>(parameters.discrepancy_decay);
             one_minus_gamma_ = T(1) - gamma_;
         }
-        if constexpr (Policy::nesterov_update)
-            if (!(parameters.momentum_decay >= 0.0) || !std::isfinite(parameters.momentum_decay))
-                throw std::invalid_argument("pipeprop::pb::policy::nesterov: momentum_decay = " +
-                                            std::to_string(parameters.momentum_decay) + " must be finite and >= 0");
+        if constexpr (Policy::double_buffered) previous_.assign(core_.weights().begin(), core_.weights().end());
+        expected_delay_ = delay_;
         velocity_.assign(parameter_count_, T(0));
         if constexpr (adaptive) second_moment_.assign(parameter_count_, T(0));
         if constexpr (Policy::predicts_weights && Policy::form == lwp_form::weight_difference)
@@ -115,7 +107,7 @@ public:
         }
         if constexpr (Policy::spike_compensated && Policy::fixed_momentum)
             fixed_sc_ = Policy::template coefficients<T>(delay_);
-        if constexpr (!adaptive && !keeps_old_weights) {
+        if constexpr (!adaptive && !keeps_old_weights && !Policy::double_buffered) {
             unfused_runs_ = stack_type::unfused_parameter_runs(core_.range());
             fusable_ = stack_type::fuses_momentum_update_in(core_.range());
         }
@@ -163,6 +155,10 @@ public:
     [[nodiscard]] std::span<const T> discrepancy() const noexcept { return discrepancy_; }
     /// LWP velocity form: learning rate of the most recent update (its prediction uses it).
     [[nodiscard]] T last_learning_rate() const noexcept { return last_learning_rate_; }
+    [[nodiscard]] std::span<const T> gradient() const noexcept { return core_.gradient(); }
+    /// PipeDream-2BW: the older weight version W(j - 1) [P]; empty otherwise.
+    [[nodiscard]] std::span<T> previous_weights() noexcept { return previous_; }
+    [[nodiscard]] std::span<const T> previous_weights() const noexcept { return previous_; }
     /// Weight decay of the most recent update (the optimizer-step prediction with AdamW uses it); checkpoints set it.
     [[nodiscard]] T last_weight_decay() const noexcept { return last_weight_decay_; }
     void set_last_weight_decay(T lambda) noexcept { last_weight_decay_ = lambda; }
@@ -174,11 +170,15 @@ public:
         last_learning_rate_ = last_learning_rate;
         if constexpr (adaptive && Policy::nesterov_update)
             mu_product_ = optim::nadam_momentum_product(adamw_.beta1, parameters_.momentum_decay, updates);
+        if constexpr (Policy::double_buffered)  // before the first batch update both versions are W(0)
+            if (updates < accumulation_) std::copy_n(core_.weights().data(), parameter_count_, previous_.data());
         refresh_corrected();
     }
 
     /// True when the forward uses LWP-predicted weights rather than w itself (policy predicts and T != 0).
-    [[nodiscard]] bool predicted_forward() const noexcept { return Policy::predicts_weights && horizon_ != T(0); }
+    [[nodiscard]] bool predicted_forward() const noexcept {
+        return (Policy::predicts_weights && horizon_ != T(0)) || Policy::double_buffered;
+    }
 
     /// Writes the forward weights of the CURRENT state into out [P]: the LWP prediction (velocity form:
     /// w - (eta_last T) v; weight-difference form: w + T (w(k) - w(k-1))), or a copy of w. PB-paper §4.
@@ -190,6 +190,7 @@ public:
     /// The weights the backward of the CURRENT state uses when the policy does not stash: w, or for PipeMare
     /// (D > 0) the discrepancy-corrected w - D delta.
     [[nodiscard]] std::span<const T> backward_weights() const noexcept {
+        if constexpr (Policy::double_buffered) return previous_;  // W(g - 1) for every micro-batch of batch g
         if constexpr (Policy::corrects_discrepancy)
             if (delay_ > 0) return corrected_;
         return core_.weights();
@@ -218,7 +219,7 @@ public:
                                                      parameters_.momentum_decay, updates_ + 1, mu_product_);
         else if constexpr (adaptive)
             return optim::adamw_step_coefficients<T>(lr, mb.hyper.weight_decay, adamw_.beta1, adamw_.beta2,
-                                                     adamw_.eps, updates_ + 1);
+                                                     adamw_.eps, (updates_ + 1) / accumulation_);
         else
             return momentum_coefficients_for(mb, lr);
     }
@@ -265,6 +266,12 @@ public:
     /// the chunking does not change any result. After backward_fusing_update: only the parts of the layers that did
     /// not fuse (their fused parts are updated already). No allocation, no exceptions.
     void update(const micro_batch_info<T>& mb, T* forward_out) noexcept {
+        if constexpr (Policy::double_buffered)
+            if ((updates_ + 1) % accumulation_ != 0) {  // not the last micro-batch of its batch: keep the gradient
+                ++updates_;
+                if (forward_out != nullptr) forward_weights(forward_out);
+                return;
+            }
         const T learning_rate = learning_rate_for(mb);  // once per update (PipeMare: a pow)
         const auto c = coefficients_for(mb, learning_rate);
         constexpr bool keeps_old = keeps_old_weights;
@@ -289,6 +296,11 @@ public:
             const std::size_t n = std::min(update_chunk, parameter_count_ - i);
             T* w = core_.weights().data() + i;
             if constexpr (keeps_old) std::copy_n(w, n, old);
+            if constexpr (Policy::double_buffered) {  // W(j) becomes the older version; the mean gradient of the batch
+                std::copy_n(w, n, previous_.data() + i);
+                for (T* g = core_.gradient().data() + i; g != core_.gradient().data() + i + n; ++g)
+                    *g /= static_cast<T>(accumulation_);
+            }
             if constexpr (adaptive && Policy::nesterov_update)
                 optim::nadam_update(n, w, velocity_.data() + i, second_moment_.data() + i, core_.gradient().data() + i,
                                     c);
@@ -317,29 +329,22 @@ public:
         ++updates_;
     }
 
-    /// Records the delay a backward observed (updates between its forward and itself).
-    void record_delay(std::size_t observed) noexcept {
-        if (backward_count_ == 0 || observed < observed_min_) observed_min_ = observed;
-        observed_max_ = std::max(observed_max_, observed);
-        ++backward_count_;
-        if (observed == delay_) ++full_delay_count_;
-    }
-    [[nodiscard]] std::size_t observed_delay_min() const noexcept { return observed_min_; }
-    [[nodiscard]] std::size_t observed_delay_max() const noexcept { return observed_max_; }
-    [[nodiscard]] std::size_t backward_count() const noexcept { return backward_count_; }
-    [[nodiscard]] std::size_t full_delay_count() const noexcept { return full_delay_count_; }
-
     /// Bytes of every parameter-sized buffer this object holds (weights, velocity, gradient, policy buffers).
     [[nodiscard]] std::size_t weight_bytes() const noexcept { return weight_copies() * parameter_count_ * sizeof(T); }
     /// Number of parameter-sized buffers this object holds.
     [[nodiscard]] std::size_t weight_copies() const noexcept {
-        return 3 + (adaptive ? 1 : 0) + (last_step_.empty() ? 0 : 1) + (discrepancy_.empty() ? 0 : 2);
+        return 3 + adaptive + !last_step_.empty() + 2 * !discrepancy_.empty() + !previous_.empty();
     }
 
 private:
     /// The forward weights of elements [i, i + n) of the state after `steps` updates (AdamW's bias corrections).
     void forward_weights_chunk(std::size_t i, std::size_t n, T* out, std::size_t steps) const noexcept {
         const T* w = core_.weights().data() + i;
+        if constexpr (Policy::double_buffered) {  // W(g - 1) for micro-batch steps + D_s: W(j) or W(j - 1)
+            const bool newest = (steps + delay_) / accumulation_ > steps / accumulation_;
+            std::copy_n((newest ? w : previous_.data() + i), n, out + i);
+            return;
+        }
         if constexpr (Policy::predicts_weights) {
             if (horizon_ != T(0)) {
                 if constexpr (Policy::form == lwp_form::optimizer_step && adaptive) {
@@ -370,6 +375,7 @@ private:
     std::size_t parameter_count_ = 0;
     T horizon_ = T(0);
     policy_parameters parameters_{};
+    std::size_t accumulation_ = 1;  // micro-batches per update: PipeDream-2BW's N, 1 otherwise
     T gamma_ = T(0);
     T one_minus_gamma_ = T(1);
     sc_coefficients<T> fixed_sc_{};
@@ -380,6 +386,7 @@ private:
     aligned_vector<T> last_step_;    // [P] LWP weight-difference form only
     aligned_vector<T> discrepancy_;  // [P] PipeMare only
     aligned_vector<T> corrected_;    // [P] PipeMare only
+    aligned_vector<T> previous_;     // [P] PipeDream-2BW only: W(j - 1)
     T last_learning_rate_ = T(0);
     T last_weight_decay_ = T(0);
     double mu_product_ = 1.0;  // NAdam's P_t (Nesterov with AdamW)
@@ -387,11 +394,6 @@ private:
     std::vector<std::pair<std::size_t, std::size_t>> unfused_runs_;  // layer_stack::unfused_parameter_runs
     bool fusable_ = false;
     bool fused_pending_ = false;  // backward_fusing_update ran; update() applies the rest of that micro-batch's update
-
-    std::size_t observed_min_ = 0;
-    std::size_t observed_max_ = 0;
-    std::size_t backward_count_ = 0;
-    std::size_t full_delay_count_ = 0;
 };
 
 }  // namespace pipeprop::pb
