@@ -81,10 +81,10 @@ if(PIPEPROP_BUILD_TESTS)
   # Every mitigation AdamW does not admit is refused with a sentence naming the ones it does (exit 2).
   foreach(m IN ITEMS sc lwp lwp_wd)
     pipeprop_train_test(llama_pb_${m}_adamw_refused EXPECT 2 ARGS --network llama-tiny --mode pb --mitigation ${m}
-      REGEX "--mitigation: ${m} runs with momentum SGD only.*with AdamW use none, stash, pipemare, lwp_opt or nesterov.*Usage:")
+      REGEX "--mitigation: ${m} runs with momentum SGD only.*with AdamW use none, stash, pipemare, lwp_opt, nesterov or 2bw.*Usage:")
   endforeach()
   # The policies for adaptive optimizers with AdamW on llama-tiny: a short fine-grained run ends below the baseline.
-  foreach(m IN ITEMS lwp_opt nesterov)
+  foreach(m IN ITEMS lwp_opt nesterov 2bw)
     pipeprop_train_test(llama_pb_${m}_adamw EXPECT 0
       ARGS --network llama-tiny --mode pb --stages fine --mitigation ${m} --max-samples 240 --max-test-samples 64
            --data ${pipeprop_text_data}

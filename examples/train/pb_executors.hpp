@@ -1,8 +1,8 @@
 // examples/train/pb_executors.hpp: the PB engines --mode pb builds per network, and where their code is compiled:
 // --stages parsing and the stages' code (static for the compile-time cuts, dynamic for split points), the loss per
 // network,
-// the nine mitigation policies, and the executors (pipeprop/pb/make_executor.hpp). The unit of --mode pb on a
-// network declares its stage code and the executors of its nine momentum-SGD engines extern; a unit of their own
+// the ten mitigation policies, and the executors (pipeprop/pb/make_executor.hpp). The unit of --mode pb on a
+// network declares its stage code and the executors of its ten momentum-SGD engines extern; a unit of their own
 // compiles them (examples/train/pb_executors.cpp.in), so that neither unit takes a minute to compile.
 #pragma once
 
@@ -17,6 +17,7 @@
 #include <pipeprop/pb/policies.hpp>
 #include <pipeprop/pb/policy_nesterov.hpp>
 #include <pipeprop/pb/policy_optimizer_prediction.hpp>
+#include <pipeprop/pb/policy_pipedream_2bw.hpp>
 
 #include <algorithm>
 #include <stdexcept>
@@ -102,7 +103,7 @@ template <class Net>
 using pb_loss_t = typename pb_loss_of<Net>::type;
 
 /// The policy types of --mitigation none, sc, lwp, lwp_wd (LWP's weight-difference form), sc_lwp, stash,
-/// pipemare, lwp_opt (optimizer-aware LWP) and nesterov (Nesterov / NAdam look-ahead).
+/// pipemare, lwp_opt (optimizer-aware LWP), nesterov (Nesterov / NAdam look-ahead) and 2bw (PipeDream-2BW).
 namespace pb_policies {
 using none = pipeprop::pb::policy::none;
 using sc = pipeprop::pb::policy::spike_compensation<>;
@@ -113,13 +114,14 @@ using stash = pipeprop::pb::policy::weight_stashing;
 using pipemare = pipeprop::pb::policy::pipemare;
 using lwp_opt = pipeprop::pb::policy::optimizer_weight_prediction<>;
 using nesterov = pipeprop::pb::policy::nesterov;
+using two_bw = pipeprop::pb::policy::pipedream_2bw;
 using sgd = pipeprop::optim::sgd<float>;
 using adamw = pipeprop::optim::adamw<float>;
 }  // namespace pb_policies
 
 }  // namespace train
 
-/// The stage code (pb_stage_programs) and the executors of the nine momentum-SGD PB engines of --mode pb on network
+/// The stage code (pb_stage_programs) and the executors of the ten momentum-SGD PB engines of --mode pb on network
 /// NET (a type of train/networks.hpp, spelled without commas): EXTERN = extern declares them, empty compiles them in
 /// this unit.
 #define PIPEPROP_TRAIN_PB_EXECUTORS(EXTERN, NET)                                                                    \
@@ -142,4 +144,6 @@ using adamw = pipeprop::optim::adamw<float>;
     PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, NET, train::pb_policies::lwp_opt, float, train::pb_loss_t<NET>,      \
                                        train::pb_policies::sgd);                                                    \
     PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, NET, train::pb_policies::nesterov, float, train::pb_loss_t<NET>,     \
+                                       train::pb_policies::sgd);                                                    \
+    PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, NET, train::pb_policies::two_bw, float, train::pb_loss_t<NET>,       \
                                        train::pb_policies::sgd)
