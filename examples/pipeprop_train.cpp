@@ -131,10 +131,15 @@ void train::mode_pb::validate(const train::common_options& o) const {
     if (o.nesterov)
         throw CLI::ValidationError("--nesterov",
                                    "is not available in --mode pb (stages use heavy-ball momentum; "
-                                   "spike compensation with D = 1 is Nesterov's form)");
+                                   "use --mitigation nesterov for Nesterov momentum with weight stashing)");
     const auto check_stages = [&]<class Net>() {
         try {
-            (void)parse_stages<Net>(stages_);
+            const std::size_t d0 = pipeprop::pb_delay(0, parse_stages<Net>(stages_).size());
+            if (mitigation(o) == "2bw" && two_bw_accumulation_ != 0 && two_bw_accumulation_ < d0)
+                throw CLI::ValidationError("--2bw-accumulation",
+                                           fmt::format("{} micro-batches per update is below the first stage's delay "
+                                                       "D_0 = {} (PipeDream-2BW keeps two weight versions, which needs "
+                                                       "at least D_0; 0 means D_0)", two_bw_accumulation_, d0));
         } catch (const std::invalid_argument& e) {
             std::string what = e.what();  // said once: "--stages: <problem>"
             if (what.rfind("--stages: ", 0) == 0) what.erase(0, 10);
@@ -155,7 +160,7 @@ void train::mode_pb::validate(const train::common_options& o) const {
                 "--mitigation", m + " runs with momentum SGD only (spike compensation and linear weight "
                                     "prediction's velocity form use its velocity: PB-paper section 4; the program "
                                     "builds the weight-difference form lwp_wd for momentum SGD only); with AdamW use "
-                                    "none, stash or pipemare, or use --optimizer sgd");
+                                    "none, stash, pipemare, lwp_opt, nesterov or 2bw, or use --optimizer sgd");
         if (reference_batch_ > 0)
             throw CLI::ValidationError("--reference-batch", "the batch-size scaling rules are momentum SGD's "
                                                             "(pb-semantics.md section 4); with AdamW give --lr "

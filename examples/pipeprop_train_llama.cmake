@@ -78,6 +78,19 @@ if(PIPEPROP_BUILD_TESTS)
   # SC and LWP are momentum SGD's (PB-paper section 4): refused with AdamW (exit 2 with the usage text).
   pipeprop_train_test(llama_pb_sc_adamw EXPECT 2 ARGS --network llama-tiny --mode pb --mitigation sc_lwp
     REGEX "--mitigation: sc_lwp runs with momentum SGD only.*Usage:")
+  # Every mitigation AdamW does not admit is refused with a sentence naming the ones it does (exit 2).
+  foreach(m IN ITEMS sc lwp lwp_wd)
+    pipeprop_train_test(llama_pb_${m}_adamw_refused EXPECT 2 ARGS --network llama-tiny --mode pb --mitigation ${m}
+      REGEX "--mitigation: ${m} runs with momentum SGD only.*with AdamW use none, stash, pipemare, lwp_opt, nesterov or 2bw.*Usage:")
+  endforeach()
+  # The policies for adaptive optimizers with AdamW on llama-tiny: a short fine-grained run ends below the baseline.
+  foreach(m IN ITEMS lwp_opt nesterov 2bw)
+    pipeprop_train_test(llama_pb_${m}_adamw EXPECT 0
+      ARGS --network llama-tiny --mode pb --stages fine --mitigation ${m} --max-samples 240 --max-test-samples 64
+           --data ${pipeprop_text_data}
+      LAST_LINE_REGEX "^\\{\"mode\":\"pb\",\"network\":\"llama-tiny\",.*\"validation_loss\":${below_uniform},.*\"mitigation\":\"${m}\",.*\"optimizer\":\"adamw\",.*\\}$")
+    set_tests_properties(pipeprop_train_llama_pb_${m}_adamw PROPERTIES TIMEOUT 180)
+  endforeach()
   # Not available yet: AdamW on the image networks (exit 2 with the usage text).
   pipeprop_train_test(adamw_image_network EXPECT 2 ARGS --network mlp --optimizer adamw
     REGEX "--optimizer: adamw is not available for the image networks yet.*Usage:")

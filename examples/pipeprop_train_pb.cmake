@@ -25,7 +25,7 @@ if(PIPEPROP_BUILD_TESTS)
     LAST_LINE_REGEX "^\\{\"mode\":\"pb\",.*\"test_accuracy\":0\\.[5-9][0-9]*,.*\"inline_runs\":[1-9][0-9]*,\"load_switches\":[0-9]+.*\\}$")
 
   # Bit-identical resume from PB checkpoints, both executors, policies with and without extra state.
-  foreach(case IN ITEMS concurrent:sc_lwp sequential:pipemare)
+  foreach(case IN ITEMS concurrent:sc_lwp sequential:pipemare concurrent:nesterov sequential:2bw)
     string(REPLACE ":" ";" parts ${case})
     list(GET parts 0 executor)
     list(GET parts 1 mitigation)
@@ -52,7 +52,11 @@ if(PIPEPROP_BUILD_TESTS)
   pipeprop_train_test(pb_bad_executor EXPECT 2 ARGS --mode pb --executor gpu REGEX "--executor.*Usage:")
   pipeprop_train_test(pb_option_in_sgd_mode EXPECT 2 ARGS --mode sgd --mitigation sc
     REGEX "--mitigation: is an option of --mode pb.*Usage:")
-  pipeprop_train_test(pb_nesterov EXPECT 2 ARGS --mode pb --nesterov REGEX "--nesterov.*Usage:")
+  # PipeDream-2BW needs at least D_0 micro-batches per update (--stages fine on the MLP: D_0 = 4).
+  pipeprop_train_test(pb_2bw_accumulation EXPECT 2 ARGS --network mlp --mode pb --stages fine --mitigation 2bw
+    --2bw-accumulation 3 REGEX "--2bw-accumulation: 3 micro-batches per update is below the first stage's delay D_0 = 4.*Usage:")
+  pipeprop_train_test(pb_nesterov EXPECT 2 ARGS --network mlp --mode pb --nesterov
+    REGEX "--nesterov: is not available in --mode pb.*use --mitigation nesterov.*Usage:")
 endif()
 
 # A diverging run exits 1 with the divergence message, and leaves the last good checkpoint byte-identical (docs/main-program.md),

@@ -7,15 +7,17 @@
 // weight update at every stage. --reference-batch B names the batch size the given --lr / --momentum were tuned
 // for: they are scaled to b by the rules of docs/pb-semantics.md §4 (pipeprop::optim::scale_hyperparameters), and the
 // scaled values are printed and used (the learning-rate schedule, in samples, is applied to the scaled rate).
-// Options: --mitigation none|sc|lwp|lwp_wd|sc_lwp|stash|pipemare, --stages layer|fine|fine-own|<split points>,
+// Options: --mitigation none|sc|lwp|lwp_wd|sc_lwp|stash|pipemare|lwp_opt|nesterov|2bw,
+// --stages layer|fine|fine-own|<split points>,
 // --executor concurrent|sequential, --push-buffer K (concurrent: micro-batches buffered per graph run), --lanes L
 // (concurrent: serial nodes the stages are grouped into; 0 = one per core), --load-probe-period N (concurrent with
 // several lanes: every N graph runs one run goes the other way, lanes or inline on one thread, and the faster is
 // kept: pb/load_adaptation.hpp; 0 = always the lanes; every switch is logged),
-// --pipemare-warmup (epochs), --pipemare-decay.
+// --pipemare-warmup (epochs), --pipemare-decay, --2bw-accumulation (micro-batches per update, >= D_0; 0: D_0).
 // Networks: the image networks (softmax cross-entropy, heavy-ball momentum SGD) and the text network llama-tiny
 // (next-token sequences of the text corpus, one sequence per sample, token cross-entropy), where --optimizer auto
-// means AdamW (pb/optimizer.hpp: with AdamW only --mitigation none, stash and pipemare are defined, and none is
+// means AdamW (pb/optimizer.hpp: with AdamW only --mitigation none, stash, pipemare, lwp_opt, nesterov and 2bw are
+// defined (docs/pb-semantics.md §3, "Which optimizer each policy admits"), and none is
 // then the default; --lr defaults to 3e-3 as in --mode sgd; --reference-batch is not offered: the scaling rules are
 // momentum SGD's) and --optimizer sgd momentum SGD with every mitigation. --optimizer, --beta1, --beta2 and --eps
 // are --mode sgd's options, read here too.
@@ -138,9 +140,13 @@ public:
         mitigation_opt_ = g.add_option("--mitigation", mitigation_,
                                        "PB mitigation: none, sc (spike compensation), lwp (linear weight "
                                        "prediction, velocity form), lwp_wd (its weight-difference form), sc_lwp, "
-                                       "stash (weight stashing), pipemare (default: sc_lwp with momentum SGD, none "
-                                       "with AdamW)")
-                              ->check(CLI::IsMember({"none", "sc", "lwp", "lwp_wd", "sc_lwp", "stash", "pipemare"}))
+                                       "stash (weight stashing), pipemare, lwp_opt (optimizer-aware LWP: the "
+                                       "optimizer's own step, AdamW's too), nesterov (Nesterov momentum or NAdamW "
+                                       "with weight stashing), 2bw (PipeDream-2BW: one update per --2bw-accumulation "
+                                       "micro-batches, computed on the previous weights) (default: sc_lwp with "
+                                       "momentum SGD, none with AdamW)")
+                              ->check(CLI::IsMember({"none", "sc", "lwp", "lwp_wd", "sc_lwp", "stash", "pipemare",
+                                                     "lwp_opt", "nesterov", "2bw"}))
                               ->capture_default_str();
         g.add_option("--stages", stages_,
                      "Stages: layer (one per weight layer: a conv or dense layer with its normalization and "
@@ -181,6 +187,10 @@ public:
         g.add_option("--pipemare-decay", pipemare_decay_, "PipeMare: decay of the EMA of weight steps, in [0, 1)")
             ->check(finite_number())
             ->check(CLI::Range(0.0, 0.999999))
+            ->capture_default_str();
+        g.add_option("--2bw-accumulation", two_bw_accumulation_,
+                     "PipeDream-2BW: micro-batches per update, at least the first stage's delay D_0 (0: D_0)")
+            ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 20))
             ->capture_default_str();
         // --mode sgd's optimizer options (text networks: AdamW by default), read here too.
         optimizer_opt_ = shared_option(g, "--optimizer", optimizer_, "Optimizer: sgd, adamw or auto");
@@ -227,7 +237,8 @@ public:
     }
 
     /// A text network Net (next-token sequences, token cross-entropy) with Optimizer: momentum SGD and every
-    /// mitigation, or AdamW with none, stash or pipemare. The AdamW instantiation of llama-tiny has a translation
+    /// mitigation, or AdamW with none, stash, pipemare, lwp_opt, nesterov or 2bw. The AdamW instantiation of llama-tiny
+    /// has a translation
     /// unit of its own (train/pb_text_adamw.cpp; declared extern below the class), for compile time.
     template <class Net, class Optimizer>
     json_line run_text(const common_options& o);
@@ -255,6 +266,9 @@ private:
         if (m == "lwp_wd") return run_with<Net, pol::lwp_wd, Loss, pol::sgd>(o, data, unused);
         if (m == "sc_lwp") return run_with<Net, pol::sc_lwp, Loss, pol::sgd>(o, data, unused);
         if (m == "stash") return run_with<Net, pol::stash, Loss, pol::sgd>(o, data, unused);
+        if (m == "lwp_opt") return run_with<Net, pol::lwp_opt, Loss, pol::sgd>(o, data, unused);
+        if (m == "nesterov") return run_with<Net, pol::nesterov, Loss, pol::sgd>(o, data, unused);
+        if (m == "2bw") return run_with<Net, pol::two_bw, Loss, pol::sgd>(o, data, unused);
         return run_with<Net, pol::pipemare, Loss, pol::sgd>(o, data, unused);
     }
 
@@ -276,6 +290,7 @@ private:
             opt.policy.warmup_samples = pipemare_warmup_epochs_ * static_cast<double>(epoch_size);
             opt.policy.discrepancy_decay = pipemare_decay_;
         }
+        if constexpr (Policy::double_buffered) opt.policy.accumulation = two_bw_accumulation_;
         auto programs = pb_stage_programs<Net>(stages_);
         // --transport mpi: the stage cut in contiguous groups, one per rank (outlives the engine)
         std::unique_ptr<pipeprop::remote_transport> transport;
@@ -396,6 +411,7 @@ private:
     bool flush_subnormals_ = false;
     double pipemare_warmup_epochs_ = 0.25;
     double pipemare_decay_ = 0.9;
+    std::size_t two_bw_accumulation_ = 0;
     const CLI::Option* batch_option_ = nullptr;
     const CLI::Option* mitigation_opt_ = nullptr;
     std::string optimizer_ = "auto";
@@ -424,9 +440,12 @@ json_line mode_pb::run_text(const common_options& o) {
         const pipeprop::optim::adamw_config c{.beta1 = b1, .beta2 = b2, .eps = eps};
         note(o, fmt::format("optimizer: AdamW, lr {:g}, betas ({:g}, {:g}), eps {:g}, decoupled weight decay {:g}",
                             oa.lr, b1, b2, eps, o.weight_decay));
-        json_line j = m == "none"    ? run_with<Net, pol::none, loss, Optimizer>(oa, data, c)
-                      : m == "stash" ? run_with<Net, pol::weight_stashing, loss, Optimizer>(oa, data, c)
-                                     : run_with<Net, pol::pipemare, loss, Optimizer>(oa, data, c);
+        json_line j = m == "none"       ? run_with<Net, pol::none, loss, Optimizer>(oa, data, c)
+                      : m == "stash"    ? run_with<Net, pol::weight_stashing, loss, Optimizer>(oa, data, c)
+                      : m == "lwp_opt"  ? run_with<Net, pb_policies::lwp_opt, loss, Optimizer>(oa, data, c)
+                      : m == "nesterov" ? run_with<Net, pb_policies::nesterov, loss, Optimizer>(oa, data, c)
+                      : m == "2bw"      ? run_with<Net, pb_policies::two_bw, loss, Optimizer>(oa, data, c)
+                                        : run_with<Net, pol::pipemare, loss, Optimizer>(oa, data, c);
         return j.add("optimizer", "adamw").add("beta1", b1).add("beta2", b2).add("eps", eps);
     } else {
         return run_policy<Net, loss>(o, m, data).add("optimizer", "sgd");

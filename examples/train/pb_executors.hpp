@@ -1,8 +1,8 @@
 // examples/train/pb_executors.hpp: the PB engines --mode pb builds per network, and where their code is compiled:
 // --stages parsing and the stages' code (static for the compile-time cuts, dynamic for split points), the loss per
 // network,
-// the six mitigation policies, and the executors (pipeprop/pb/make_executor.hpp). The unit of --mode pb on a
-// network declares its stage code and the executors of its six momentum-SGD engines extern; a unit of their own
+// the ten mitigation policies, and the executors (pipeprop/pb/make_executor.hpp). The unit of --mode pb on a
+// network declares its stage code and the executors of its ten momentum-SGD engines extern; a unit of their own
 // compiles them (examples/train/pb_executors.cpp.in), so that neither unit takes a minute to compile.
 #pragma once
 
@@ -15,6 +15,9 @@
 #include <pipeprop/optim/sgd.hpp>
 #include <pipeprop/pb/make_executor.hpp>
 #include <pipeprop/pb/policies.hpp>
+#include <pipeprop/pb/policy_nesterov.hpp>
+#include <pipeprop/pb/policy_optimizer_prediction.hpp>
+#include <pipeprop/pb/policy_pipedream_2bw.hpp>
 
 #include <algorithm>
 #include <stdexcept>
@@ -99,8 +102,8 @@ struct pb_loss_of<Net, true> {
 template <class Net>
 using pb_loss_t = typename pb_loss_of<Net>::type;
 
-/// The policy types of --mitigation none, sc, lwp, lwp_wd (LWP's weight-difference form), sc_lwp, stash and
-/// pipemare.
+/// The policy types of --mitigation none, sc, lwp, lwp_wd (LWP's weight-difference form), sc_lwp, stash,
+/// pipemare, lwp_opt (optimizer-aware LWP), nesterov (Nesterov / NAdam look-ahead) and 2bw (PipeDream-2BW).
 namespace pb_policies {
 using none = pipeprop::pb::policy::none;
 using sc = pipeprop::pb::policy::spike_compensation<>;
@@ -109,13 +112,16 @@ using lwp_wd = pipeprop::pb::policy::linear_weight_prediction<pipeprop::pb::lwp_
 using sc_lwp = pipeprop::pb::policy::sc_lwp<>;
 using stash = pipeprop::pb::policy::weight_stashing;
 using pipemare = pipeprop::pb::policy::pipemare;
+using lwp_opt = pipeprop::pb::policy::optimizer_weight_prediction<>;
+using nesterov = pipeprop::pb::policy::nesterov;
+using two_bw = pipeprop::pb::policy::pipedream_2bw;
 using sgd = pipeprop::optim::sgd<float>;
 using adamw = pipeprop::optim::adamw<float>;
 }  // namespace pb_policies
 
 }  // namespace train
 
-/// The stage code (pb_stage_programs) and the executors of the seven momentum-SGD PB engines of --mode pb on network
+/// The stage code (pb_stage_programs) and the executors of the ten momentum-SGD PB engines of --mode pb on network
 /// NET (a type of train/networks.hpp, spelled without commas): EXTERN = extern declares them, empty compiles them in
 /// this unit.
 #define PIPEPROP_TRAIN_PB_EXECUTORS(EXTERN, NET)                                                                    \
@@ -134,4 +140,10 @@ using adamw = pipeprop::optim::adamw<float>;
     PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, NET, train::pb_policies::stash, float, train::pb_loss_t<NET>,        \
                                        train::pb_policies::sgd);                                                    \
     PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, NET, train::pb_policies::pipemare, float, train::pb_loss_t<NET>,     \
+                                       train::pb_policies::sgd);                                                    \
+    PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, NET, train::pb_policies::lwp_opt, float, train::pb_loss_t<NET>,      \
+                                       train::pb_policies::sgd);                                                    \
+    PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, NET, train::pb_policies::nesterov, float, train::pb_loss_t<NET>,     \
+                                       train::pb_policies::sgd);                                                    \
+    PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, NET, train::pb_policies::two_bw, float, train::pb_loss_t<NET>,       \
                                        train::pb_policies::sgd)

@@ -7,3 +7,6 @@
 #include "pipeprop/core.hpp"
 #include "pipeprop/pb/pipeline.hpp"
 #include "pipeprop/pb/policies.hpp"
+#include "pipeprop/pb/policy_nesterov.hpp"
+#include "pipeprop/pb/policy_optimizer_prediction.hpp"
+#include "pipeprop/pb/policy_pipedream_2bw.hpp"

@@ -13,9 +13,13 @@
 //   layer_XX.<tensor>.velocity          momentum velocity (AdamW: .first_moment and .second_moment)
 //   layer_XX.<tensor>.pb_last_step      LWP weight-difference form: w(k) - w(k-1)
 //   layer_XX.<tensor>.pb_discrepancy    PipeMare: delta
+//   layer_XX.<tensor>.pb_previous       PipeDream-2BW: the older weight version W(j - 1)
+//   layer_XX.<tensor>.pb_accumulated    PipeDream-2BW: the gradient summed so far in the current batch
 //   <node>.<state tensor>               running state of stateful layers (Online Normalization)
 // Scalars: pb_format (1), pb_policy, pb_stages ("b0-e0,b1-e1,..."), pb_micro_batches, pb_samples,
-// pb_stage_<s>_last_learning_rate, and optimizer / step_count / samples_seen / init_seed. The weights, optimizer state,
+// pb_stage_<s>_last_learning_rate, pb_stage_<s>_last_weight_decay (optimizer-aware LWP: its AdamW prediction uses
+// it; NAdam's momentum product follows from the step count), and optimizer / step_count / samples_seen / init_seed.
+// The weights, optimizer state,
 // running state and those last four are written and read by the trainers' one layout (checkpoint/training_state.hpp),
 // so PB, the sequential trainer and the synchronous executors read each other's weights.
 #pragma once
@@ -84,6 +88,12 @@ void save_state(const engine<Net, Policy, T, Loss, Optimizer>& e, checkpoint& c)
     if constexpr (Policy::corrects_discrepancy)
         add_network_tensors<Net, T>(c, std::span<const T>(gathered([](const auto& st) { return st.discrepancy(); })),
                                     "pb_discrepancy");
+    if constexpr (Policy::double_buffered) {
+        add_network_tensors<Net, T>(
+            c, std::span<const T>(gathered([](const auto& st) { return st.previous_weights(); })), "pb_previous");
+        add_network_tensors<Net, T>(c, std::span<const T>(gathered([](const auto& st) { return st.gradient(); })),
+                                    "pb_accumulated");
+    }
     c.set_scalar("pb_format", 1);
     c.set_scalar("pb_policy", std::string(Policy::name));
     c.set_scalar("pb_stages", detail::stages_text(e.stage_ranges()));
@@ -91,6 +101,9 @@ void save_state(const engine<Net, Policy, T, Loss, Optimizer>& e, checkpoint& c)
     c.set_scalar("pb_samples", static_cast<std::uint64_t>(e.samples_pushed()));
     for (std::size_t s = 0; s < e.stages().size(); ++s)
         c.set_scalar(detail::stage_scalar(s, "last_learning_rate"), e.stages()[s].last_learning_rate());
+    if constexpr (Policy::predicts_weights && Policy::form == lwp_form::optimizer_step)
+        for (std::size_t s = 0; s < e.stages().size(); ++s)
+            c.set_scalar(detail::stage_scalar(s, "last_weight_decay"), e.stages()[s].last_weight_decay());
 }
 
 /// Restores engine e from checkpoint c (written by save_state for the same network, policy, optimizer and
@@ -116,7 +129,7 @@ void load_state(engine<Net, Policy, T, Loss, Optimizer>& e, const checkpoint& c,
         throw checkpoint_error(where + ": made for stages " + c.scalar("pb_stages") + ", this pipeline has " +
                                detail::stages_text(e.stage_ranges()));
     const training_state<T> ts = read_training_state<Net, Optimizer, T>(c, where);
-    std::vector<T> step, delta;
+    std::vector<T> step, delta, previous, accumulated;
     if constexpr (Policy::predicts_weights && Policy::form == lwp_form::weight_difference) {
         step.resize(stack::parameter_count);
         read_network_tensors<Net, T>(c, std::span<T>(step), "pb_last_step");
@@ -125,11 +138,21 @@ void load_state(engine<Net, Policy, T, Loss, Optimizer>& e, const checkpoint& c,
         delta.resize(stack::parameter_count);
         read_network_tensors<Net, T>(c, std::span<T>(delta), "pb_discrepancy");
     }
+    if constexpr (Policy::double_buffered) {
+        previous.resize(stack::parameter_count);
+        accumulated.resize(stack::parameter_count);
+        read_network_tensors<Net, T>(c, std::span<T>(previous), "pb_previous");
+        read_network_tensors<Net, T>(c, std::span<T>(accumulated), "pb_accumulated");
+    }
     const auto micro_batches = c.scalar_as<std::uint64_t>("pb_micro_batches");
     const auto samples = c.scalar_as<std::uint64_t>("pb_samples");
     std::vector<T> last_lr(e.stages().size());
     for (std::size_t s = 0; s < last_lr.size(); ++s)
         last_lr[s] = c.scalar_as<T>(detail::stage_scalar(s, "last_learning_rate"));
+    std::vector<T> last_wd(e.stages().size());
+    if constexpr (Policy::predicts_weights && Policy::form == lwp_form::optimizer_step)
+        for (std::size_t s = 0; s < last_wd.size(); ++s)
+            last_wd[s] = c.scalar_as<T>(detail::stage_scalar(s, "last_weight_decay"));
 
     constexpr const char* who = "pipeprop::pb::load_state";
     auto& stages = e.stages();
@@ -143,7 +166,14 @@ void load_state(engine<Net, Policy, T, Loss, Optimizer>& e, const checkpoint& c,
     if (!delta.empty())
         scatter_network_block<stack>(std::span<const T>(delta), stages, [](auto& st) { return st.discrepancy(); },
                                      who);
+    if (!previous.empty()) {
+        scatter_network_block<stack>(std::span<const T>(previous), stages,
+                                     [](auto& st) { return st.previous_weights(); }, who);
+        scatter_network_block<stack>(std::span<const T>(accumulated), stages, [](auto& st) { return st.gradient(); },
+                                     who);
+    }
     scatter_network_state<stack>(std::span<const T>(ts.state), stages, who);
+    for (std::size_t s = 0; s < stages.size(); ++s) stages[s].set_last_weight_decay(last_wd[s]);
     e.restore_counters(static_cast<std::size_t>(micro_batches), static_cast<std::size_t>(samples), last_lr);
 }
 

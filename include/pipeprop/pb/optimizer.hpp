@@ -8,7 +8,9 @@
 //                    offered (spike compensation with D = 1 is Nesterov's form).
 //   optim::adamw<T>  AdamW (decoupled weight decay, PyTorch's semantics; optim/adamw.hpp): the policies that work
 //                    on weights and weight steps: none, weight_stashing, linear_weight_prediction in the
-//                    weight-difference form, pipemare. The update of a stage is the AdamW step number k + 1 of that
+//                    weight-difference form, pipemare, optimizer_weight_prediction (AdamW's own step), nesterov
+//                    (NAdamW instead of AdamW: optim/nadam.hpp) and pipedream_2bw. The update of a stage is the AdamW step number
+//                    k + 1 of that
 //                    stage (k: its updates so far), with the micro-batch's learning rate and decoupled weight decay
 //                    (optim::hyperparameters; momentum must be 0) and the betas and eps of options::adamw.
 //                    Spike compensation and LWP's velocity form are written in SGD's velocity: rejected at compile
@@ -54,7 +56,8 @@ constexpr bool check_pb_optimizer() {
     static_assert(!(is_adamw<Optimizer, T> && needs_momentum_sgd<Policy>),
                   "pipeprop::pb: spike compensation and the velocity form of linear weight prediction are defined for "
                   "momentum SGD only (PB-paper §4, pb-semantics.md §3); with optim::adamw<T> use policy::none, "
-                  "policy::weight_stashing, policy::pipemare or linear_weight_prediction<lwp_form::weight_difference>.");
+                  "policy::weight_stashing, policy::pipemare, linear_weight_prediction<lwp_form::weight_difference>, "
+                  "policy::optimizer_weight_prediction<>, policy::nesterov or policy::pipedream_2bw.");
     return true;
 }
 

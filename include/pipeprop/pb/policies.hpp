@@ -14,6 +14,12 @@
 //   sc_lwp<M, Form, Horizon>     spike compensation                        w_hat as above           w(n)
 //   weight_stashing              heavy-ball                                w(n - D)                 w(n - D) (stashed)
 //   pipemare                     heavy-ball, eta_s = eta D^-(1-min(t/Tw,1)) w(n - D)                 w(n) - D delta
+//   optimizer_weight_prediction  the optimizer's                           w - eta T delta (its step)  w(n)
+//     <Horizon>                  (policy_optimizer_prediction.hpp)
+//   nesterov                     Nesterov SGD / NAdamW                     w(n - D)                 w(n - D) (stashed)
+//                                (policy_nesterov.hpp)
+//   pipedream_2bw                every N micro-batches, mean gradient      W(g - 1), g = n / N      W(g - 1)
+//                                (policy_pipedream_2bw.hpp)
 //
 // w(k): the stage's weights after k updates; n: the micro-batch's 0-based index; the forward of micro-batch n at
 // stage s sees the state after max(n0, n - D_s) updates (n0: first micro-batch after the last drain).
@@ -36,6 +42,7 @@ struct runtime_momentum {};
 enum class lwp_form : std::uint8_t {
     velocity,           ///< w_hat = w - eta T v  (eta: learning rate of the stage's most recent update)
     weight_difference,  ///< w_hat = w + T (w(k) - w(k-1))  (the stage's most recent weight step)
+    optimizer_step,     ///< w_hat = w - eta T delta, delta the optimizer's own step (policy_optimizer_prediction.hpp)
 };
 
 /// LWP horizon rule: T = D_s, the stage's delay (the default: predict the weights the backward will see).
@@ -101,6 +108,8 @@ struct policy_base {
     static constexpr lwp_form form = lwp_form::velocity;  ///< LWP form (when predicts_weights)
     static constexpr bool stashes_weights = false;        ///< backward uses the forward's weights (PipeDream)
     static constexpr bool corrects_discrepancy = false;   ///< PipeMare: backward uses w - D delta, LR warm-up
+    static constexpr bool nesterov_update = false;        ///< Nesterov / NAdam update (pb/policy_nesterov.hpp)
+    static constexpr bool double_buffered = false;        ///< PipeDream-2BW (pb/policy_pipedream_2bw.hpp)
     static constexpr bool fixed_momentum = false;         ///< momentum is a compile-time constant
     static constexpr double momentum = 0.0;               ///< that constant (when fixed_momentum)
     /// Runtime knobs of the policy (none by default).

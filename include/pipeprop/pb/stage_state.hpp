@@ -1,38 +1,31 @@
 // pipeprop/pb/stage_state.hpp: the state one PB stage owns, and the per-stage operations both executors share.
 //
-// PB-paper (Kosson et al., arXiv 2003.11666) §3; docs/pb-semantics.md §1-3. A stage is a contiguous layer
-// range [begin, end) of the network with delay D = 2 (S - 1 - s). On the stage_core every engine's stages share
-// (stage_core.hpp: program, weights w [P] (owned or a view of the caller's storage), gradient [P], running state) it
-// adds (all aligned, allocated once):
-//   velocity    v [P]   momentum buffer (AdamW: the first moment m)
-//   second_moment [P]   AdamW only: v of Adam (pb/optimizer.hpp)
-//   (gradient   g [P]   the loss gradient of the micro-batch being applied: the core's; the update zeroes it)
-//   policy state:  last_step  [P] (LWP weight-difference form: w(k) - w(k-1))
-//                  discrepancy [P], corrected [P] (PipeMare: delta and w - D delta)
-//                  last_learning_rate (LWP velocity form: eta of the most recent update)
-//   updates: how many updates the stage has applied (= micro-batches whose backward it completed).
-// The executors (pb/sequential_executor.hpp, pb/concurrent_executor.hpp) own the activation buffers and decide
-// WHEN the functions below run; the functions themselves are the single definition of WHAT a stage computes, which
-// is why the two executors produce identical bits.
+// PB-paper (Kosson et al., arXiv 2003.11666) §3; docs/pb-semantics.md §1-3. A stage is a contiguous layer range with
+// delay D = 2 (S - 1 - s). To the stage_core every engine's stages share (program, weights w [P], gradient [P],
+// running state) it adds, allocated once and aligned: the optimizer state (velocity or AdamW's first and second
+// moments [P]), the policy state (the buffers and scalars documented at their accessors below) and the count of
+// updates applied. The executors own the activation buffers and decide WHEN the functions below run; the functions
+// are the single definition of WHAT a stage computes, which is why the two executors give identical bits.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <limits>
 #include <span>
-#include <stdexcept>
-#include <string>
 #include <utility>
 #include <vector>
 
 #include "pipeprop/layer_stack.hpp"
 #include "pipeprop/stage_program.hpp"
+#include "pipeprop/optim/adamw_prediction.hpp"
 #include "pipeprop/optim/momentum_update.hpp"
+#include "pipeprop/optim/nadam.hpp"
 #include "pipeprop/pb/micro_batch.hpp"
 #include "pipeprop/pb/optimizer.hpp"
 #include "pipeprop/pb/policies.hpp"
+#include "pipeprop/pb/policy_parameters.hpp"
 #include "pipeprop/pb/stage_kernels.hpp"
+#include "pipeprop/pb/stats.hpp"
 #include "pipeprop/pipeline_layout.hpp"
 #include "pipeprop/stage_core.hpp"
 
@@ -44,7 +37,7 @@ namespace pipeprop::pb {
 /// allocates afterwards. Cache-line aligned: neighbouring stages in a std::vector, run on different cores by the
 /// concurrent executor, never write to one line.
 template <network_type Net, mitigation_policy Policy, class T, class Optimizer = optim::sgd<T>>
-class alignas(64) stage_state {
+class alignas(64) stage_state : public delay_observations {
     static_assert(check_pb_optimizer<Policy, Optimizer, T>());
 
 public:
@@ -69,11 +62,8 @@ public:
         : stage_state(index, stage_count, make_stage_program<stack_type, dynamic_range>(range), network_block,
                       parameters) {}
 
-    /// As above, with the stage's code given: a program instantiated for its stage type (static pipeline,
-    /// stage_program.hpp) or for a runtime range (dynamic variant).
-    /// storage (optional): the caller's parameter block [stack_type::parameter_count] (embedding):
-    /// the stage's weights are then its slice of that block, updated in place, instead of a copy the stage owns.
-    /// adamw: AdamW's betas and eps (AdamW stages; the decoupled decay comes per micro-batch).
+    /// As above, with the stage's code `program` (stage_program.hpp); storage (optional): the caller's parameter block
+    /// [stack_type::parameter_count], whose slice the stage then updates in place; adamw: AdamW's betas and eps.
     stage_state(std::size_t index, std::size_t stage_count, const stage_program<stack_type>& program,
                 std::span<const T> network_block, const policy_parameters& parameters, std::span<T> storage = {},
                 const optim::adamw_config& adamw = {})
@@ -81,22 +71,18 @@ public:
           delay_(pb_delay(index, stage_count)),
           parameter_count_(core_.parameter_count()),
           horizon_(lwp_horizon<Policy, T>(delay_)),
-          parameters_(parameters) {
+          parameters_(parameters),
+          accumulation_(checked_policy_parameters<Policy>(parameters, stage_count)) {
         if constexpr (adaptive) {
             adamw.validate();
             adamw_ = adamw;
         }
         if constexpr (Policy::corrects_discrepancy) {
-            const double g = parameters.discrepancy_decay;
-            if (!(g >= 0.0 && g < 1.0))
-                throw std::invalid_argument("pipeprop::pb::policy::pipemare: discrepancy_decay = " + std::to_string(g) +
-                                            " must be in [0, 1)");
-            if (!(parameters.warmup_samples >= 0.0) || !std::isfinite(parameters.warmup_samples))
-                throw std::invalid_argument("pipeprop::pb::policy::pipemare: warmup_samples = " +
-                                            std::to_string(parameters.warmup_samples) + " must be finite and >= 0");
-            gamma_ = static_cast<T>(g);
+            gamma_ = static_cast<T>(parameters.discrepancy_decay);
             one_minus_gamma_ = T(1) - gamma_;
         }
+        if constexpr (Policy::double_buffered) previous_.assign(core_.weights().begin(), core_.weights().end());
+        expected_delay_ = delay_;
         velocity_.assign(parameter_count_, T(0));
         if constexpr (adaptive) second_moment_.assign(parameter_count_, T(0));
         if constexpr (Policy::predicts_weights && Policy::form == lwp_form::weight_difference)
@@ -108,7 +94,7 @@ public:
         }
         if constexpr (Policy::spike_compensated && Policy::fixed_momentum)
             fixed_sc_ = Policy::template coefficients<T>(delay_);
-        if constexpr (!adaptive && !keeps_old_weights) {
+        if constexpr (!adaptive && !keeps_old_weights && !Policy::double_buffered) {
             unfused_runs_ = stack_type::unfused_parameter_runs(core_.range());
             fusable_ = stack_type::fuses_momentum_update_in(core_.range());
         }
@@ -161,8 +147,11 @@ public:
         return k == 0 ? std::span<const T>(velocity_) : std::span<const T>(second_moment_);
     }
     ///@}
+    ///@{
     /// The gradient buffer [P] the backward-p2 of the micro-batch being applied adds into (zero between updates).
     [[nodiscard]] std::span<T> gradient() noexcept { return core_.gradient(); }
+    [[nodiscard]] std::span<const T> gradient() const noexcept { return core_.gradient(); }
+    ///@}
     ///@{
     /// LWP weight-difference form: w(k) - w(k-1) [P]; empty otherwise.
     [[nodiscard]] std::span<T> last_step() noexcept { return last_step_; }
@@ -175,54 +164,63 @@ public:
     ///@}
     /// LWP velocity form: learning rate of the most recent update (its prediction uses it).
     [[nodiscard]] T last_learning_rate() const noexcept { return last_learning_rate_; }
+    ///@{
+    /// PipeDream-2BW: the older weight version W(j - 1) [P]; empty otherwise.
+    [[nodiscard]] std::span<T> previous_weights() noexcept { return previous_; }
+    [[nodiscard]] std::span<const T> previous_weights() const noexcept { return previous_; }
+    ///@}
+    /// Weight decay of the most recent update (the optimizer-step prediction with AdamW uses it); checkpoints set it.
+    [[nodiscard]] T last_weight_decay() const noexcept { return last_weight_decay_; }
+    void set_last_weight_decay(T lambda) noexcept { last_weight_decay_ = lambda; }
 
     /// Restores the counters and scalar policy state (checkpoint load; buffers are written through the spans above),
     /// then recomputes the derived buffers.
     void restore(std::size_t updates, T last_learning_rate) {
         updates_ = updates;
         last_learning_rate_ = last_learning_rate;
+        if constexpr (adaptive && Policy::nesterov_update)
+            mu_product_ = optim::nadam_momentum_product(adamw_.beta1, parameters_.momentum_decay, updates);
+        if constexpr (Policy::double_buffered)  // before the first batch update both versions are W(0)
+            if (updates < accumulation_) std::copy_n(core_.weights().data(), parameter_count_, previous_.data());
         refresh_corrected();
     }
 
     /// True when the forward uses LWP-predicted weights rather than w itself (policy predicts and T != 0).
-    [[nodiscard]] bool predicted_forward() const noexcept { return Policy::predicts_weights && horizon_ != T(0); }
+    [[nodiscard]] bool predicted_forward() const noexcept {
+        return (Policy::predicts_weights && horizon_ != T(0)) || Policy::double_buffered;
+    }
 
     /// Writes the forward weights of the CURRENT state into out [P]: the LWP prediction (velocity form:
     /// w - (eta_last T) v; weight-difference form: w + T (w(k) - w(k-1))), or a copy of w. PB-paper §4.
     void forward_weights(T* out) const noexcept {
         for (std::size_t i = 0; i < parameter_count_; i += update_chunk)
-            forward_weights_chunk(i, std::min(update_chunk, parameter_count_ - i), out);
+            forward_weights_chunk(i, std::min(update_chunk, parameter_count_ - i), out, updates_);
     }
 
     /// The weights the backward of the CURRENT state uses when the policy does not stash: w, or for PipeMare
     /// (D > 0) the discrepancy-corrected w - D delta.
     [[nodiscard]] std::span<const T> backward_weights() const noexcept {
+        if constexpr (Policy::double_buffered) return previous_;  // W(g - 1) for every micro-batch of batch g
         if constexpr (Policy::corrects_discrepancy)
             if (delay_ > 0) return corrected_;
         return core_.weights();
     }
 
-    /// The learning rate the update of micro-batch mb uses at this stage: eta, or for PipeMare the warmed-up
-    /// eta D^-(1 - min(t / T_w, 1)), t = mb.first_sample.
+    /// The learning rate the update of micro-batch mb uses at this stage (policy_learning_rate).
     [[nodiscard]] T learning_rate_for(const micro_batch_info<T>& mb) const noexcept {
-        T lr = mb.hyper.learning_rate;
-        if constexpr (Policy::corrects_discrepancy) {
-            const double tw = parameters_.warmup_samples;
-            if (delay_ > 0 && tw > 0.0) {
-                const double progress = std::min(static_cast<double>(mb.first_sample) / tw, 1.0);
-                lr *= static_cast<T>(std::pow(static_cast<double>(delay_), -(1.0 - progress)));
-            }
-        }
-        return lr;
+        return policy_learning_rate<Policy>(mb.hyper.learning_rate, delay_, parameters_, mb.first_sample);
     }
 
     /// The update coefficients for micro-batch mb (docs/pb-semantics.md §2-3): heavy-ball, or spike compensation with
     /// a = m^D, b = (1 - m^D)/(1 - m); AdamW: those of its step updates() + 1 (bias corrections in double).
     /// lr: learning_rate_for(mb).
     [[nodiscard]] auto coefficients_for(const micro_batch_info<T>& mb, T lr) const noexcept {
-        if constexpr (adaptive)
+        if constexpr (adaptive && Policy::nesterov_update)
+            return optim::nadam_step_coefficients<T>(lr, mb.hyper.weight_decay, adamw_.beta1, adamw_.beta2, adamw_.eps,
+                                                     parameters_.momentum_decay, updates_ + 1, mu_product_);
+        else if constexpr (adaptive)
             return optim::adamw_step_coefficients<T>(lr, mb.hyper.weight_decay, adamw_.beta1, adamw_.beta2,
-                                                     adamw_.eps, updates_ + 1);
+                                                     adamw_.eps, (updates_ + 1) / accumulation_);
         else
             return momentum_coefficients_for(mb, lr);
     }
@@ -235,15 +233,15 @@ public:
             const sc_coefficients<T> sc =
                 Policy::fixed_momentum ? fixed_sc_ : spike_coefficients<T>(mb.hyper.momentum, delay_);
             return {lr, mb.hyper.momentum, mb.hyper.weight_decay, sc.a, sc.b, T(0)};
+        } else if constexpr (Policy::nesterov_update) {
+            return optim::nesterov(lr, mb.hyper.momentum, mb.hyper.weight_decay);
         } else {
             return optim::heavy_ball(lr, mb.hyper.momentum, mb.hyper.weight_decay);
         }
     }
 
-    /// Whether the backward of a micro-batch of b samples also applies the update of the layers that fuse backward-p2
-    /// into it (b = 1, momentum SGD, a policy that needs no weights from before the update, and a
-    /// layer such as dense_layer in the stage). The executors then call backward_fusing_update instead of the
-    /// program's backward; update() applies the rest.
+    /// Whether the backward of b samples also applies the update of the layers that fuse backward-p2 into it (b = 1,
+    /// momentum SGD, no weights from before the update needed): the executors then call backward_fusing_update.
     [[nodiscard]] bool fuses_update(std::size_t b) const noexcept { return fusable_ && b == 1; }
 
     /// The backward of micro-batch mb (fuses_update(mb.batch)) with the update of mb applied in place by the layers
@@ -269,6 +267,12 @@ public:
     /// the chunking does not change any result. After backward_fusing_update: only the parts of the layers that did
     /// not fuse (their fused parts are updated already). No allocation, no exceptions.
     void update(const micro_batch_info<T>& mb, T* forward_out) noexcept {
+        if constexpr (Policy::double_buffered)
+            if ((updates_ + 1) % accumulation_ != 0) {  // not the last micro-batch of its batch: keep the gradient
+                ++updates_;
+                if (forward_out != nullptr) forward_weights(forward_out);
+                return;
+            }
         const T learning_rate = learning_rate_for(mb);  // once per update (PipeMare: a pow)
         const auto c = coefficients_for(mb, learning_rate);
         constexpr bool keeps_old = keeps_old_weights;
@@ -293,7 +297,15 @@ public:
             const std::size_t n = std::min(update_chunk, parameter_count_ - i);
             T* w = core_.weights().data() + i;
             if constexpr (keeps_old) std::copy_n(w, n, old);
-            if constexpr (adaptive)
+            if constexpr (Policy::double_buffered) {  // W(j) becomes the older version; the mean gradient of the batch
+                std::copy_n(w, n, previous_.data() + i);
+                for (T* g = core_.gradient().data() + i; g != core_.gradient().data() + i + n; ++g)
+                    *g /= static_cast<T>(accumulation_);
+            }
+            if constexpr (adaptive && Policy::nesterov_update)
+                optim::nadam_update(n, w, velocity_.data() + i, second_moment_.data() + i, core_.gradient().data() + i,
+                                    c);
+            else if constexpr (adaptive)
                 optim::adamw_update(n, w, velocity_.data() + i, second_moment_.data() + i, core_.gradient().data() + i, c);
             else
                 optim::momentum_update(n, w, velocity_.data() + i, core_.gradient().data() + i, c);
@@ -307,43 +319,42 @@ public:
                                              corrected_.data() + i);
             }
             if (forward_out != nullptr) {
-                last_learning_rate_ = learning_rate;  // the prediction below uses this update's eta
-                forward_weights_chunk(i, n, forward_out);
+                last_learning_rate_ = learning_rate;  // the prediction below uses this update's eta, lambda and t
+                last_weight_decay_ = mb.hyper.weight_decay;
+                forward_weights_chunk(i, n, forward_out, updates_ + 1);
             }
         }
         last_learning_rate_ = learning_rate;
+        last_weight_decay_ = mb.hyper.weight_decay;
+        if constexpr (adaptive && Policy::nesterov_update) mu_product_ = c.mu_product;
         ++updates_;
     }
-
-    /// Records the delay a backward observed (updates between its forward and itself).
-    void record_delay(std::size_t observed) noexcept {
-        if (backward_count_ == 0 || observed < observed_min_) observed_min_ = observed;
-        observed_max_ = std::max(observed_max_, observed);
-        ++backward_count_;
-        if (observed == delay_) ++full_delay_count_;
-    }
-    /// Smallest delay (updates between forward and backward) a backward of this stage observed.
-    [[nodiscard]] std::size_t observed_delay_min() const noexcept { return observed_min_; }
-    /// Largest delay a backward of this stage observed (D_s in steady state).
-    [[nodiscard]] std::size_t observed_delay_max() const noexcept { return observed_max_; }
-    /// Backwards recorded (record_delay calls).
-    [[nodiscard]] std::size_t backward_count() const noexcept { return backward_count_; }
-    /// Backwards that observed the full delay D_s (fewer during the fill after a drain).
-    [[nodiscard]] std::size_t full_delay_count() const noexcept { return full_delay_count_; }
 
     /// Bytes of every parameter-sized buffer this object holds (weights, velocity, gradient, policy buffers).
     [[nodiscard]] std::size_t weight_bytes() const noexcept { return weight_copies() * parameter_count_ * sizeof(T); }
     /// Number of parameter-sized buffers this object holds.
     [[nodiscard]] std::size_t weight_copies() const noexcept {
-        return 3 + (adaptive ? 1 : 0) + (last_step_.empty() ? 0 : 1) + (discrepancy_.empty() ? 0 : 2);
+        return 3 + adaptive + !last_step_.empty() + 2 * !discrepancy_.empty() + !previous_.empty();
     }
 
 private:
-    void forward_weights_chunk(std::size_t i, std::size_t n, T* out) const noexcept {
+    /// The forward weights of elements [i, i + n) of the state after `steps` updates (AdamW's bias corrections).
+    void forward_weights_chunk(std::size_t i, std::size_t n, T* out, std::size_t steps) const noexcept {
         const T* w = core_.weights().data() + i;
+        if constexpr (Policy::double_buffered) {  // W(g - 1) for micro-batch steps + D_s: W(j) or W(j - 1)
+            const bool newest = (steps + delay_) / accumulation_ > steps / accumulation_;
+            std::copy_n((newest ? w : previous_.data() + i), n, out + i);
+            return;
+        }
         if constexpr (Policy::predicts_weights) {
             if (horizon_ != T(0)) {
-                if constexpr (Policy::form == lwp_form::velocity)
+                if constexpr (Policy::form == lwp_form::optimizer_step && adaptive) {
+                    if (steps == 0) std::copy_n(w, n, out + i);  // before the first step: w itself
+                    else optim::adamw_predict(n, w, velocity_.data() + i, second_moment_.data() + i,
+                                              optim::adamw_prediction<T>(last_learning_rate_, last_weight_decay_,
+                                                                         adamw_.beta1, adamw_.beta2, adamw_.eps, steps,
+                                                                         horizon_), out + i);
+                } else if constexpr (Policy::form != lwp_form::weight_difference)  // velocity; SGD's optimizer step
                     kernels::subtract_scaled(n, w, velocity_.data() + i, last_learning_rate_ * horizon_, out + i);
                 else
                     kernels::add_scaled(n, w, last_step_.data() + i, horizon_, out + i);
@@ -365,6 +376,7 @@ private:
     std::size_t parameter_count_ = 0;
     T horizon_ = T(0);
     policy_parameters parameters_{};
+    std::size_t accumulation_ = 1;  // micro-batches per update: PipeDream-2BW's N, 1 otherwise
     T gamma_ = T(0);
     T one_minus_gamma_ = T(1);
     sc_coefficients<T> fixed_sc_{};
@@ -375,16 +387,14 @@ private:
     aligned_vector<T> last_step_;    // [P] LWP weight-difference form only
     aligned_vector<T> discrepancy_;  // [P] PipeMare only
     aligned_vector<T> corrected_;    // [P] PipeMare only
+    aligned_vector<T> previous_;     // [P] PipeDream-2BW only: W(j - 1)
     T last_learning_rate_ = T(0);
+    T last_weight_decay_ = T(0);
+    double mu_product_ = 1.0;  // NAdam's P_t (Nesterov with AdamW)
     std::size_t updates_ = 0;
     std::vector<std::pair<std::size_t, std::size_t>> unfused_runs_;  // layer_stack::unfused_parameter_runs
     bool fusable_ = false;
     bool fused_pending_ = false;  // backward_fusing_update ran; update() applies the rest of that micro-batch's update
-
-    std::size_t observed_min_ = 0;
-    std::size_t observed_max_ = 0;
-    std::size_t backward_count_ = 0;
-    std::size_t full_delay_count_ = 0;
 };
 
 }  // namespace pipeprop::pb

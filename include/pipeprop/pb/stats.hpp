@@ -67,4 +67,29 @@ struct run_stats {
     }
 };
 
+/// What the backwards of one stage observed: the updates applied between a micro-batch's forward and its backward
+/// (D_s in the steady state, fewer after a drain). A base of pb::stage_state; the executors call record_delay.
+struct delay_observations {
+    /// Records the delay a backward observed.
+    void record_delay(std::size_t observed) noexcept {
+        if (backward_count_ == 0 || observed < observed_min_) observed_min_ = observed;
+        observed_max_ = observed > observed_max_ ? observed : observed_max_;
+        ++backward_count_;
+        if (observed == expected_delay_) ++full_delay_count_;
+    }
+    [[nodiscard]] std::size_t observed_delay_min() const noexcept { return observed_min_; }
+    [[nodiscard]] std::size_t observed_delay_max() const noexcept { return observed_max_; }
+    [[nodiscard]] std::size_t backward_count() const noexcept { return backward_count_; }
+    [[nodiscard]] std::size_t full_delay_count() const noexcept { return full_delay_count_; }
+
+protected:
+    std::size_t expected_delay_ = 0;  ///< D_s (a full delay)
+
+private:
+    std::size_t observed_min_ = 0;
+    std::size_t observed_max_ = 0;
+    std::size_t backward_count_ = 0;
+    std::size_t full_delay_count_ = 0;
+};
+
 }  // namespace pipeprop::pb
