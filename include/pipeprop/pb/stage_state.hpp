@@ -54,9 +54,8 @@ public:
     static constexpr bool keeps_old_weights =
         (Policy::predicts_weights && Policy::form == lwp_form::weight_difference) || Policy::corrects_discrepancy;
 
-    /// Stage `index` of `stage_count`, layers `range`; its weights are copied from the network's parameter block
-    /// `network_block` [stack_type::parameter_count] (initialized by layer_stack::init_parameters, so they do not
-    /// depend on the cut). Throws std::invalid_argument for a bad range, block size or policy parameter.
+    /// Stage `index` of `stage_count`, layers `range`, weights copied from the network's block `network_block`
+    /// [stack_type::parameter_count]. Throws std::invalid_argument for a bad range, block size or policy parameter.
     stage_state(std::size_t index, std::size_t stage_count, layer_range range, std::span<const T> network_block,
                 const policy_parameters& parameters)
         : stage_state(index, stage_count, make_stage_program<stack_type, dynamic_range>(range), network_block,
