@@ -48,15 +48,17 @@ class concurrent_executor final
       detail::concurrent_stage_ops<concurrent_executor<Net, Policy, T, Loss, Optimizer>, layer_stack<Net, T>,
                                    stage_state<Net, Policy, T, Optimizer>, T, Loss> {
 public:
-    using stack_type = layer_stack<Net, T>;
-    using stage_type = stage_state<Net, Policy, T, Optimizer>;
-    using loss_type = Loss;
+    using stack_type = layer_stack<Net, T>;  ///< The network's layers (layer_stack<Net, T>), shared with the engine.
+    using stage_type = stage_state<Net, Policy, T, Optimizer>;  ///< One stage's weights and optimizer/policy state.
+    using loss_type = Loss;  ///< The loss policy the last stage applies to its output.
     /// int32 targets per sample that travel with the forward messages.
     static constexpr std::size_t targets_per_sample = Loss::targets_per_sample;
-    /// Messages in flight on the forward channel out of a stage with delay D, and on the backward channel out of a
-    /// stage with delay D (the proof: docs/pb-semantics.md §9, bounded memory).
+    ///@{
+    /// Messages in flight on the forward channel out of a stage with delay D (D + 1), and on the backward channel out
+    /// of a stage with delay D (D + 3); the proof: docs/pb-semantics.md §9, bounded memory.
     [[nodiscard]] static constexpr std::size_t forward_capacity(std::size_t delay) noexcept { return delay + 1; }
     [[nodiscard]] static constexpr std::size_t backward_capacity(std::size_t delay) noexcept { return delay + 3; }
+    ///@}
 
     /// Builds the channels, D_s + 1 activation slots per stage for up to max_b samples and the flow graph with the
     /// lanes of `lanes` (throws std::invalid_argument for a plan that is not one for S stages); push_buffer (>= 1)

@@ -62,18 +62,19 @@ class engine : public detail::whole_network_state<engine<Net, Policy, T, Loss, O
     static_assert(check_pb_optimizer<Policy, Optimizer, T>());
 
 public:
-    using network_type = Net;
-    using policy_type = Policy;
-    using value_type = T;
-    using loss_type = Loss;
-    using optimizer_type = Optimizer;
-    using stack_type = layer_stack<Net, T>;
+    using network_type = Net;  ///< The network the engine trains (network.hpp): its layers in order.
+    using policy_type = Policy;  ///< The mitigation policy of every stage (pb/policies.hpp; PB-paper §4).
+    using value_type = T;  ///< The value type of weights, activations and gradients (float or double).
+    using loss_type = Loss;  ///< The loss policy over the last stage's output (loss/loss_policy.hpp).
+    using optimizer_type = Optimizer;  ///< The update every stage applies (optim::sgd<T> or optim::adamw<T>).
+    using stack_type = layer_stack<Net, T>;  ///< The network's layers and their static tables (layer_stack<Net, T>).
+    /// One stage's weights, optimizer and policy state (pb/stage_state.hpp); stage s has delay D_s = 2 (S - 1 - s).
     using stage_type = stage_state<Net, Policy, T, Optimizer>;
-    using options_type = options<Policy>;
-    /// Per-sample elements of the network input, int32 targets per sample (1: a class label; L: a sequence's next
-    /// tokens) and the number of classes (the loss's last logits dimension).
-    static constexpr std::size_t input_size = stack_type::activation_size[0];
+    using options_type = options<Policy>;  ///< The construction options (pb/executor.hpp).
+    static constexpr std::size_t input_size = stack_type::activation_size[0];  ///< Per-sample elements of x.
+    /// int32 targets per sample: 1 (a class label) or L (a sequence's next tokens).
     static constexpr std::size_t targets_per_sample = Loss::targets_per_sample;
+    /// Number of classes, the loss's last logits dimension: class labels lie in [0, classes).
     static constexpr std::size_t classes = stack_type::output_shape::size / Loss::targets_per_sample;
 
     /// Cuts the network into `stages` (checked by check_partition), initializes the network's parameter block with
@@ -88,15 +89,17 @@ public:
     engine(std::vector<stage_program<stack_type>> programs, const options_type& opt)
         : engine(std::move(programs), opt, std::span<T>{}) {}
 
-    /// Embedding: the engine runs on parameter storage the caller owns, `storage`
-    /// [stack_type::parameter_count] in the network's block layout (layer_stack: layers in order, each layer's
-    /// tensors in parameter_tensors() order). Its values are the initial weights (options.seed is not used for
-    /// them); every update writes into it in place, so the caller (a framework keeping the weights in its own
-    /// tensors) sees the current weights between calls once the pipeline is drained. The storage must outlive the
-    /// engine and must not be written by the caller while micro-batches are in flight. Velocities and policy state
-    /// stay inside the engine. Throws std::invalid_argument for a wrong storage size, and as the constructors above.
+    /// Embedding: the engine runs on parameter storage the caller owns, `storage` [stack_type::parameter_count] in the
+    /// network's block layout (layer_stack: layers in order, each layer's tensors in parameter_tensors() order). Its
+    /// values are the initial weights (options.seed is not used for them); every update writes into it in place, so the
+    /// caller (a framework keeping the weights in its own tensors) sees the current weights between calls once the
+    /// pipeline is drained. The storage must outlive the engine and must not be written by the caller while
+    /// micro-batches are in flight. Velocities and policy state stay inside the engine. Throws std::invalid_argument
+    /// for a wrong storage size, and as the constructors above.
     engine(std::vector<layer_range> stages, const options_type& opt, std::span<T> storage)
         : engine(checked_programs(stages), opt, storage) {}
+    /// As the constructor above (on the caller's `storage`), with each stage's code given (stage_program.hpp).
+    /// Throws as above.
     engine(std::vector<stage_program<stack_type>> programs, const options_type& opt, std::span<T> storage)
         : options_(opt), ranges_(ranges_of(programs)) {
         check_partition(ranges_, stack_type::layer_count, "pipeprop::pb");
@@ -140,9 +143,13 @@ public:
     [[nodiscard]] layer_range stage_range(std::size_t s) const { return ranges_.at(s); }
     /// D_s = 2 (S - 1 - s).
     [[nodiscard]] std::size_t stage_delay(std::size_t s) const { return stages_.at(s).delay(); }
+    /// The stage cut: [S] layer ranges, stage s runs stage_ranges()[s] (= stage_range(s)).
     [[nodiscard]] const std::vector<layer_range>& stage_ranges() const noexcept { return ranges_; }
+    /// The options the engine was built with (unchanged since).
     [[nodiscard]] const options_type& engine_options() const noexcept { return options_; }
+    /// The executor running the stages, options::executor: sequential (the reference) or concurrent.
     [[nodiscard]] executor_kind executor_in_use() const noexcept { return executor_->kind(); }
+    /// The network's layers (layer_stack): shapes, sizes and layer configuration; the weights live in the stages.
     [[nodiscard]] const stack_type& stack() const noexcept { return stack_; }
 
     /// Hyperparameters for the micro-batches pushed from now on (each micro-batch keeps the values current at its
@@ -152,6 +159,8 @@ public:
         check_pb_hyperparameters<Policy, Optimizer>(h);
         hyper_ = h;
     }
+    /// The hyperparameters the next push() gives its micro-batch: those last set, optim::hyperparameters' defaults
+    /// before any set_hyperparameters (with the policy's momentum when it is a compile-time constant).
     [[nodiscard]] const optim::hyperparameters<T>& current_hyperparameters() const noexcept { return hyper_; }
 
     /// Pushes micro-batch n = micro_batches_pushed(): x [b, input...] (b * input_size values), int32 targets
@@ -231,7 +240,10 @@ public:
 
     /// Micro-batches pushed and not yet completed.
     [[nodiscard]] std::size_t in_flight() const noexcept { return executor_->in_flight(); }
+    /// Micro-batches pushed since construction, counting from the value a checkpoint restored (restore_counters):
+    /// the id n the next push gives its micro-batch.
     [[nodiscard]] std::size_t micro_batches_pushed() const noexcept { return next_id_; }
+    /// Samples pushed (the sum of the pushed micro-batches' b), counted like micro_batches_pushed().
     [[nodiscard]] std::size_t samples_pushed() const noexcept { return samples_pushed_; }
 
     /// Mean loss (per counted target) and accuracy of the CURRENT weights (w, never predicted or stashed ones) over n

@@ -35,12 +35,17 @@ template <network_type Net, mitigation_policy Policy, class T = float,
           class Loss = pipeprop::detail::default_loss_t<Net, T>, class Optimizer = optim::sgd<T>>
 class trainer {
 public:
-    using engine_type = pb::engine<Net, Policy, T, Loss, Optimizer>;
-    using value_type = T;
-    using stack_type = typename engine_type::stack_type;
+    using engine_type = pb::engine<Net, Policy, T, Loss, Optimizer>;  ///< The PB engine the trainer drives.
+    using value_type = T;  ///< The value type of weights and inputs (float or double).
+    using stack_type = typename engine_type::stack_type;  ///< The network's layers (layer_stack<Net, T>).
+    /// The stages' code, one stage_program per stage in order (stage_program.hpp).
     using programs_type = std::vector<stage_program<stack_type>>;
+    ///@{
+    /// Per-sample elements of x and int32 targets per sample (1: a class label; L: a sequence's next tokens), as
+    /// pb::engine's: train_batch reads x [b, input_size] and targets [b, targets_per_sample].
     static constexpr std::size_t input_size = engine_type::input_size;
     static constexpr std::size_t targets_per_sample = engine_type::targets_per_sample;
+    ///@}
 
     /// The stages' code `programs` (static_stage_programs<Layout>() or dynamic_stage_programs of a cut), the engine's
     /// options, the schedule of the learning rate per mean-loss gradient (already scaled to the micro-batch size:
@@ -98,9 +103,11 @@ public:
     /// Loss totals of every micro-batch completed since construction (not restored from checkpoints).
     [[nodiscard]] const completed_losses& completed() const noexcept { return completed_; }
 
+    ///@{
     /// The engine (its stages, counters, statistics).
     [[nodiscard]] engine_type& pipeline_engine() noexcept { return engine_; }
     [[nodiscard]] const engine_type& pipeline_engine() const noexcept { return engine_; }
+    ///@}
 
 private:
     double take(std::span<const completed_micro_batch<T>> done) {

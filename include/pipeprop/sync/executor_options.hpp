@@ -81,9 +81,9 @@ struct step_result {
 /// [B, targets per sample] and the step's hyperparameters.
 template <class T>
 struct step_batch {
-    std::span<const T> x;
-    std::span<const std::int32_t> labels;
-    optim::hyperparameters<double> h{};
+    std::span<const T> x;  ///< inputs [B, input size], row-major
+    std::span<const std::int32_t> labels;  ///< int32 targets [B, targets per sample]
+    optim::hyperparameters<double> h{};  ///< the step's learning rate, momentum and weight decay
 };
 
 }  // namespace pipeprop::sync

@@ -76,17 +76,19 @@ using pipeprop::short_name;
 /// all `steps` optimizer steps in the lists (micro_batches / steps per step; micro-batch j of step n is
 /// n * (micro_batches / steps) + j, and every stage runs all of step n's ops before any of step n + 1's).
 struct schedule {
-    schedule_kind kind = schedule_kind::gpipe;
+    schedule_kind kind = schedule_kind::gpipe;  ///< the schedule whose generator made the lists
     bool two_stage_bp = false;  ///< true: B and W are separate ops; false: fused BW ops
-    std::size_t stages = 0;
-    std::size_t micro_batches = 0;
-    std::vector<std::vector<op>> ops;
+    std::size_t stages = 0;  ///< p, the number of stages (= ops.size())
+    std::size_t micro_batches = 0;  ///< micro-batches in the lists, over all `steps` steps
+    std::vector<std::vector<op>> ops;  ///< [p]: ops[s] = stage s's ops (kind and micro-batch) in execution order
     std::size_t steps = 1;  ///< optimizer steps in the lists (consecutive_steps); each stage updates after its step
+    ///@{
     /// Virtual stages: device_of[s] = the device of stage s, device_order[d] = the stages of device d's ops in its run
     /// order (see the file comment). Both empty: every stage is its own device (and runs its list as it becomes
     /// ready).
     std::vector<std::size_t> device_of{};
     std::vector<std::vector<std::size_t>> device_order{};
+    ///@}
 
     /// Micro-batches of one optimizer step (micro_batches / steps).
     [[nodiscard]] std::size_t micro_batches_per_step() const noexcept {

@@ -65,14 +65,15 @@ class schedule_executor
                                          stage<Net, T, Optimizer>, Optimizer, T>,
       public detail::non_finite_steps<schedule_executor<Net, T, Loss, Optimizer>, T> {
 public:
-    using stack_type = layer_stack<Net, T>;
-    using stage_type = stage<Net, T, Optimizer>;
-    using value_type = T;
-    using loss_type = Loss;
-    using optimizer_type = Optimizer;
+    using stack_type = layer_stack<Net, T>;  ///< The network's layers (layer_stack<Net, T>).
+    using stage_type = stage<Net, T, Optimizer>;  ///< One stage: parameters, gradient, optimizer state, slots.
+    using value_type = T;  ///< The value type of parameters, activations and gradients (float or double).
+    using loss_type = Loss;  ///< The loss policy the last stage applies (loss/loss_policy.hpp).
+    using optimizer_type = Optimizer;  ///< The optimizer policy of every stage (optim/optimizer_policy.hpp).
+    /// The construction options (sync/executor_options.hpp), with the optimizer's fixed configuration.
     using options_type = basic_executor_options<typename Optimizer::config_type>;
     static_assert(check_policies<Loss, Optimizer, T, typename stack_type::output_shape>());
-    static constexpr std::size_t input_size = stack_type::input_shape::size;
+    static constexpr std::size_t input_size = stack_type::input_shape::size;  ///< Per-sample elements of x.
     /// int32 targets per sample: 1 (a class label) or L (a sequence's next tokens).
     static constexpr std::size_t targets_per_sample = Loss::targets_per_sample;
 
@@ -213,15 +214,19 @@ public:
     [[nodiscard]] std::size_t stage_count() const noexcept { return ranges_.size(); }
     /// The stage cut: stage s runs layers ranges()[s].
     [[nodiscard]] const std::vector<layer_range>& ranges() const noexcept { return ranges_; }
+    ///@{
     /// Stage s (its parameters, gradient, optimizer state, slots). Throws std::out_of_range for s >= p.
     /// Modifying a stage while a step runs is undefined.
     [[nodiscard]] const stage_type& stage_at(std::size_t s) const { return *stages_.at(s); }
     [[nodiscard]] stage_type& stage_at(std::size_t s) { return *stages_.at(s); }
+    ///@}
     /// The options the executor was built with.
     [[nodiscard]] const options_type& options() const noexcept { return opt_; }
-    /// The schedule kind and whether 2BP splits the backward.
+    ///@{
+    /// The schedule kind and whether 2BP splits the backward into backward-p1 and -p2 (2BP-paper §3).
     [[nodiscard]] schedule_kind kind() const noexcept { return kind_; }
     [[nodiscard]] bool two_stage_bp() const noexcept { return two_stage_bp_; }
+    ///@}
     /// The schedule the executor runs for full batches (m micro-batches).
     [[nodiscard]] const schedule& current_schedule() const { return plans_.full().sc; }
     /// Activation slots per stage (= the schedule's peak in-flight micro-batches per stage).

@@ -26,11 +26,16 @@ template <network_type Net, class T = float, class Loss = pipeprop::detail::defa
           class Optimizer = optim::sgd<T>>
 class trainer {
 public:
+    /// The executor the trainer drives: schedule_executor, its schedule and 2BP flag chosen at run time.
     using executor_type = any_executor<Net, T, Loss, Optimizer>;
-    using value_type = T;
-    using stack_type = layer_stack<Net, T>;
+    using value_type = T;  ///< The value type of parameters and inputs (float or double).
+    using stack_type = layer_stack<Net, T>;  ///< The network's layers (layer_stack<Net, T>).
+    ///@{
+    /// Per-sample elements of x (the network's input shape) and int32 targets per sample (1: a class label; L: a
+    /// sequence's next tokens): train_batch reads x [b, input_size] and targets [b, targets_per_sample].
     static constexpr std::size_t input_size = stack_type::input_shape::size;
     static constexpr std::size_t targets_per_sample = Loss::targets_per_sample;
+    ///@}
 
     /// Schedule `kind` over the stage cut `stages`, with the executor options `opt` (micro-batches m, max_batch,
     /// executor kind, seed of the initial weights, ...), the learning rate per mean-loss gradient of the batch as a
@@ -79,9 +84,11 @@ public:
         return {.learning_rate = current_learning_rate(), .momentum = momentum_, .weight_decay = weight_decay_};
     }
 
+    ///@{
     /// The executor (stages, spans of the last step, remote stages).
     [[nodiscard]] executor_type& executor() noexcept { return *executor_; }
     [[nodiscard]] const executor_type& executor() const noexcept { return *executor_; }
+    ///@}
 
 private:
     std::unique_ptr<executor_type> executor_;
