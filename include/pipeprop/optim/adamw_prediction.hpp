@@ -26,7 +26,7 @@ struct adamw_prediction_coefficients {
     T shrink = T(1);            ///< 1 - T lr lambda
     T moment_step = T(0);       ///< T lr / (1 - beta1^t)
     T sqrt_correction2 = T(1);  ///< sqrt(1 - beta2^t)
-    T eps = T(1e-8);
+    T eps = T(1e-8);            ///< eps added to sqrt(v hat)
 };
 
 /// Coefficients of the prediction `horizon` steps ahead from the state after t >= 1 steps, lr and lambda of step t.

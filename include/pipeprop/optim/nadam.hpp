@@ -30,14 +30,14 @@ namespace pipeprop::optim {
 template <class T>
 struct nadam_coefficients {
     T decay = T(1);             ///< 1 - lr lambda
-    T beta1 = T(0.9);
-    T one_minus_beta1 = T(0.1);
-    T beta2 = T(0.999);
-    T one_minus_beta2 = T(0.001);
+    T beta1 = T(0.9);              ///< beta1, the first moment's decay
+    T one_minus_beta1 = T(0.1);    ///< 1 - beta1
+    T beta2 = T(0.999);            ///< beta2, the second moment's decay
+    T one_minus_beta2 = T(0.001);  ///< 1 - beta2
     T gradient_step = T(0);     ///< lr (1 - mu_t) / (1 - P_t): weight of g / d
     T moment_step = T(0);       ///< lr mu_(t+1) / (1 - P_t mu_(t+1)): weight of m / d
     T sqrt_correction2 = T(1);  ///< sqrt(1 - beta2^t)
-    T eps = T(1e-8);
+    T eps = T(1e-8);            ///< eps added to sqrt(v hat)
     double mu_product = 1.0;    ///< P_t
 };
 

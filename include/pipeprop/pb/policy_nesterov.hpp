@@ -21,9 +21,10 @@ namespace pipeprop::pb::policy {
 /// Nesterov / NAdam look-ahead with weight stashing (see the file comment). Works with optim::sgd<T> (momentum from
 /// optim::hyperparameters) and optim::adamw<T> (beta1 of options::adamw; 0.99 in the paper's runs).
 struct nesterov : policy_base {
-    static constexpr std::string_view name = "nesterov";
-    static constexpr bool nesterov_update = true;
-    static constexpr bool stashes_weights = true;
+    static constexpr std::string_view name = "nesterov";  ///< the --mitigation key and checkpoint tag
+    static constexpr bool nesterov_update = true;   ///< Nesterov momentum SGD, or NAdamW with AdamW
+    static constexpr bool stashes_weights = true;   ///< the backward uses the weights of its forward
+    /// The policy's runtime knob.
     struct parameters {
         double momentum_decay = 0.004;  ///< NAdam's psi, >= 0 (AdamW engines only; dimensionless, per step)
     };

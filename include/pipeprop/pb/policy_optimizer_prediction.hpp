@@ -21,9 +21,10 @@ namespace pipeprop::pb::policy {
 /// (delay_horizon, scaled_horizon<Ratio>, fixed_horizon<N>). Works with optim::sgd<T> and optim::adamw<T>.
 template <class Horizon = delay_horizon>
 struct optimizer_weight_prediction : policy_base {
-    static constexpr std::string_view name = "lwp_opt";
-    static constexpr bool predicts_weights = true;
-    static constexpr lwp_form form = lwp_form::optimizer_step;
+    static constexpr std::string_view name = "lwp_opt";  ///< the --mitigation key and checkpoint tag
+    static constexpr bool predicts_weights = true;        ///< the forward uses predicted weights
+    static constexpr lwp_form form = lwp_form::optimizer_step;  ///< w - lr T delta, delta the optimizer's own step
+    /// The prediction horizon T (in updates) of a stage of delay D_s (Horizon::horizon).
     [[nodiscard]] static constexpr double horizon(std::size_t delay) noexcept { return Horizon::horizon(delay); }
 };
 

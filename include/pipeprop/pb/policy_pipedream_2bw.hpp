@@ -26,8 +26,9 @@ namespace pipeprop::pb::policy {
 
 /// PipeDream-2BW (see the file comment). Works with optim::sgd<T> and optim::adamw<T>.
 struct pipedream_2bw : policy_base {
-    static constexpr std::string_view name = "2bw";
-    static constexpr bool double_buffered = true;
+    static constexpr std::string_view name = "2bw";  ///< the --mitigation key and checkpoint tag
+    static constexpr bool double_buffered = true;     ///< two weight versions; updates once per N micro-batches
+    /// The policy's runtime knob.
     struct parameters {
         std::size_t accumulation = 0;  ///< N micro-batches per update, >= every stage's D_s (0: D_0, at least 1)
     };

@@ -1,11 +1,9 @@
 // pipeprop/pb/stage_state.hpp: the state one PB stage owns, and the per-stage operations both executors share.
 //
-// PB-paper (Kosson et al., arXiv 2003.11666) §3; docs/pb-semantics.md §1-3. A stage is a contiguous layer range with
-// delay D = 2 (S - 1 - s). To the stage_core every engine's stages share (program, weights w [P], gradient [P],
-// running state) it adds, allocated once and aligned: the optimizer state (velocity or AdamW's first and second
-// moments [P]), the policy state (the buffers and scalars documented at their accessors below) and the count of
-// updates applied. The executors own the activation buffers and decide WHEN the functions below run; the functions
-// are the single definition of WHAT a stage computes, which is why the two executors give identical bits.
+// PB-paper (Kosson et al., arXiv 2003.11666) §3; docs/pb-semantics.md §1-3. To the stage_core (program, weights [P],
+// gradient [P], running state) it adds the optimizer state, the policy state (see the accessors) and the update count.
+// The executors decide WHEN the functions below run; they are the one definition of WHAT a stage computes, which is
+// why the two executors give identical bits.
 #pragma once
 
 #include <algorithm>
@@ -168,9 +166,11 @@ public:
     [[nodiscard]] std::span<T> previous_weights() noexcept { return previous_; }
     [[nodiscard]] std::span<const T> previous_weights() const noexcept { return previous_; }
     ///@}
+    ///@{
     /// Weight decay of the most recent update (the optimizer-step prediction with AdamW uses it); checkpoints set it.
     [[nodiscard]] T last_weight_decay() const noexcept { return last_weight_decay_; }
     void set_last_weight_decay(T lambda) noexcept { last_weight_decay_ = lambda; }
+    ///@}
 
     /// Restores the counters and scalar policy state (checkpoint load; buffers are written through the spans above),
     /// then recomputes the derived buffers.

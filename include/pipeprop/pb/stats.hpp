@@ -77,9 +77,13 @@ struct delay_observations {
         ++backward_count_;
         if (observed == expected_delay_) ++full_delay_count_;
     }
+    /// Smallest delay (updates between forward and backward) a backward of this stage observed.
     [[nodiscard]] std::size_t observed_delay_min() const noexcept { return observed_min_; }
+    /// Largest delay a backward of this stage observed (D_s in the steady state).
     [[nodiscard]] std::size_t observed_delay_max() const noexcept { return observed_max_; }
+    /// Backwards recorded (record_delay calls).
     [[nodiscard]] std::size_t backward_count() const noexcept { return backward_count_; }
+    /// Backwards that observed the full delay D_s (fewer during the fill after a drain).
     [[nodiscard]] std::size_t full_delay_count() const noexcept { return full_delay_count_; }
 
 protected:
