@@ -4,6 +4,8 @@
 // <dir>.old-<pid>, which the next load or save renames back instead of deleting the only copy.
 #include <catch2/catch.hpp>
 
+#include "unit/temp_dir.hpp"
+
 #include <pipeprop/checkpoint.hpp>
 
 #include <unistd.h>
@@ -20,18 +22,7 @@ namespace pp = pipeprop;
 
 namespace {
 
-struct temp_dir {
-    fs::path path;
-    explicit temp_dir(const std::string& tag) {
-        path = fs::temp_directory_path() / ("pipeprop-ckdirs-" + tag + "-" + std::to_string(::getpid()));
-        fs::remove_all(path);
-        fs::create_directories(path);
-    }
-    ~temp_dir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-};
+using test_support::temp_dir;
 
 pp::checkpoint sample(float first) {
     pp::checkpoint c;
@@ -55,7 +46,7 @@ std::string read_text(const fs::path& p) {
 }  // namespace
 
 TEST_CASE("checkpoint save: the user's files inside the checkpoint directory survive", "[checkpoint][directories]") {
-    temp_dir tmp("user-files");
+    temp_dir tmp("pipeprop-ckdirs-user-files");
     const fs::path ck = tmp.path / "ck";
     pp::save_checkpoint(sample(1.0f), ck);
     std::ofstream metrics(ck / "metrics.jsonl");  // open across the saves, as the main program's --metrics file
@@ -86,7 +77,7 @@ TEST_CASE("checkpoint save: the user's files inside the checkpoint directory sur
 }
 
 TEST_CASE("checkpoint save: a checkpoint path that is a symbolic link is written through", "[checkpoint][directories]") {
-    temp_dir tmp("symlink");
+    temp_dir tmp("pipeprop-ckdirs-symlink");
     const fs::path real = tmp.path / "disk" / "ck", link = tmp.path / "ck";
     fs::create_directories(tmp.path / "disk");
     fs::create_directory_symlink(real, link);  // dangling until the first save
@@ -101,7 +92,7 @@ TEST_CASE("checkpoint save: a checkpoint path that is a symbolic link is written
 }
 
 TEST_CASE("checkpoint save: a save killed between its two renames loses nothing", "[checkpoint][directories]") {
-    temp_dir tmp("interrupted");
+    temp_dir tmp("pipeprop-ckdirs-interrupted");
     const fs::path ck = tmp.path / "ck";
     // The state a save without RENAME_EXCHANGE leaves when killed after moving <dir> aside: the only copy is in
     // <dir>.old-<pid> of a process that no longer exists (a pid beyond pid_max), the new one in <dir>.tmp-<pid>.

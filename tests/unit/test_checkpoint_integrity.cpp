@@ -3,6 +3,8 @@
 // checksum is malformed; checkpoints of the earlier format (version 1, no checksums) still load.
 #include <catch2/catch.hpp>
 
+#include "unit/temp_dir.hpp"
+
 #include <pipeprop/checkpoint.hpp>
 
 #include <unistd.h>
@@ -20,18 +22,7 @@ namespace pp = pipeprop;
 
 namespace {
 
-struct temp_dir {
-    fs::path path;
-    explicit temp_dir(const std::string& tag) {
-        path = fs::temp_directory_path() / ("pipeprop-ckcrc-" + tag + "-" + std::to_string(::getpid()));
-        fs::remove_all(path);
-        fs::create_directories(path);
-    }
-    ~temp_dir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-};
+using test_support::temp_dir;
 
 std::string read_text(const fs::path& p) {
     std::ifstream in(p, std::ios::binary);
@@ -63,7 +54,7 @@ std::string load_error(const fs::path& dir) {
 }  // namespace
 
 TEST_CASE("checkpoint integrity: a crc32 per tensor in the manifest, checked on load", "[checkpoint][integrity]") {
-    temp_dir tmp("crc");
+    temp_dir tmp("pipeprop-ckcrc-crc");
     const fs::path ck = tmp.path / "ck";
     pp::save_checkpoint(sample(), ck);
     const std::string manifest = read_text(ck / "manifest.txt");
@@ -101,7 +92,7 @@ TEST_CASE("checkpoint integrity: checkpoints of format version 1 (no checksums) 
           "[checkpoint][integrity]") {
     // Decision: a user's checkpoints written before the checksums must resume; they get the checks they had then
     // (format, dtype, shape, size of every file), not a checksum.
-    temp_dir tmp("v1");
+    temp_dir tmp("pipeprop-ckcrc-v1");
     const fs::path ck = tmp.path / "ck";
     pp::save_checkpoint(sample(), ck);
     std::string v1 = std::regex_replace(read_text(ck / "manifest.txt"), std::regex(" crc32=[0-9a-f]{8}"), "");
