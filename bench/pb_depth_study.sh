@@ -15,16 +15,17 @@
 # two runs side by side on the shared 2-core host (load average 4-8, 2026-12-03): SGD B = 32 95-186 samples/s, PB
 # b = 1 (none) 84-157 samples/s, so 5-12 minutes an epoch, plus 16 s (SGD) / 50 s (PB) of evaluation on the 10000 test
 # images; ResNet-56 PB about 103 samples/s on a quiet host: ~10 minutes an epoch.
-#   resnet20: 10 epochs;  resnet56: 3 epochs.
+#   resnet20: 10 epochs;  resnet56: 3 epochs;  resnet110: 2 epochs (delay 218 at the first stage).
 # Runs, in this order (seed 1 of each main variant first, so that a first comparison exists early), --jobs at once:
-#   sgd32, none, sc_lwp with seeds 1, 2, 3; then sc, lwp, stash, pipemare with seed 1.
+#   sgd32, none, sc_lwp with seeds 1, 2, 3; then sc, lwp, stash, pipemare with seed 1 (resnet110: seeds 1 and 2 of
+#   sgd32, none and sc_lwp only).
 # Results: bench/results/<network>-gn-depth/ (bench/pb_fidelity.sh's layout: runs/ the finished runs, unfinished/ and
 # checkpoints/ not committed). The program: build-study-r20 / build-study-r56 (-O3, that one network type, as
 # scripts/main-job.sh builds it), built here with -j1 when missing.
 #
-# Usage: bench/pb_depth_study.sh resnet20|resnet56 [--jobs J] [--program PATH] [--background]
-#        bench/pb_depth_study.sh resnet20|resnet56 --collect   (only the table and figure of the finished runs)
-#        bench/pb_depth_study.sh resnet20|resnet56 --stop      (SIGTERM to a --background study's process group)
+# Usage: bench/pb_depth_study.sh resnet20|resnet56|resnet110 [--jobs J] [--program PATH] [--background]
+#        bench/pb_depth_study.sh resnet20|resnet56|resnet110 --collect   (the table and figure of the finished runs)
+#        bench/pb_depth_study.sh resnet20|resnet56|resnet110 --stop      (SIGTERM to a --background study)
 # --background: start the study detached (setsid nohup, nice -n 19; output appended to OUT/driver.log, its process
 # group in OUT/driver.pid, neither committed) and return; the command that starts a study also resumes it. A stopped or
 # killed study loses at most the current epoch of each running run.
@@ -33,7 +34,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 network=${1:-}
-[[ $network == resnet20 || $network == resnet56 ]] || { echo "usage: $0 resnet20|resnet56 [--jobs J] [--program PATH] [--collect]" >&2; exit 2; }
+[[ $network == resnet20 || $network == resnet56 || $network == resnet110 ]] ||
+  { echo "usage: $0 resnet20|resnet56|resnet110 [--jobs J] [--program PATH] [--collect]" >&2; exit 2; }
 shift
 jobs=2 program="" collect=false background=false stop=false args=("$@")
 while (($#)); do
@@ -49,6 +51,7 @@ done
 case $network in
   resnet20) epochs=10 ;;
   resnet56) epochs=3 ;;
+  resnet110) epochs=2 ;;
 esac
 out=bench/results/$network-gn-depth
 title="$network (gn), Fashion-MNIST, $epochs x 60000 samples, warm-up 6000 + cosine; PB: --stages layer, b = 1"
@@ -91,5 +94,6 @@ if [[ -z "$program" ]]; then
 fi
 
 runs="sgd32:1 none:1 sc_lwp:1 sgd32:2 none:2 sc_lwp:2 sgd32:3 none:3 sc_lwp:3 sc:1 lwp:1 stash:1 pipemare:1"
+[[ $network == resnet110 ]] && runs="sgd32:1 none:1 sc_lwp:1 sgd32:2 none:2 sc_lwp:2"
 exec nice -n 19 bench/pb_fidelity.sh --program "$program" --network "$network" --norm gn --epochs "$epochs" \
   --samples 60000 --lr 0.05 --momentum 0.9 --jobs "$jobs" --out "$out" --runs "$runs" -- --warmup 0.1
