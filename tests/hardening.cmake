@@ -13,7 +13,7 @@
 #                    from Debian's source package of the installed version (fixture tsan_tbb_build:
 #                    scripts/build-tsan-tbb.sh into PIPEPROP_TSAN_TBB_DIR, loaded through LD_LIBRARY_PATH), with
 #                    the suppressions of tests/tsan.supp (reports inside oneTBB or OpenBLAS only, each explained).
-#   <test>_baseline  -O3 -march=x86-64-v2 (SSE4.2, no FMA, no AVX), no -march=native: the executor bit-identity tests
+#   <test>_baseline  -O3 -march=x86-64-v2 (SSE4.2, no FMA, no AVX), not PIPEPROP_ARCH: the executor bit-identity tests
 #                    on baseline x86-64, where pipeprop::kernels::fma must compute its single rounding itself.
 option(PIPEPROP_HARDENING_TESTS "Build the sanitizer (ASan+UBSan, TSan) and baseline-architecture test variants" ON)
 if(NOT PIPEPROP_HARDENING_TESTS)
@@ -61,14 +61,14 @@ function(pipeprop_variant_test variant name)
   if(variant STREQUAL "baseline")
     target_sources(${target} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/baseline_arch_check.cpp)
   endif()
-  # pipeprop_build_flags is left out on purpose: it may add -march=native, which the baseline variant must not get.
+  # pipeprop_build_flags is left out on purpose: its PIPEPROP_ARCH -march must not reach the baseline variant.
   target_link_libraries(${target} PRIVATE pipeprop::pipeprop pipeprop_catch_main Catch2::Catch2)
   target_include_directories(${target} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
   target_compile_definitions(${target} PRIVATE PIPEPROP_GOLDEN_DIR="${CMAKE_CURRENT_SOURCE_DIR}/golden"
                                                PIPEPROP_HARDENING_VARIANT=1)
   target_compile_options(${target} PRIVATE ${pipeprop_warnings} ${pipeprop_variant_${variant}_flags})
-  if(PIPEPROP_NATIVE AND NOT variant STREQUAL "baseline")
-    target_compile_options(${target} PRIVATE -march=native)
+  if(NOT variant STREQUAL "baseline")
+    target_compile_options(${target} PRIVATE ${PIPEPROP_ARCH_FLAGS})  # the project's PIPEPROP_ARCH
   endif()
   target_link_options(${target} PRIVATE ${pipeprop_variant_${variant}_link})
   add_test(NAME ${target} COMMAND ${target})

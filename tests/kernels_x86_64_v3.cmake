@@ -9,7 +9,7 @@ if(NOT PIPEPROP_TESTS_HAVE_X86_64_V3)
 endif()
 add_executable(test_simd_gemm_x86_64_v3 ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_simd_gemm.cpp
                                         ${CMAKE_CURRENT_SOURCE_DIR}/x86_64_v3_arch_check.cpp)
-# pipeprop_build_flags is left out: it may add -march=native.
+# pipeprop_build_flags is left out: it adds PIPEPROP_ARCH's -march.
 target_link_libraries(test_simd_gemm_x86_64_v3 PRIVATE pipeprop::pipeprop pipeprop_catch_main Catch2::Catch2)
 target_include_directories(test_simd_gemm_x86_64_v3 PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 target_compile_options(test_simd_gemm_x86_64_v3 PRIVATE -Wall -Wextra -Wno-unused-parameter
