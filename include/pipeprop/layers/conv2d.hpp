@@ -13,6 +13,7 @@
 
 #include "pipeprop/detail/image_dims.hpp"
 #include "pipeprop/kernels/elementwise.hpp"
+#include "pipeprop/layers/conv2d_direct.hpp"
 #include "pipeprop/kernels/gemm.hpp"
 #include "pipeprop/layer_concept.hpp"
 #include "pipeprop/parameter_tensor.hpp"
@@ -29,19 +30,21 @@ struct conv2d_stash {
     std::size_t max_b = 0;  ///< The micro-batch capacity (make_stash); forward checks b against it.
 };
 
-/// Workspace of conv2d (one per runner): one sample's column matrix [C * K * K, OH * OW], written by im2col in the
-/// forward and in backward-p2 (an operand of their GEMMs), and by the GEMM of backward-p1 as the column gradient dcol
-/// that col2im folds back into dx (empty for an identity im2col); with conv2d_layer::transposed_p2, one sample's
-/// output gradient transposed, dy_t [OH * OW, OutChannels], and the weight gradient transposed, dw_t
-/// [C * K * K, OutChannels], accumulated over the micro-batch. Each pass uses it only within its own call.
+/// Workspace of conv2d (one per runner), each pass uses it only within its own call: one sample's column matrix
+/// [C K K, OH OW] (im2col's output, or p1's column gradient dcol that col2im folds into dx; empty for an identity
+/// im2col); with transposed_p2, dy_t [OH OW, OutChannels] of one sample and dw_t [C K K, OutChannels], summed over
+/// the micro-batch; with direct, a zero-padded sample, the direct GEMM's output and p1's W' (conv2d_direct.hpp).
 template <class T>
 struct conv2d_workspace {
-    /// One sample's column matrix [C K K, OH OW] (im2col in forward and p2; dcol in p1).
-    detail::aligned_buffer<T> columns;
+    detail::aligned_buffer<T> columns;  ///< One sample's column matrix [C K K, OH OW] (im2col; dcol in p1).
     ///@{
     /// transposed_p2 only: dy_t [OH OW, OutChannels] of one sample and the transposed weight gradient dw_t [C K K,
     /// OutChannels].
     detail::aligned_buffer<T> dy_t, dw_t;
+    ///@}
+    ///@{
+    /// direct only: one zero-padded sample, the padded-width output [M, Np] and W' [C, OC K K] (conv2d_direct).
+    detail::aligned_buffer<T> padded, out, flipped;
     ///@}
 };
 
@@ -52,6 +55,9 @@ struct conv2d_workspace {
 /// Parameter block: weight [OutChannels, C, Kernel, Kernel] followed by bias [OutChannels].
 /// forward:  per sample n: cols_n = im2col(x_n) [C K K, OH OW]; y_n = W cols_n + bias   (GEMM OC x OHW x CKK)
 /// p1:       per sample n: dcol = W^T dy_n (GEMM CKK x OHW x OC); dx_n = col2im(dcol)   (assigned)
+/// With `direct` / `direct_p1` the forward / p1 read the column matrix in place from a zero-padded sample instead
+/// (no im2col / col2im; conv2d_direct.hpp, which gives the summation orders). Every form runs one sample at a time,
+/// the same code for every b: b = 1 and b > 1 sum in the same order.
 /// p2:       per sample n: cols_n = im2col(x_n) again; dW += dy_n cols_n^T (added; dbias += sum over n, OH, OW of
 ///           dy). With transposed_p2: dW^T = sum over n of cols_n dy_n^T (GEMM CKK x OC x OHW, B = dy_n^T transposed
 ///           into the workspace, beta 0 for n = 0 and 1 after), then dW += (dW^T)^T; otherwise per sample
@@ -59,13 +65,11 @@ struct conv2d_workspace {
 ///           is not zero before the call (e.g. gradients accumulated over micro-batches); every runner of one build
 ///           uses the same form, so executors stay bit-identical.
 /// Init: weight ~ U(-sqrt(6 / (C K K)), sqrt(6 / (C K K))) (He uniform), bias = 0, from the given seed.
-/// Stash: none beyond its size (see conv2d_stash): p2 rebuilds the column matrices from x, one sample at a time in the
-/// workspace (an im2col per sample and p2, memory-bound and small next to the GEMM), instead of keeping C K K * OH OW
-/// values per sample (9x the input for 3x3, stride 1) for every micro-batch in flight. p1 reads only w (the current
-/// weights in PB) and dy; p2 reads only dy and x.
-/// Workspace: one sample's column matrix / column gradient (see conv2d_workspace).
-/// im2col / col2im: branch-free inner loops over compile-time valid ranges; with stride 1 and OW == W (e.g. 3x3 with
-/// padding 1) one contiguous block per kernel offset (see contiguous_rows).
+/// Stash: none beyond its size (conv2d_stash): p2 rebuilds the column matrices from x, one sample at a time in the
+/// workspace (conv2d_workspace; an im2col per sample and p2, memory-bound), instead of keeping C K K * OH OW values
+/// per sample (9x the input for 3x3, stride 1) for every micro-batch in flight. p1 reads only w (the current weights
+/// in PB) and dy; p2 reads only dy and x. im2col / col2im: branch-free inner loops over compile-time valid ranges;
+/// with stride 1 and OW == W (e.g. 3x3 with padding 1) one contiguous block per kernel offset (contiguous_rows).
 /// Static-asserts: the input is rank 3; the padded input is at least one kernel wide and high.
 /// Throws std::invalid_argument from forward when b is outside [1, max_b of the stash].
 template <class T, class InputShape, std::size_t OutChannels, std::size_t Kernel, std::size_t Stride,
@@ -112,6 +116,15 @@ struct conv2d_layer {
     /// contiguous block of the input channel, shifted by (kh - P) W + (kw - P). im2col / col2im copy / add that block
     /// in one vectorizable loop and fix the few columns that fall in the padding.
     static constexpr bool contiguous_rows = Stride == 1 && out_width == width;
+    /// Forward as a direct convolution over a zero-padded sample (conv2d_direct.hpp) instead of im2col + GEMM: stride
+    /// 1, Kernel = 2 Padding + 1 > 1, where the xsimd GEMM is used (kernels::simd_gemm_preferred).
+    static constexpr bool direct = kernels::simd_gemm_preferred && shape_ok && Stride == 1 && Kernel > 1 &&
+                                   Kernel == 2 * Padding + 1;
+    /// p1 likewise where, besides, C >= 4 (fewer rows of dx make GEMV-shaped blocks: the 1-channel stem measured
+    /// half the speed of GEMM + col2im; bench/README.md, "conv2d without im2col").
+    static constexpr bool direct_p1 = direct && channels >= 4;
+    /// The direct convolution's geometry and passes (used only where direct is true).
+    using direct_conv = detail::conv2d_direct<T, channels, height, width, OutChannels, Kernel>;
     /// Backward-p2 as cols dy^T with dy transposed in the workspace (a GEMM with B [OH OW, OC] row-major: register
     /// blocks of whole vectors of output channels, B's panel in L1) rather than dy cols^T (B transposed: the GEMM
     /// packs cols^T, C K K x OH OW values, or forms dot products along OH OW). Chosen where OutChannels fills at
@@ -151,6 +164,10 @@ struct conv2d_layer {
     [[nodiscard]] workspace_type make_workspace(std::size_t) const {
         workspace_type ws;
         if constexpr (!identity_columns) ws.columns.assign(patch * pixels, T(0));
+        if constexpr (direct) {  // the padding positions of `padded` stay zero from here on
+            ws.padded.assign(direct_conv::padded_size, T(0)), ws.out.assign(direct_conv::out_size, T(0));
+            if constexpr (direct_p1) ws.flipped.assign(direct_conv::flipped_size, T(0));
+        }
         if constexpr (transposed_p2) {
             ws.dy_t.assign(pixels * OutChannels, T(0));
             ws.dw_t.assign(patch * OutChannels, T(0));
@@ -174,6 +191,12 @@ struct conv2d_layer {
     void forward(std::span<const T> w, const T* x, T* y, std::size_t b, stash_type& st, workspace_type& ws) const {
         detail::check_micro_batch(b, st.max_b, "pipeprop::conv2d::forward");
         const T* bias = w.data() + OutChannels * patch;
+        if constexpr (direct) {
+            for (std::size_t n = 0; n < b; ++n)
+                direct_conv::forward(w.data(), bias, x + n * input_shape::size, y + n * output_shape::size,
+                                     ws.padded.data(), ws.out.data());
+            return;
+        }
         for (std::size_t n = 0; n < b; ++n) {
             const T* cols = columns_of(ws, x, n);
             T* yn = y + n * output_shape::size;
@@ -186,6 +209,13 @@ struct conv2d_layer {
     /// \copydoc pipeprop::layer_contract::backward_input
     void backward_input(std::span<const T> w, const T*, const T*, const T* dy, T* dx, std::size_t b,
                         const stash_type&, workspace_type& ws) const {
+        if constexpr (direct_p1) {
+            direct_conv::flip_weights(w.data(), ws.flipped.data());
+            for (std::size_t n = 0; n < b; ++n)
+                direct_conv::backward_input(ws.flipped.data(), dy + n * output_shape::size, dx + n * input_shape::size,
+                                            ws.padded.data(), ws.out.data());
+            return;
+        }
         for (std::size_t n = 0; n < b; ++n) {
             const T* dyn = dy + n * output_shape::size;
             T* dxn = dx + n * input_shape::size;

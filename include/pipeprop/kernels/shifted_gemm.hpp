@@ -1,0 +1,71 @@
+// pipeprop/kernels/shifted_gemm.hpp: the GEMM of a direct ("implicit GEMM") convolution: C = A B where row p of B
+// is not stored as a matrix row but read from a base pointer at a per-row offset, B[p, j] = b[b_offsets[p] + j].
+//
+// For a stride-1 "same" convolution over an input padded with zeros (layers/conv2d_direct.hpp), the column matrix
+// of im2col (Chellapilla, Puri & Simard 2006, §2-3) has, in a padded-width pixel layout, row (c, kh, kw) equal to the
+// padded input shifted by c * channel stride + kh * padded width + kw: the GEMM reads those rows in place, and the
+// 9x larger column matrix (3x3) is never written. Register blocks as kernels::simd_gemm's op(A) B (simd_gemm_blocks.hpp:
+// 8 x 2 vectors of C with AVX-512, 6 x 2 with AVX2, then one-vector blocks). Every element of C is the same arithmetic
+// whatever block computes it: a chain of fused multiply-adds over p from 0 to K - 1 (kernels::fma), stored unrounded
+// further (alpha = 1, beta = 0). Raw pointers, row-major A and C, no allocation, no exceptions.
+#pragma once
+
+#include <xsimd/xsimd.hpp>
+
+#include "pipeprop/kernels/fma.hpp"
+#include "pipeprop/kernels/simd_gemm_blocks.hpp"
+
+#include <array>
+#include <cstddef>
+
+namespace pipeprop::kernels {
+
+namespace detail {
+
+/// C block [MR x NV W] of C = A B, A [M x K] row-major (stride lda), B[p, j] = b[b_offsets[p] + j] (NV W readable
+/// values from every b + b_offsets[p] + j0), C row-major (stride ldc), assigned. K >= 1. Never inlined, for the
+/// reason given at simd_block_nn (the accumulators stay in registers).
+template <class T, std::size_t MR, std::size_t NV>
+[[gnu::noinline]] inline void simd_block_shifted(std::size_t k, const T* __restrict a, std::size_t lda,
+                                                 const T* __restrict b, const std::ptrdiff_t* __restrict b_offsets,
+                                                 T* __restrict c, std::size_t ldc) noexcept {
+    using batch = xsimd::batch<T>;
+    constexpr std::size_t w = batch::size;
+    std::array<std::array<batch, NV>, MR> acc;
+    for (auto& row : acc)
+        for (auto& v : row) v = batch(T(0));
+    for (std::size_t p = 0; p < k; ++p) {
+        const T* bp = b + b_offsets[p];
+        std::array<batch, NV> bv;
+        for (std::size_t v = 0; v < NV; ++v) bv[v] = batch::load_unaligned(bp + v * w);
+        for (std::size_t r = 0; r < MR; ++r) {
+            const batch ar(a[r * lda + p]);
+            for (std::size_t v = 0; v < NV; ++v) acc[r][v] = kernels::fma(ar, bv[v], acc[r][v]);
+        }
+    }
+    for (std::size_t r = 0; r < MR; ++r)
+        for (std::size_t v = 0; v < NV; ++v) acc[r][v].store_unaligned(c + r * ldc + v * w);
+}
+
+}  // namespace detail
+
+/// C [M x N] = A [M x K] B with B[p, j] = b[b_offsets[p] + j] (see the file comment): C assigned, row-major with
+/// stride ldc. N must be a multiple of the SIMD width W of T (xsimd::batch<T>::size); b + b_offsets[p] + j must be
+/// readable for every p < K and j < N. K >= 1. Column blocks of 2 W over rows in blocks of simd_rows_2v, an odd last
+/// vector in blocks of simd_rows_1v. Throws nothing, allocates nothing.
+template <class T>
+void shifted_gemm(std::size_t m, std::size_t n, std::size_t k, const T* a, std::size_t lda, const T* b,
+                  const std::ptrdiff_t* b_offsets, T* c, std::size_t ldc) noexcept {
+    constexpr std::size_t w = xsimd::batch<T>::size;
+    std::size_t j = 0;
+    for (; j + 2 * w <= n; j += 2 * w)
+        detail::for_row_blocks<detail::simd_rows_2v<T>>(m, [&]<std::size_t MR>(std::size_t i) {
+            detail::simd_block_shifted<T, MR, 2>(k, a + i * lda, lda, b + j, b_offsets, c + i * ldc + j, ldc);
+        });
+    if (j < n)
+        detail::for_row_blocks<detail::simd_rows_1v<T>>(m, [&]<std::size_t MR>(std::size_t i) {
+            detail::simd_block_shifted<T, MR, 1>(k, a + i * lda, lda, b + j, b_offsets, c + i * ldc + j, ldc);
+        });
+}
+
+}  // namespace pipeprop::kernels
