@@ -5,8 +5,9 @@
 # A2 and A3 must print the same train_loss, test_loss and test_accuracy as X (the stages on several ranks compute
 # the same bits), once (rank 0 only); C the same as A2, and every .npy file of a and c must be byte-identical (a
 # resumed multi-rank run equals an uninterrupted one); B must differ from A2 (so that the comparison can fail). Then
-# the errors: more ranks than stages and a bad option (exit 2, said once), b resumed with 3 ranks or by one process
-# (exit 1, naming the cause).
+# the errors: more ranks than stages and a bad option (exit 2, said once), one rank's part alone (exit 1, naming the
+# cause). Last, resharding: a multi-rank checkpoint resumed by another number of ranks, by one process and under
+# another cut, compared bit for bit with uninterrupted runs (PB and sync).
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
 set(quick --mode pb --network cnn --reference-batch 32 --max-samples 400 --max-test-samples 300 --progress none
@@ -71,7 +72,7 @@ endfunction()
 save_set(${WORK}/a)
 set(set_a ${save_set})
 save_set(${WORK}/c)
-same_tensors(${set_a} ${save_set} 40 "both ranks' weights and velocities")
+same_tensors(${set_a} ${save_set} 20 "every weight and velocity, each in its rank's part")
 set(count ${same_tensors_count})
 file(READ ${WORK}/a/ranks.txt manifest)
 if(NOT manifest MATCHES "ranks 2\nepoch 2\ndirectory epoch-0002-[0-9a-f]+\nrank 0 rank-0: stages 0-2\nrank 1 rank-1: stages 3-5")
@@ -143,12 +144,6 @@ run(unwritable 1 ${MPIRUN} -np 2 ${PROGRAM} ${quick} --transport mpi --checkpoin
 if(NOT err_unwritable MATCHES "--checkpoint-out: [^\n]*afile is not a directory" OR result_unwritable)
   message(FATAL_ERROR "unwritable: expected a refusal before training:\n${err_unwritable}\n${result_unwritable}")
 endif()
-run(other_p 1 ${MPIRUN} -np 3 ${PROGRAM} ${quick} --transport mpi --epochs 2 --checkpoint-in ${WORK}/b)
-string(REGEX MATCHALL "written by 2 ranks, this run has 3" said "${err_other_p}")
-list(LENGTH said n)
-if(NOT n EQUAL 1)
-  message(FATAL_ERROR "other_p: the error said ${n} times:\n${err_other_p}")
-endif()
 run(bad_data 1 ${MPIRUN} -np 2 ${PROGRAM} --mode sync --network cnn --batch 16 --micro-batches 4 --progress none
               --schedule 1f1b --stages 2,4 --transport mpi --data ${WORK}/no-such-directory)
 string(REGEX MATCHALL "data error" said "${err_bad_data}")
@@ -156,22 +151,51 @@ list(LENGTH said n)
 if(NOT n EQUAL 1)
   message(FATAL_ERROR "bad_data: the data error said ${n} times:\n${err_bad_data}")
 endif()
-run(one_process 1 ${PROGRAM} ${quick} --epochs 2 --checkpoint-in ${WORK}/b)
-if(NOT err_one_process MATCHES "a checkpoint of a --transport mpi run")
-  message(FATAL_ERROR "one_process: ${err_one_process}")
-endif()
 file(GLOB part LIST_DIRECTORIES true ${WORK}/b/epoch-*/rank-0)
 run(one_part 1 ${PROGRAM} ${quick} --epochs 2 --checkpoint-in ${part})
 if(NOT err_one_part MATCHES "one rank's part of a --transport mpi checkpoint")
   message(FATAL_ERROR "one_part: ${err_one_part}")
 endif()
-# the sync checkpoint of ZB-V (rank 0: stages 0 and 3) resumed as 1F1B (rank 0: stages 0 and 1): refused, said once
-run(other_layout 1 ${MPIRUN} -np 2 ${PROGRAM} ${sync_quick} --schedule 1f1b --stages 2,4,6 --epochs 2 --transport mpi
-                 --checkpoint-in ${WORK}/bs)
-string(REGEX MATCHALL "saved with the stages on the ranks as" said "${err_other_layout}")
-list(LENGTH said n)
-if(NOT n EQUAL 1)
-  message(FATAL_ERROR "other_layout: the error said ${n} times:\n${err_other_layout}")
+
+# Resharding (train/rank_checkpoints.hpp: a multi-rank checkpoint is put together whole): PB, the default cut,
+# 3 ranks -> 2 ranks -> one process equals one uninterrupted process (the same cut on any number of ranks computes
+# the same bits); then the 2-rank checkpoint under another cut (--stages 3,7) in one process equals the same cut
+# resumed from the single-process checkpoint of the same state.
+run(x3 0 ${PROGRAM} ${quick} --epochs 3)
+run(r3 0 ${MPIRUN} -np 3 ${PROGRAM} ${quick} --transport mpi --epochs 1 --checkpoint-out ${WORK}/r3)
+run(r2 0 ${MPIRUN} -np 2 ${PROGRAM} ${quick} --transport mpi --epochs 2 --checkpoint-in ${WORK}/r3
+         --checkpoint-out ${WORK}/r2)
+run(r1 0 ${PROGRAM} ${quick} --epochs 3 --checkpoint-in ${WORK}/r2)
+same(a2 r2)
+same(x3 r1)
+run(x2 0 ${PROGRAM} ${quick} --epochs 2 --checkpoint-out ${WORK}/x2)
+run(cut_from_ranks 0 ${PROGRAM} ${quick} --stages 3,7 --epochs 3 --checkpoint-in ${WORK}/r2)
+run(cut_from_one 0 ${PROGRAM} ${quick} --stages 3,7 --epochs 3 --checkpoint-in ${WORK}/x2)
+same(cut_from_ranks cut_from_one)
+# each tensor in exactly one rank's part: the parts hold as many .npy files as the single-process checkpoint
+save_set(${WORK}/r2)
+file(GLOB_RECURSE parts_npy ${save_set}/*.npy)
+file(GLOB whole_npy ${WORK}/x2/*.npy)
+list(LENGTH parts_npy n_parts)
+list(LENGTH whole_npy n_whole)
+if(NOT n_parts EQUAL n_whole OR n_whole LESS 20)
+  message(FATAL_ERROR "the 2-rank checkpoint's parts hold ${n_parts} tensors, the single-process one ${n_whole}")
 endif()
+string(REGEX MATCH "\"train_loss\":[^,}]*" l1 "${result_cut_from_one}")
+string(REGEX MATCH "\"train_loss\":[^,}]*" l2 "${result_x3}")
+if(l1 STREQUAL l2)
+  message(FATAL_ERROR "the third epoch under --stages 3,7 and under the default cut gave the same loss (${l1}): "
+                      "the cut comparison could not fail")
+endif()
+# --mode sync: 1F1B on 3 ranks -> ZB-V on 2 ranks -> one process with another cut equals one uninterrupted
+# process (the synchronous step does not depend on the cut or schedule)
+run(sx3 0 ${PROGRAM} ${sync_quick} --schedule 1f1b --stages 5 --epochs 3)
+run(s3 0 ${MPIRUN} -np 3 ${PROGRAM} ${sync_quick} --schedule 1f1b --stages 2,4,6,9 --epochs 1 --transport mpi
+         --checkpoint-out ${WORK}/s3)
+run(s2 0 ${MPIRUN} -np 2 ${PROGRAM} ${sync_quick} --schedule zb_v --stages 2,4,6 --epochs 2 --transport mpi
+         --checkpoint-in ${WORK}/s3 --checkpoint-out ${WORK}/s2)
+same(as s2)
+run(s1 0 ${PROGRAM} ${sync_quick} --schedule 1f1b --stages 5 --epochs 3 --checkpoint-in ${WORK}/s2)
+same(sx3 s1)
 message("--transport mpi: pb and sync (ZB-V, 1F1B) on P = 2 and 3 equal one process; resume bit-identical "
         "(pb ${count} tensors, sync ${same_tensors_count}); errors said once")

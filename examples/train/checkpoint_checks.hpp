@@ -22,6 +22,7 @@
 
 #include "pipeprop/checkpoint.hpp"
 #include "pipeprop/non_finite_loss_error.hpp"
+#include "train/options.hpp"
 
 namespace train {
 
@@ -160,6 +161,36 @@ inline void require_position_in_epoch(const pipeprop::checkpoint& c, std::size_t
             "{}: position {} lies beyond the epoch it was saved in ({} samples{}); the manifest was edited or is "
             "corrupt",
             where, position, limit, saved_size ? "" : ": the training set"));
+}
+
+/// Checks that a checkpoint of --mode `saved` may be resumed with --mode `mode_name`: sgd and sync share
+/// one optimizer state (parameters, batch momentum velocity, step count: the same update up to float summation
+/// order), so their checkpoints move freely between them. A pb checkpoint holds per-stage velocities of micro-batch
+/// updates under the scaled learning rate and momentum (and the mitigation's state); it has no exact counterpart in
+/// sgd's or sync's batch SGD, and reusing it wrecked training (train loss 60.75), so it is refused:
+/// throws pipeprop::checkpoint_error naming both modes (exit 1). A pb run from an sgd or sync checkpoint starts from
+/// its weights and data position with zero velocity (a note says so). The mode is recognised from the content
+/// (holds_pb_state: PB's per-stage state), not from the "mode" scalar alone: a checkpoint whose "mode" line
+/// contradicts its content is refused as edited or corrupt.
+inline void check_resume_mode(const pipeprop::checkpoint& c, const std::string& mode_name, const std::string& where,
+                              const common_options& o) {
+    const bool pb_content = holds_pb_state(c);
+    const std::string saved = pb_content ? std::string("pb") : c.has_scalar("mode") ? c.scalar("mode") : "";
+    if (c.has_scalar("mode") && (c.scalar("mode") == "pb") != pb_content)
+        throw pipeprop::checkpoint_error(fmt::format(
+            "{}: its manifest says mode {}, but it {} PB's per-stage state (scalars pb_*, stage_*); the manifest was "
+            "edited or is corrupt",
+            where, c.scalar("mode"), pb_content ? "holds" : "does not hold"));
+    if (saved == "pb" && mode_name != "pb")
+        throw pipeprop::checkpoint_error(fmt::format(
+            "{}: a --mode pb checkpoint cannot be resumed with --mode {}: PB's optimizer state (per-stage velocities "
+            "of micro-batch updates, mitigation state) does not convert exactly to the batch momentum SGD of --mode "
+            "{}; resume it with --mode pb, or start --mode {} without --checkpoint-in",
+            where, mode_name, mode_name, mode_name));
+    if (mode_name == "pb" && !saved.empty() && saved != "pb")
+        note(o, fmt::format("note: --mode pb starts from the weights and data position of the --mode {} checkpoint "
+                            "{}; its velocity (batch updates) is not used",
+                            saved, where));
 }
 
 }  // namespace train

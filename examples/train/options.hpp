@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
@@ -211,7 +212,8 @@ inline void add_common_options(CLI::App& app, common_options& o, const std::vect
     app.add_option("--checkpoint-in", o.checkpoint_in,
                    "Start from this checkpoint directory (weights, optimizer state, data position). sgd and sync "
                    "checkpoints resume in either mode; a pb one only in --mode pb (exit 1 otherwise); pb starts "
-                   "from an sgd / sync checkpoint's weights with zero velocity")
+                   "from an sgd / sync checkpoint's weights with zero velocity; any --stages cut, schedule and "
+                   "number of ranks resume it (resharding; pb with 2bw: its own cut only)")
         ->check(not_empty("a checkpoint directory"));
     app.add_option("--checkpoint-out", o.checkpoint_out,
                    "Save a checkpoint directory here after every epoch (atomically replaced)")
@@ -281,6 +283,13 @@ inline void validate_common_options(const common_options& o) {
     if (o.norm_given && !is_resnet(o.network))
         throw CLI::ValidationError("--norm", "applies to --network resnet20 and resnet56 (the small CNN with Online "
                                              "Normalization is --network cnn-on)");
+}
+
+/// Informational line on stderr (suppressed with --progress none).
+inline void note(const common_options& o, const std::string& text) {
+    if (o.progress == "none") return;
+    std::fprintf(stderr, "%s\n", text.c_str());
+    std::fflush(stderr);
 }
 
 }  // namespace train

@@ -72,7 +72,7 @@ auto reporting_failures(pipeprop::remote_transport* transport, F&& f) {
 }
 
 /// Every stage's layers and rank as text ("[0,3)@0 [3,6)@1 ..."): what a rank's checkpoint records and a resumed run
-/// must have (train/rank_checkpoints.hpp, require_rank_layout).
+/// resumes from (train/rank_checkpoints.hpp: load_whole_rank_checkpoint).
 [[nodiscard]] inline std::string rank_layout_text(const std::vector<pipeprop::layer_range>& ranges,
                                                   const std::vector<int>& rank_of) {
     std::string text;

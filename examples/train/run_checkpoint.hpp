@@ -1,6 +1,7 @@
 // examples/train/run_checkpoint.hpp: the main program's checkpoints of a run: where it stands (run_position), the
-// save to --checkpoint-out with the run's scalars (save_run_checkpoint), and the stop on SIGINT / SIGTERM between two
-// batches (stop_for_signal: drain, save, stopped_by_signal). Used by the epoch loop (train/training_loop.hpp).
+// resume from --checkpoint-in (resume_run), the save to --checkpoint-out with the run's scalars
+// (save_run_checkpoint), and the stop on SIGINT / SIGTERM between two batches (stop_for_signal: drain, save,
+// stopped_by_signal). Used by the epoch loop (train/training_loop.hpp).
 #pragma once
 
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "pipeprop/checkpoint.hpp"
+#include "pipeprop/layer_stack.hpp"
 #include "train/checkpoint_checks.hpp"
 #include "train/options.hpp"
 #include "train/rank_checkpoints.hpp"
@@ -24,6 +26,70 @@ struct run_position {
     std::uint64_t data_seed = 0;
     std::size_t epoch_samples = 0;
 };
+
+/// --checkpoint-in: restores `engine` (pipeprop::trainer::load_state) from the checkpoint, after the checks that it
+/// belongs to this network and mode, and returns where the run continues (epoch and position in it, the data seed);
+/// without --checkpoint-in the start of a fresh run. A multi-rank checkpoint (train/rank_checkpoints.hpp) is put
+/// together whole, so any number of ranks and any stage cut resume it (resharding, said in a note). train_count: the
+/// training set's size; epoch_size: this run's samples per epoch. Throws pipeprop::checkpoint_error (exit 1);
+/// under --transport mpi as rank_manifest_error, said once: every rank reads the same.
+template <class Net, class Engine>
+run_position resume_run(Engine& engine, const common_options& o, std::size_t train_count, std::size_t epoch_size,
+                        const std::string& mode_name) {
+    run_position at{0, 0, o.seed, epoch_size};
+    if (o.checkpoint_in.empty()) return at;
+    const bool multi_rank = is_rank_checkpoint(o.checkpoint_in);
+    std::string saved_layout;
+    const pipeprop::checkpoint c = [&] {
+        try {
+            using stack = pipeprop::layer_stack<Net, float>;
+            pipeprop::checkpoint read = multi_rank
+                                            ? load_whole_rank_checkpoint(o.checkpoint_in, stack::node_names,
+                                                                         saved_layout)
+                                            : pipeprop::load_checkpoint(o.checkpoint_in);
+            if (!multi_rank && read.has_scalar("rank_layout"))
+                throw pipeprop::checkpoint_error(
+                    o.checkpoint_in + ": one rank's part of a --transport mpi checkpoint (its other stages are not "
+                                      "current); give the directory that holds its ranks.txt");
+            require_same_network(read, o.network, o.network_type, o.checkpoint_in);
+            check_resume_mode(read, mode_name, o.checkpoint_in, o);
+            engine.load_state(read, o.checkpoint_in);
+            return read;
+        } catch (const rank_manifest_error&) {
+            throw;
+        } catch (const pipeprop::checkpoint_error& e) {
+            if (o.ranks != nullptr) throw rank_manifest_error(e.what());
+            throw;
+        }
+    }();
+    if constexpr (requires { engine.rank_layout(); }) {
+        if (multi_rank && o.ranks != nullptr && saved_layout != engine.rank_layout())
+            note(o, "checkpoint: saved with the stages on the ranks as " + saved_layout + ", resharded to " +
+                        engine.rank_layout());
+    }
+    if (multi_rank && o.ranks == nullptr)
+        note(o, "checkpoint: saved by a --transport mpi run with the stages on the ranks as " + saved_layout +
+                    ", resumed in one process");
+    at.epoch = c.scalar_as<std::size_t>("epoch");
+    at.position = c.scalar_as<std::size_t>("position");
+    require_position_in_epoch(c, train_count, o.checkpoint_in);
+    at.data_seed = c.scalar_as<std::uint64_t>("data_seed");
+    if (at.data_seed != o.seed)
+        note(o, "note: shuffling continues with the checkpoint's seed " + std::to_string(at.data_seed) +
+                    " (--seed " + std::to_string(o.seed) + " only seeds fresh runs)");
+    if (c.has_scalar("epoch_samples") && c.scalar_as<std::size_t>("epoch_samples") != epoch_size)
+        note(o, "note: the checkpoint was made with " + c.scalar("epoch_samples") +
+                    " training samples per epoch, this run uses " + std::to_string(epoch_size) +
+                    "; it is not a bit-identical continuation");
+    if (at.position >= epoch_size) {
+        ++at.epoch;
+        at.position = 0;
+    }
+    note(o, "checkpoint: resumed from " + o.checkpoint_in + " at epoch " + std::to_string(at.epoch + 1) +
+                ", sample " + std::to_string(at.position) + " (" + std::to_string(engine.samples_seen()) +
+                " samples trained before)");
+    return at;
+}
 
 /// Adds the run's scalars (where: run_position; mode, network, batch) to `c` (engine.save_state's) and saves it to
 /// --checkpoint-out (--transport mpi: this rank's part, train/rank_checkpoints.hpp). Throws
@@ -42,7 +108,8 @@ void save_run_checkpoint(Engine& engine, pipeprop::checkpoint& c, const common_o
     if constexpr (requires { engine.stages_by_rank(); }) {
         if (o.ranks != nullptr) {
             c.set_scalar("rank_layout", engine.rank_layout());
-            save_rank_checkpoint(c, o.checkpoint_out, at.epoch, engine.stages_by_rank(), *o.ranks);
+            save_rank_checkpoint(c, Engine::stack_type::node_names, o.checkpoint_out, at.epoch,
+                                 engine.stages_by_rank(), *o.ranks);
             return;
         }
     }

@@ -107,13 +107,6 @@ struct run_summary {
     }
 };
 
-/// Informational line on stderr (suppressed with --progress none).
-inline void note(const common_options& o, const std::string& text) {
-    if (o.progress == "none") return;
-    std::fprintf(stderr, "%s\n", text.c_str());
-    std::fflush(stderr);
-}
-
 /// Loads the dataset of --data for network Net (image size checked against Net's input). Throws data_error.
 template <class Net>
 pipeprop::data::dataset_pair load_data(const common_options& o) {
@@ -139,36 +132,6 @@ pipeprop::data::dataset_pair load_data(const common_options& o) {
     note(o, fmt::format("data: {} training and {} test images {} ({}) from {} in {:.1f} s", d.train.count,
                         d.test.count, d.train.geometry.to_string(), d.format, o.data, s));
     return d;
-}
-
-/// Checks that a checkpoint of --mode `saved` may be resumed with --mode `mode_name`: sgd and sync share
-/// one optimizer state (parameters, batch momentum velocity, step count: the same update up to float summation
-/// order), so their checkpoints move freely between them. A pb checkpoint holds per-stage velocities of micro-batch
-/// updates under the scaled learning rate and momentum (and the mitigation's state); it has no exact counterpart in
-/// sgd's or sync's batch SGD, and reusing it wrecked training (train loss 60.75), so it is refused:
-/// throws pipeprop::checkpoint_error naming both modes (exit 1). A pb run from an sgd or sync checkpoint starts from
-/// its weights and data position with zero velocity (a note says so). The mode is recognised from the content
-/// (holds_pb_state: PB's per-stage state), not from the "mode" scalar alone: a checkpoint whose "mode" line
-/// contradicts its content is refused as edited or corrupt.
-inline void check_resume_mode(const pipeprop::checkpoint& c, const std::string& mode_name, const std::string& where,
-                              const common_options& o) {
-    const bool pb_content = holds_pb_state(c);
-    const std::string saved = pb_content ? std::string("pb") : c.has_scalar("mode") ? c.scalar("mode") : "";
-    if (c.has_scalar("mode") && (c.scalar("mode") == "pb") != pb_content)
-        throw pipeprop::checkpoint_error(fmt::format(
-            "{}: its manifest says mode {}, but it {} PB's per-stage state (scalars pb_*, stage_*); the manifest was "
-            "edited or is corrupt",
-            where, c.scalar("mode"), pb_content ? "holds" : "does not hold"));
-    if (saved == "pb" && mode_name != "pb")
-        throw pipeprop::checkpoint_error(fmt::format(
-            "{}: a --mode pb checkpoint cannot be resumed with --mode {}: PB's optimizer state (per-stage velocities "
-            "of micro-batch updates, mitigation state) does not convert exactly to the batch momentum SGD of --mode "
-            "{}; resume it with --mode pb, or start --mode {} without --checkpoint-in",
-            where, mode_name, mode_name, mode_name));
-    if (mode_name == "pb" && !saved.empty() && saved != "pb")
-        note(o, fmt::format("note: --mode pb starts from the weights and data position of the --mode {} checkpoint "
-                            "{}; its velocity (batch updates) is not used",
-                            saved, where));
 }
 
 /// Opens the --metrics file. A fresh run truncates it. A resumed run (--checkpoint-in) appends: it keeps the lines
@@ -347,44 +310,9 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
     const std::size_t epoch_size = epoch_samples(o, data.train_count());
     const std::size_t in = data.input_size();
 
-    std::size_t start_epoch = 0, start_position = 0;
-    std::uint64_t data_seed = o.seed;
-    if (!o.checkpoint_in.empty()) {
-        std::string path = o.checkpoint_in;  // --transport mpi: this rank's part (train/rank_checkpoints.hpp)
-        if (o.ranks != nullptr)
-            path = rank_checkpoint_to_load(o.checkpoint_in, *o.ranks).string();
-        else
-            refuse_rank_checkpoint(o.checkpoint_in);
-        const pipeprop::checkpoint c = pipeprop::load_checkpoint(path);
-        require_same_network(c, o.network, o.network_type, o.checkpoint_in);
-        if constexpr (requires { engine.rank_layout(); }) {
-            if (o.ranks != nullptr) require_rank_layout(c, engine.rank_layout(), path);
-        }
-        if (o.ranks == nullptr && c.has_scalar("rank_layout"))
-            throw pipeprop::checkpoint_error(path + ": one rank's part of a --transport mpi checkpoint (its other "
-                                                    "stages are not current); resume the whole checkpoint with "
-                                                    "mpirun and --transport mpi");
-        check_resume_mode(c, mode_name, o.checkpoint_in, o);
-        engine.load_state(c, o.checkpoint_in);
-        start_epoch = c.scalar_as<std::size_t>("epoch");
-        start_position = c.scalar_as<std::size_t>("position");
-        require_position_in_epoch(c, data.train_count(), o.checkpoint_in);
-        data_seed = c.scalar_as<std::uint64_t>("data_seed");
-        if (data_seed != o.seed)
-            note(o, "note: shuffling continues with the checkpoint's seed " + std::to_string(data_seed) +
-                        " (--seed " + std::to_string(o.seed) + " only seeds fresh runs)");
-        if (c.has_scalar("epoch_samples") && c.scalar_as<std::size_t>("epoch_samples") != epoch_size)
-            note(o, "note: the checkpoint was made with " + c.scalar("epoch_samples") +
-                        " training samples per epoch, this run uses " + std::to_string(epoch_size) +
-                        "; it is not a bit-identical continuation");
-        if (start_position >= epoch_size) {
-            ++start_epoch;
-            start_position = 0;
-        }
-        note(o, "checkpoint: resumed from " + o.checkpoint_in + " at epoch " + std::to_string(start_epoch + 1) +
-                    ", sample " + std::to_string(start_position) + " (" + std::to_string(engine.samples_seen()) +
-                    " samples trained before)");
-    }
+    const run_position at = resume_run<Net>(engine, o, data.train_count(), epoch_size, mode_name);
+    const std::size_t start_epoch = at.epoch, start_position = at.position;
+    const std::uint64_t data_seed = at.data_seed;
 
     std::ofstream metrics = open_metrics(o, !o.checkpoint_in.empty(), start_epoch);
 

@@ -22,12 +22,22 @@
 // The weights, optimizer state,
 // running state and those last four are written and read by the trainers' one layout (checkpoint/training_state.hpp),
 // so PB, the sequential trainer and the synchronous executors read each other's weights.
+//
+// Resharding: the state at a drained point does not depend on the cut (per-layer tensors; the per-stage scalars a
+// policy reads are equal over the stages, since every stage's last update was the last micro-batch's: PipeMare's
+// last learning rate, which follows the delay, is not read), so a checkpoint loads into
+// an engine with another cut: each new stage takes the scalars of the saved stage that held its first layer, and
+// the new cut's delays, horizons and derived buffers apply from the next micro-batch on (docs/pb-semantics.md §7).
+// The exception is PipeDream-2BW, whose accumulated gradient belongs to a batch sized by the first stage's delay: it
+// resumes under its own cut only.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -51,6 +61,58 @@ inline std::string stage_scalar(std::size_t s, const char* what) {
     std::string idx = std::to_string(s);
     if (idx.size() < 2) idx.insert(0, 2 - idx.size(), '0');
     return "pb_stage_" + idx + "_" + what;
+}
+
+/// The saved cut `text` ("b0-e0,b1-e1,...", stages_text) of a network of `layers` layers, and for every stage of
+/// `ranges` (the loading engine's cut) the saved stage that held its first layer. Throws checkpoint_error naming
+/// `where` when the text is not a cut of the network into consecutive non-empty ranges.
+inline std::vector<std::size_t> saved_stages_of(const std::string& text, const std::vector<layer_range>& ranges,
+                                                std::size_t layers, const std::string& where) {
+    std::vector<layer_range> saved;
+    std::size_t pos = 0;
+    while (pos <= text.size()) {
+        const std::size_t comma = std::min(text.find(',', pos), text.size());
+        const std::string item = text.substr(pos, comma - pos);
+        const std::size_t dash = item.find('-');
+        std::size_t b = 0, e = 0, used_b = 0, used_e = 0;
+        try {
+            b = std::stoull(item.substr(0, dash), &used_b);
+            e = std::stoull(item.substr(dash + 1), &used_e);
+        } catch (const std::exception&) {
+            used_b = 0;
+        }
+        if (dash == std::string::npos || used_b != dash || used_e != item.size() - dash - 1 || e <= b ||
+            b != (saved.empty() ? 0 : saved.back().end))
+            throw checkpoint_error(where + ": pb_stages '" + text + "' is not a cut of the network into stages");
+        saved.push_back({b, e});
+        pos = comma + 1;
+    }
+    if (saved.back().end != layers)
+        throw checkpoint_error(where + ": pb_stages '" + text + "' does not cover the network's " +
+                               std::to_string(layers) + " layers");
+    std::vector<std::size_t> of(ranges.size());
+    for (std::size_t s = 0; s < ranges.size(); ++s)
+        while (!saved[of[s]].contains(ranges[s].begin)) ++of[s];
+    return of;
+}
+
+/// The per-stage scalar `what` of every stage of the loading engine: that of the saved stage holding its first
+/// layer (saved_of). At a drained point every stage's last update was the last micro-batch's, so the saved stages
+/// agree where the scalar is read; with `check` (another cut, a scalar the policy reads) a checkpoint whose stages
+/// disagree is refused (checkpoint_error naming `where`).
+template <class T>
+std::vector<T> per_stage_scalar(const checkpoint& c, const char* what, const std::vector<std::size_t>& saved_of,
+                                bool check, const std::string& where) {
+    std::vector<T> out(saved_of.size());
+    for (std::size_t s = 0; s < out.size(); ++s) out[s] = c.scalar_as<T>(stage_scalar(saved_of[s], what));
+    if (check)
+        for (std::size_t k = 0; c.has_scalar(stage_scalar(k, what)); ++k)
+            if (c.scalar_as<T>(stage_scalar(k, what)) != out[0])
+                throw checkpoint_error(where + ": the saved stages' " + what + " differ (stage 0: " +
+                                       c.scalar(stage_scalar(0, what)) + ", stage " + std::to_string(k) + ": " +
+                                       c.scalar(stage_scalar(k, what)) + "); it resumes only under the cut it "
+                                       "was made with");
+    return out;
 }
 }  // namespace detail
 
@@ -106,10 +168,11 @@ void save_state(const engine<Net, Policy, T, Loss, Optimizer>& e, checkpoint& c)
             c.set_scalar(detail::stage_scalar(s, "last_weight_decay"), e.stages()[s].last_weight_decay());
 }
 
-/// Restores engine e from checkpoint c (written by save_state for the same network, policy, optimizer and
-/// partition). All-or-nothing: everything is read and checked before e changes. Throws checkpoint_error naming
-/// `where` and the first problem (other network, other policy, optimizer or partition, missing tensor or scalar),
-/// std::logic_error when micro-batches are in flight.
+/// Restores engine e from checkpoint c (written by save_state for the same network, policy and optimizer, under
+/// any stage cut: resharding, see the file comment). All-or-nothing: everything is read and checked before e
+/// changes. Throws checkpoint_error naming `where` and the first problem (other network, other policy or optimizer,
+/// a PipeDream-2BW checkpoint under another cut, missing tensor or scalar), std::logic_error when micro-batches are
+/// in flight.
 template <network_type Net, mitigation_policy Policy, class T, class Loss, class Optimizer>
 void load_state(engine<Net, Policy, T, Loss, Optimizer>& e, const checkpoint& c,
                 const std::string& where = "checkpoint") {
@@ -125,9 +188,15 @@ void load_state(engine<Net, Policy, T, Loss, Optimizer>& e, const checkpoint& c,
     if (c.scalar("pb_policy") != Policy::name)
         throw checkpoint_error(where + ": made with mitigation policy '" + c.scalar("pb_policy") +
                                "', this pipeline uses '" + std::string(Policy::name) + "'");
-    if (c.scalar("pb_stages") != detail::stages_text(e.stage_ranges()))
+    // The saved stage of every stage of e (resharding: the saved cut may differ from e's).
+    const std::vector<std::size_t> saved_stage_of =
+        detail::saved_stages_of(c.scalar("pb_stages"), e.stage_ranges(), stack::layer_count, where);
+    const bool resharded = c.scalar("pb_stages") != detail::stages_text(e.stage_ranges());
+    if (Policy::double_buffered && resharded)
         throw checkpoint_error(where + ": made for stages " + c.scalar("pb_stages") + ", this pipeline has " +
-                               detail::stages_text(e.stage_ranges()));
+                               detail::stages_text(e.stage_ranges()) + "; a " + std::string(Policy::name) +
+                               " checkpoint resumes only under the cut it was made with (its batches of "
+                               "accumulated gradients follow the first stage's delay)");
     const training_state<T> ts = read_training_state<Net, Optimizer, T>(c, where);
     std::vector<T> step, delta, previous, accumulated;
     if constexpr (Policy::predicts_weights && Policy::form == lwp_form::weight_difference) {
@@ -146,13 +215,14 @@ void load_state(engine<Net, Policy, T, Loss, Optimizer>& e, const checkpoint& c,
     }
     const auto micro_batches = c.scalar_as<std::uint64_t>("pb_micro_batches");
     const auto samples = c.scalar_as<std::uint64_t>("pb_samples");
-    std::vector<T> last_lr(e.stages().size());
-    for (std::size_t s = 0; s < last_lr.size(); ++s)
-        last_lr[s] = c.scalar_as<T>(detail::stage_scalar(s, "last_learning_rate"));
+    // The last learning rate matters only to a prediction from the velocity or the optimizer's step (LWP, lwp_opt);
+    // PipeMare's differs between stages (its warm-up depends on the delay) and is not read.
+    constexpr bool reads_last_lr = Policy::predicts_weights && Policy::form != lwp_form::weight_difference;
+    const std::vector<T> last_lr =
+        detail::per_stage_scalar<T>(c, "last_learning_rate", saved_stage_of, resharded && reads_last_lr, where);
     std::vector<T> last_wd(e.stages().size());
     if constexpr (Policy::predicts_weights && Policy::form == lwp_form::optimizer_step)
-        for (std::size_t s = 0; s < last_wd.size(); ++s)
-            last_wd[s] = c.scalar_as<T>(detail::stage_scalar(s, "last_weight_decay"));
+        last_wd = detail::per_stage_scalar<T>(c, "last_weight_decay", saved_stage_of, resharded, where);
 
     constexpr const char* who = "pipeprop::pb::load_state";
     auto& stages = e.stages();
