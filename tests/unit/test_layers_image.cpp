@@ -166,6 +166,54 @@ TEST_CASE("conv2d: the finite-difference and direct checks reach both forms of b
     CHECK(pp::conv2d_layer<double, shape<3, 5, 7>, 4, 3, 1, 1>{}.make_workspace(3).dy_t.size() == 0);
 }
 
+/// The float32 layer of a conv2d shape against its float64 layer on the same values: forward, p1 and p2 to float
+/// rounding. At stride 1 with 'same' padding on an AVX2 or AVX-512 build the float layer runs the direct
+/// convolution (conv2d_direct.hpp; its p1 from 4 input channels on), whose float SIMD blocks the double checks
+/// above do not reach.
+template <std::size_t C, std::size_t H, std::size_t W, std::size_t O, std::size_t K, std::size_t S, std::size_t P>
+void check_float_against_double(std::size_t b) {
+    using Ld = pp::conv2d_layer<double, shape<C, H, W>, O, K, S, P>;
+    using Lf = pp::conv2d_layer<float, shape<C, H, W>, O, K, S, P>;
+    const auto x = random_vector(b * C * H * W, 21), w = random_vector(Ld::parameter_count, 22),
+               dy = random_vector(b * Ld::output_shape::size, 23);
+    auto to_float = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+    const auto xf = to_float(x), wf = to_float(w), dyf = to_float(dy);
+    std::vector<double> y(dy.size()), dx(x.size()), dw(w.size(), 0.0);
+    std::vector<float> yf(dy.size()), dxf(x.size()), dwf(w.size(), 0.0f);
+    const Ld ld{};
+    auto sd = ld.make_stash(b);
+    auto wsd = ld.make_workspace(b);
+    ld.forward(w, x.data(), y.data(), b, sd, wsd);
+    ld.backward_input(w, x.data(), y.data(), dy.data(), dx.data(), b, sd, wsd);
+    ld.backward_weight(dw, x.data(), y.data(), dy.data(), b, sd, wsd);
+    const Lf lf{};
+    auto sf = lf.make_stash(b);
+    auto wsf = lf.make_workspace(b);
+    lf.forward(wf, xf.data(), yf.data(), b, sf, wsf);
+    lf.backward_input(wf, xf.data(), yf.data(), dyf.data(), dxf.data(), b, sf, wsf);
+    lf.backward_weight(dwf, xf.data(), yf.data(), dyf.data(), b, sf, wsf);
+    auto to_double = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
+    INFO(C << "x" << H << "x" << W << " -> " << O << ", " << K << "x" << K << ", stride " << S << ", pad " << P
+           << ", b = " << b << (Lf::direct ? " (direct)" : "") << (Lf::direct_p1 ? " (direct p1)" : ""));
+    CHECK(relative_error(to_double(yf), y) < 2e-6);
+    CHECK(relative_error(to_double(dxf), dx) < 2e-6);
+    CHECK(relative_error(to_double(dwf), dw) < 2e-6);
+}
+
+TEST_CASE("conv2d: float32 equals float64 to rounding, direct convolution included", "[layers][conv2d]") {
+    for (std::size_t b : {1u, 3u}) {
+        check_float_against_double<16, 14, 14, 32, 3, 1, 1>(b);  // the small CNN's 2nd conv
+        check_float_against_double<4, 6, 5, 5, 5, 1, 2>(b);      // 5x5, odd sizes
+        check_float_against_double<3, 5, 7, 4, 3, 1, 1>(b);      // p1 by im2col (fewer than 4 channels)
+        check_float_against_double<16, 9, 9, 8, 3, 2, 1>(b);     // stride 2: im2col
+        check_float_against_double<32, 7, 7, 64, 3, 1, 1>(b);    // ResNet's 7x7 layers
+    }
+    if constexpr (pp::kernels::simd_gemm_preferred)
+        STATIC_REQUIRE(pp::conv2d_layer<float, shape<16, 14, 14>, 32, 3, 1, 1>::direct_p1 &&
+                       pp::conv2d_layer<float, shape<4, 6, 5>, 5, 5, 1, 2>::direct_p1 &&
+                       !pp::conv2d_layer<float, shape<3, 5, 7>, 4, 3, 1, 1>::direct_p1);
+}
+
 TEST_CASE("conv2d: forward, p1 and p2 equal a naive direct convolution", "[layers][conv2d]") {
     for (std::size_t b : {1u, 3u}) {
         check_conv_against_direct<pp::conv2d_layer<double, shape<3, 5, 7>, 4, 3, 1, 1>>(b);
