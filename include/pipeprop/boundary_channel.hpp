@@ -122,6 +122,11 @@ public:
     [[nodiscard]] std::size_t bytes() const noexcept {
         return values_.size() * sizeof(T) + labels_.size() * sizeof(std::int32_t);
     }
+    /// The bytes() of a channel made with these arguments, without making it (memory_estimate.hpp).
+    [[nodiscard]] static constexpr std::size_t bytes_for(std::size_t capacity, std::size_t sample_elements,
+                                                         std::size_t max_b, std::size_t labels_per_sample) noexcept {
+        return capacity * max_b * (sample_elements * sizeof(T) + labels_per_sample * sizeof(std::int32_t));
+    }
 
 private:
     template <class U>

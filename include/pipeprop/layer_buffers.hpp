@@ -142,11 +142,14 @@ public:
     [[nodiscard]] workspace_t<typename Stack::template layer_type<I>>& get() noexcept {
         return *static_cast<workspace_t<typename Stack::template layer_type<I>>*>(at(I));
     }
+    /// Bytes the workspaces of the range hold (pipeprop::workspace_bytes of each layer's).
+    [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
 
 private:
     friend Stack;
     [[nodiscard]] void* at(std::size_t k) const noexcept { return ws_[k].get(); }
     std::vector<detail::owned_object> ws_;  // [k]: the workspace of layer k (empty outside the range)
+    std::size_t bytes_ = 0;
 };
 
 }  // namespace pipeprop

@@ -95,7 +95,12 @@ struct layer_contract {
     /// Default-constructed when absent.
     workspace_type make_workspace(std::size_t max_b) const;
     /// Optional: bytes the stash st holds (the memory reports of the pipeline; sizeof(stash_type) when absent).
+    /// The memory estimates (memory_estimate.hpp) take a stash of max_b samples to hold a fixed part and a part
+    /// per sample (pipeprop::stash_bytes_for).
     std::size_t stash_bytes(const stash_type& st) const noexcept;
+    /// Optional: bytes the workspace ws holds (sizeof(workspace_type) when absent); like stash_bytes, a fixed part
+    /// and a part per sample of its max_b.
+    std::size_t workspace_bytes(const workspace_type& ws) const noexcept;
     /// Assigns the parameters w [parameter_count] deterministically from seed alone (present when parameter_count > 0).
     void init_parameters(std::span<T> w, std::uint64_t seed) const;
     /// Forward of one micro-batch: y [b, output_shape] is ASSIGNED (not added to) from x [b, input_shape] and the
@@ -314,6 +319,39 @@ template <class L>
         return l.stash_bytes(st);
     else
         return sizeof(stash_t<L>);
+}
+
+/// Bytes held by the workspace ws of layer L (L::workspace_bytes(ws) when provided, else sizeof).
+template <class L>
+[[nodiscard]] std::size_t workspace_bytes(const L& l, const workspace_t<L>& ws) {
+    if constexpr (requires { l.workspace_bytes(ws); })
+        return l.workspace_bytes(ws);
+    else
+        return sizeof(workspace_t<L>);
+}
+
+namespace detail {
+/// f(1) + (max_b - 1) (f(2) - f(1)): bytes of a buffer with a fixed part and a part per sample, for max_b samples.
+template <class F>
+[[nodiscard]] std::size_t affine_in_samples(std::size_t max_b, F f) {
+    const std::size_t one = f(1);
+    if (max_b <= 1) return one;
+    const std::size_t two = f(2);
+    return one + (max_b - 1) * (two > one ? two - one : 0);
+}
+}  // namespace detail
+
+/// Bytes a stash of layer L made for max_b samples holds, measured on stashes of 1 and 2 samples (a fixed part and
+/// a part per sample: every built-in layer's stash) instead of making the large one: for memory estimates.
+template <class L>
+[[nodiscard]] std::size_t stash_bytes_for(const L& l, std::size_t max_b) {
+    return detail::affine_in_samples(max_b, [&](std::size_t b) { return stash_bytes(l, make_stash(l, b)); });
+}
+
+/// Bytes a workspace of layer L made for max_b samples holds, measured like stash_bytes_for.
+template <class L>
+[[nodiscard]] std::size_t workspace_bytes_for(const L& l, std::size_t max_b) {
+    return detail::affine_in_samples(max_b, [&](std::size_t b) { return workspace_bytes(l, make_workspace(l, b)); });
 }
 
 }  // namespace pipeprop

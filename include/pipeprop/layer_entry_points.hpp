@@ -57,6 +57,14 @@ struct layer_entry_points {
     std::size_t (*stash_bytes)(const void* layer, const void* stash);
     /// The layer's make_workspace (pipeprop::make_workspace), type-erased.
     detail::owned_object (*make_workspace)(const void* layer, std::size_t max_b);
+    /// The layer's workspace_bytes (pipeprop::workspace_bytes).
+    std::size_t (*workspace_bytes)(const void* layer, const void* workspace);
+    ///@{
+    /// Bytes of a stash / workspace for max_b samples without making it (pipeprop::stash_bytes_for,
+    /// pipeprop::workspace_bytes_for).
+    std::size_t (*stash_bytes_for)(const void* layer, std::size_t max_b);
+    std::size_t (*workspace_bytes_for)(const void* layer, std::size_t max_b);
+    ///@}
     /// Training forward: the stateless forward, or the stateful one with s.
     void (*forward)(const void* layer, std::span<const T> w, const T* x, T* y, std::size_t b, void* stash,
                     void* workspace, std::span<T> s);
@@ -103,6 +111,15 @@ struct layer_entry_impl {
         return owned_object(new workspace(pipeprop::make_workspace(self(l), max_b)),
                             [](void* p) { delete static_cast<workspace*>(p); });
     }
+    static std::size_t workspace_bytes(const void* l, const void* w_s) {
+        return pipeprop::workspace_bytes(self(l), *static_cast<const workspace*>(w_s));
+    }
+    static std::size_t stash_bytes_for(const void* l, std::size_t max_b) {
+        return pipeprop::stash_bytes_for(self(l), max_b);
+    }
+    static std::size_t workspace_bytes_for(const void* l, std::size_t max_b) {
+        return pipeprop::workspace_bytes_for(self(l), max_b);
+    }
     static void forward(const void* l, std::span<const T> w, const T* x, T* y, std::size_t b, void* s, void* w_s,
                         std::span<T> state) {
         if constexpr (stateful)
@@ -140,6 +157,9 @@ struct layer_entry_impl {
         e.make_stash = &make_stash;
         e.stash_bytes = &stash_bytes;
         e.make_workspace = &make_workspace;
+        e.workspace_bytes = &layer_entry_impl::workspace_bytes;
+        e.stash_bytes_for = &layer_entry_impl::stash_bytes_for;
+        e.workspace_bytes_for = &layer_entry_impl::workspace_bytes_for;
         e.forward = &forward;
         e.infer = &infer;
         e.backward_input = &backward_input;

@@ -106,10 +106,34 @@ public:
         check_range(r, "make_workspaces");
         workspaces ws;
         ws.ws_.reserve(layer_count);
-        for (std::size_t k = 0; k < layer_count; ++k)
+        for (std::size_t k = 0; k < layer_count; ++k) {
             ws.ws_.push_back(r.contains(k) ? entry_points[k].make_workspace(layers_.address(k), max_b)
                                            : detail::owned_object(nullptr, [](void*) {}));
+            if (r.contains(k)) ws.bytes_ += entry_points[k].workspace_bytes(layers_.address(k), ws.ws_.back().get());
+        }
         return ws;
+    }
+
+    /// The bytes() of activations of range r for max_b samples, computed without making them (memory_estimate.hpp):
+    /// the layers' stashes (pipeprop::stash_bytes_for) plus, unless `inference` (make_inference_activations: a(k) in
+    /// the caller's buffers), a(k) for k in [begin, end], and g(k) as many again when own_gradients
+    /// (make_activations; false: make_activations_sharing_gradients). Throws as make_activations.
+    [[nodiscard]] std::size_t activation_bytes(layer_range r, std::size_t max_b, bool own_gradients,
+                                               bool inference = false) const {
+        check_range(r, "activation_bytes");
+        std::size_t values = 0, stashes = 0;
+        for (std::size_t k = r.begin; k <= r.end; ++k) values += activation_size[k] * max_b;
+        for (std::size_t k = r.begin; k < r.end; ++k)
+            stashes += entry_points[k].stash_bytes_for(layers_.address(k), max_b);
+        return (inference ? 0 : (own_gradients ? 2 : 1)) * values * sizeof(T) + stashes;
+    }
+    /// The bytes() of make_workspaces(r, max_b), computed without making them (pipeprop::workspace_bytes_for).
+    [[nodiscard]] std::size_t workspace_bytes(layer_range r, std::size_t max_b) const {
+        check_range(r, "workspace_bytes");
+        std::size_t n = 0;
+        for (std::size_t k = r.begin; k < r.end; ++k)
+            n += entry_points[k].workspace_bytes_for(layers_.address(k), max_b);
+        return n;
     }
 
     /// Initialize the whole network's parameter block w [parameter_count]: layer i is initialized from

@@ -33,6 +33,22 @@ public:
 
     [[nodiscard]] std::size_t max_batch() const noexcept { return max_b_; }  ///< Largest micro-batch the buffers take.
 
+    /// Bytes the buffers hold: the two shared activation buffers, every stage's stashes and workspaces.
+    [[nodiscard]] std::size_t bytes() const noexcept {
+        std::size_t n = activations_.size() * sizeof(value_type);
+        for (const buffers& b : buffers_) n += b.act.bytes() + b.ws.bytes();
+        return n;
+    }
+    /// What bytes() of stage_inference(stack, ranges, max_b) will be, computed without allocating it
+    /// (layer_stack::activation_bytes and workspace_bytes; memory_estimate.hpp). Throws as the constructor.
+    [[nodiscard]] static std::size_t bytes_for(const Stack& stack, const std::vector<layer_range>& ranges,
+                                               std::size_t max_b) {
+        std::size_t n = 2 * Stack::inference_stride(max_b) * sizeof(value_type);
+        for (const layer_range r : ranges)
+            n += stack.activation_bytes(r, max_b, false, true) + stack.workspace_bytes(r, max_b);
+        return n;
+    }
+
     /// Runs x [b, input size] (b <= max_batch()) through every stage: infer_stage(s, act, b, ws) runs stage s's
     /// inference on its buffers (act.input() holds its input). Returns the last stage's output [b, output size],
     /// valid until the next call.

@@ -34,6 +34,10 @@ struct wrapped_layer {
     }
     /// Bytes held by L's stash st (pipeprop::stash_bytes).
     [[nodiscard]] std::size_t stash_bytes(const stash_type& st) const { return pipeprop::stash_bytes(layer, st); }
+    /// Bytes held by L's workspace ws (pipeprop::workspace_bytes).
+    [[nodiscard]] std::size_t workspace_bytes(const workspace_type& ws) const {
+        return pipeprop::workspace_bytes(layer, ws);
+    }
 
     /// L's parameter tensor names and shapes (when L declares them).
     static constexpr auto parameter_tensors()

@@ -183,6 +183,11 @@ struct causal_self_attention_layer {
         return sizeof(stash_type) +
                (st.qkv.size() + st.probabilities.size() + st.context.size()) * sizeof(T);
     }
+    /// \copydoc pipeprop::layer_contract::workspace_bytes
+    [[nodiscard]] std::size_t workspace_bytes(const workspace_type& ws) const noexcept {
+        return sizeof(workspace_type) + (ws.rope_cos.size() + ws.rope_sin.size() + ws.context_gradient.size() +
+                                         ws.qkv_gradient.size() + ws.score_gradient.size()) * sizeof(T);
+    }
 
     /// \copydoc pipeprop::layer_contract::init_parameters
     void init_parameters(std::span<T> w, std::uint64_t seed) const {

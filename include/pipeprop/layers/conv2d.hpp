@@ -155,11 +155,7 @@ struct conv2d_layer {
     }
 
     /// \copydoc pipeprop::layer_contract::make_stash
-    [[nodiscard]] stash_type make_stash(std::size_t max_b) const {
-        stash_type st;
-        st.max_b = max_b;
-        return st;
-    }
+    [[nodiscard]] stash_type make_stash(std::size_t max_b) const { return stash_type{max_b}; }
     /// \copydoc pipeprop::layer_contract::make_workspace
     [[nodiscard]] workspace_type make_workspace(std::size_t) const {
         workspace_type ws;
@@ -174,9 +170,10 @@ struct conv2d_layer {
         }
         return ws;
     }
-    /// \copydoc pipeprop::layer_contract::stash_bytes
-    [[nodiscard]] std::size_t stash_bytes(const stash_type& st) const noexcept {
-        return sizeof(st);
+    /// \copydoc pipeprop::layer_contract::workspace_bytes
+    [[nodiscard]] std::size_t workspace_bytes(const workspace_type& ws) const noexcept {
+        return sizeof(ws) + (ws.columns.size() + ws.dy_t.size() + ws.dw_t.size() + ws.padded.size() + ws.out.size() +
+                             ws.flipped.size()) * sizeof(T);
     }
 
     /// \copydoc pipeprop::layer_contract::init_parameters

@@ -110,6 +110,11 @@ struct swiglu_layer {
     [[nodiscard]] std::size_t stash_bytes(const stash_type& st) const noexcept {
         return sizeof(stash_type) + st.gate_up.size() * sizeof(T);
     }
+    /// \copydoc pipeprop::layer_contract::workspace_bytes
+    [[nodiscard]] std::size_t workspace_bytes(const workspace_type& ws) const noexcept {
+        return sizeof(workspace_type) + (ws.hidden.size() + ws.hidden_gradient.size() + ws.gate_up_gradient.size()) *
+                                            sizeof(T);
+    }
 
     /// \copydoc pipeprop::layer_contract::init_parameters
     void init_parameters(std::span<T> w, std::uint64_t seed) const {

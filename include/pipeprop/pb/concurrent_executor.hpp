@@ -99,7 +99,7 @@ public:
             }
             // D_s + 1 activation slots (one set of gradient buffers), workspaces, forward weights, stash, stream
             detail::allocate_stage_buffers(*p, stack, st, s + 1 == count, max_b, targets_per_sample,
-                                           Policy::stashes_weights);
+                                           weight_stash_copies<Policy>(st.delay()));
             p->forward_in.resize(s == 0 ? push_buffer : forward_capacity(stages[s - 1].delay()));
             p->backward_in.resize(s + 1 < count ? backward_capacity(stages[s + 1].delay()) : 1);
             per_.push_back(std::move(p));

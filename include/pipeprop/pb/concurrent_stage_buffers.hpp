@@ -13,6 +13,7 @@
 
 #include "pipeprop/boundary_channel.hpp"
 #include "pipeprop/layer_stack.hpp"
+#include "pipeprop/pb/buffer_counts.hpp"
 #include "pipeprop/pb/micro_batch.hpp"
 #include "pipeprop/pb/op_stream.hpp"
 
@@ -58,23 +59,25 @@ struct alignas(64) concurrent_stage_buffers {
 };
 
 /// The buffers of stage `st` (a pb::stage_state) that this process runs, for up to max_b samples of
-/// targets_per_sample targets; `last`: the pipeline's last stage; stashes_weights: the policy stashes forward weights.
+/// targets_per_sample targets; `last`: the pipeline's last stage; stash_copies: the weight stash's copies of the
+/// stage's weights (pb::weight_stash_copies; 0: no stash). Counts: pb/buffer_counts.hpp.
 /// One set of gradient buffers per stage: the stage runs one BW at a time and sends its input gradient out before the
 /// next, so slots 1 .. D_s hold only activations and stashes. Not the last stage: its F writes the loss gradient of
 /// its micro-batch (it has D = 0 in PB's layout: one slot anyway). The message rings are the caller's.
 template <class Stack, class T, class Stage>
 void allocate_stage_buffers(concurrent_stage_buffers<Stack, T>& p, const Stack& stack, const Stage& st, bool last,
-                            std::size_t max_b, std::size_t targets_per_sample, bool stashes_weights) {
-    p.slots.resize(st.delay() + 1);
+                            std::size_t max_b, std::size_t targets_per_sample, std::size_t stash_copies) {
+    p.slots.resize(activation_slot_count(st.delay()));
+    const std::size_t own_gradients = gradient_set_count(st.delay(), last);  // slots 0 .. own_gradients - 1
     for (std::size_t k = 0; k < p.slots.size(); ++k) {
         concurrent_slot<Stack, T>& sl = p.slots[k];
-        sl.act = k == 0 || last ? stack.make_activations(st.range(), max_b)
-                                : stack.make_activations_sharing_gradients(p.slots[0].act);
+        sl.act = k < own_gradients ? stack.make_activations(st.range(), max_b)
+                                   : stack.make_activations_sharing_gradients(p.slots[0].act);
         sl.labels.assign(max_b * targets_per_sample, 0);
     }
     p.ws = stack.make_workspaces(st.range(), max_b);
     if (st.predicted_forward()) p.forward_weights.assign(st.parameter_count(), T(0));
-    if (stashes_weights && st.delay() > 0) p.stash.assign((st.delay() + 1) * st.parameter_count(), T(0));
+    if (stash_copies > 0) p.stash.assign(stash_copies * st.parameter_count(), T(0));
     p.stream = op_stream(st.delay());
 }
 

@@ -27,6 +27,7 @@
 #include "pipeprop/flush_subnormals.hpp"
 #include "pipeprop/layer_stack.hpp"
 #include "pipeprop/loss/loss_policy.hpp"
+#include "pipeprop/pb/buffer_counts.hpp"
 #include "pipeprop/pb/executor.hpp"
 #include "pipeprop/pb/stage_state.hpp"
 #include "pipeprop/stage_error.hpp"
@@ -53,7 +54,7 @@ public:
             p.act = stack.make_activations(st.range(), max_b);
             p.ws = stack.make_workspaces(st.range(), max_b);
             // A history is needed when the forward weights differ from the current w: a delay, or a prediction.
-            p.versions = st.parameter_count() > 0 && (st.delay() > 0 || st.predicted_forward()) ? st.delay() + 1 : 0;
+            p.versions = forward_weight_versions(st.delay(), st.parameter_count(), st.predicted_forward());
             p.history.assign(p.versions * st.parameter_count(), T(0));
             per_.push_back(std::move(p));
         }

@@ -18,6 +18,7 @@
 #include "pipeprop/optim/adamw_prediction.hpp"
 #include "pipeprop/optim/momentum_update.hpp"
 #include "pipeprop/optim/nadam.hpp"
+#include "pipeprop/pb/buffer_counts.hpp"
 #include "pipeprop/pb/micro_batch.hpp"
 #include "pipeprop/pb/optimizer.hpp"
 #include "pipeprop/pb/policies.hpp"
@@ -185,9 +186,7 @@ public:
     }
 
     /// True when the forward uses LWP-predicted weights rather than w itself (policy predicts and T != 0).
-    [[nodiscard]] bool predicted_forward() const noexcept {
-        return (Policy::predicts_weights && horizon_ != T(0)) || Policy::double_buffered;
-    }
+    [[nodiscard]] bool predicted_forward() const noexcept { return predicts_forward<Policy, T>(delay_); }
 
     /// Writes the forward weights of the CURRENT state into out [P]: the LWP prediction (velocity form:
     /// w - (eta_last T) v; weight-difference form: w + T (w(k) - w(k-1))), or a copy of w. PB-paper §4.
@@ -331,10 +330,8 @@ public:
 
     /// Bytes of every parameter-sized buffer this object holds (weights, velocity, gradient, policy buffers).
     [[nodiscard]] std::size_t weight_bytes() const noexcept { return weight_copies() * parameter_count_ * sizeof(T); }
-    /// Number of parameter-sized buffers this object holds.
-    [[nodiscard]] std::size_t weight_copies() const noexcept {
-        return 3 + adaptive + !last_step_.empty() + 2 * !discrepancy_.empty() + !previous_.empty();
-    }
+    /// Number of parameter-sized buffers this object holds (pb::stage_weight_copies).
+    [[nodiscard]] std::size_t weight_copies() const noexcept { return stage_weight_copies<Policy, Optimizer, T>; }
 
 private:
     /// The forward weights of elements [i, i + n) of the state after `steps` updates (AdamW's bias corrections).

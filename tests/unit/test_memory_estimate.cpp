@@ -1,0 +1,194 @@
+// Memory estimates (pipeprop/memory_estimate.hpp, pb/memory_estimate.hpp, sync/memory_estimate.hpp): the bytes
+// computed before an engine is built equal, byte for byte, what the built engine reports or holds: per stage the
+// activation slots and their bytes (pb::stage_stats::stash_bytes, sync::stage::activation_bytes plus the targets),
+// the weight bytes (pb::stage_stats::weight_bytes; a sync stage's parameter-sized buffers) and the workspaces, the
+// channels' and the evaluation buffers' bytes. On the MLP, the small CNN and ResNet-20 of pipeprop/models, both PB
+// executors, several cuts, policies and micro-batch sizes, and synchronous schedules with 2BP on and off. An
+// estimate far beyond the machine's memory is computed without allocating it.
+#include <catch2/catch.hpp>
+
+#include <pipeprop/memory_estimate.hpp>
+#include <pipeprop/models/resnet.hpp>
+#include <pipeprop/models/small_cnn.hpp>
+#include <pipeprop/pb/engine.hpp>
+#include <pipeprop/pb/memory_estimate.hpp>
+#include <pipeprop/pb/policy_pipedream_2bw.hpp>
+#include <pipeprop/sync/executor.hpp>
+#include <pipeprop/sync/memory_estimate.hpp>
+
+#include <cblas.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace pp = pipeprop;
+namespace pb = pipeprop::pb;
+namespace ps = pipeprop::sync;
+
+namespace {
+
+using resnet20 = pp::models::resnet_of_depth<20>;
+
+/// Stages of `every` cut-allowed positions each (1: as fine as the network allows).
+template <class Stack>
+std::vector<pp::layer_range> cut_every(std::size_t every) {
+    std::vector<std::size_t> splits;
+    std::size_t allowed = 0;
+    for (std::size_t i = 1; i < Stack::layer_count; ++i)
+        if (Stack::cut_allowed_before[i] && ++allowed % every == 0) splits.push_back(i);
+    return pp::partition_at(Stack::layer_count, splits);
+}
+
+/// Builds the PB engine and requires the estimate made before to equal what it reports and holds.
+template <class Net, class Policy, class Optimizer = pp::optim::sgd<float>>
+void check_pb(const std::vector<pp::layer_range>& cut, pb::executor_kind executor, std::size_t max_b) {
+    using engine = pb::engine<Net, Policy, float, pp::detail::default_loss_t<Net, float>, Optimizer>;
+    using stack = typename engine::stack_type;
+    typename engine::options_type opt;
+    opt.max_batch = max_b;
+    opt.executor = executor;
+    opt.push_buffer = 5;
+    opt.lanes = 1;  // no cost measurement: the buffers do not depend on the lanes
+    opt.eval_batch = 7;
+    if constexpr (Policy::corrects_discrepancy) opt.policy.warmup_samples = 10;
+    const pp::memory_estimate e = pb::estimate_memory<engine>(cut, opt);
+    engine built(cut, opt);
+    const pb::run_stats st = built.stats();
+    INFO("policy " << Policy::name << ", executor " << pp::to_string(executor) << ", S = " << cut.size()
+                   << ", b = " << max_b);
+    REQUIRE(e.stages.size() == st.stages.size());
+    std::size_t channels = 0;
+    for (std::size_t s = 0; s < cut.size(); ++s) {
+        INFO("stage " << s << " layers [" << cut[s].begin << ", " << cut[s].end << ")");
+        CHECK(e.stages[s].activation_slots == st.stages[s].activation_slots);
+        CHECK(e.stages[s].activation_bytes == st.stages[s].stash_bytes);
+        CHECK(e.stages[s].weight_bytes == st.stages[s].weight_bytes);
+        CHECK(e.stages[s].workspace_bytes == built.stack().make_workspaces(cut[s], max_b).bytes());
+        // the channels into stage s, made as the concurrent executor makes them
+        if (executor == pb::executor_kind::concurrent) {
+            const std::size_t in = stack::activation_size[cut[s].begin], out = stack::activation_size[cut[s].end];
+            const std::size_t t = engine::targets_per_sample;
+            channels += pp::boundary_channel<float>("in", s == 0 ? opt.push_buffer : built.stage_delay(s - 1) + 1, in,
+                                                    max_b, t)
+                            .bytes();
+            if (s + 1 < cut.size())
+                channels += pp::boundary_channel<float>("back", built.stage_delay(s + 1) + 3, out, max_b, 0).bytes();
+        }
+    }
+    CHECK(e.channel_bytes() == channels);
+    CHECK(e.evaluation_bytes == pp::stage_inference<stack>(built.stack(), cut, opt.eval_batch).bytes());
+    CHECK(e.construction_bytes == stack::parameter_count * sizeof(float));
+    CHECK(e.activation_bytes() > 0);
+    CHECK(e.peak_bytes() > e.built_bytes());
+}
+
+/// Builds the synchronous executor and requires the estimate made before to equal what its stages hold.
+template <class Net, class Optimizer = pp::optim::sgd<float>>
+void check_sync(ps::schedule_kind kind, bool two_stage_bp, const std::vector<pp::layer_range>& cut,
+                std::size_t micro_batches, std::size_t max_batch) {
+    using executor = ps::schedule_executor<Net, float, pp::detail::default_loss_t<Net, float>, Optimizer>;
+    using stack = typename executor::stack_type;
+    typename executor::options_type opt;
+    opt.micro_batches = micro_batches;
+    opt.max_batch = max_batch;
+    const pp::memory_estimate e = ps::estimate_memory<executor>(kind, two_stage_bp, cut, opt);
+    executor built(kind, two_stage_bp, cut, opt);
+    const stack net{};
+    INFO("schedule " << ps::name(kind) << ", 2BP " << two_stage_bp << ", S = " << cut.size()
+                     << ", m = " << micro_batches << ", B = " << max_batch);
+    REQUIRE(e.stages.size() == cut.size());
+    const std::size_t b = built.max_micro_batch(), t = executor::targets_per_sample;
+    std::size_t channels = 0;
+    for (std::size_t s = 0; s < cut.size(); ++s) {
+        INFO("stage " << s);
+        const auto& stage = built.stage_at(s);
+        CHECK(e.stages[s].activation_slots == stage.slots());
+        CHECK(e.stages[s].activation_bytes == stage.activation_bytes() + stage.slots() * b * t * sizeof(std::int32_t));
+        std::size_t weights = stage.parameters().size() + stage.gradient().size();
+        for (std::size_t k = 0; k < Optimizer::state_buffer_names.size(); ++k)
+            weights += stage.optimizer().state_buffer(k).size();
+        CHECK(e.stages[s].weight_bytes == weights * sizeof(float));
+        CHECK(e.stages[s].workspace_bytes == net.make_workspaces(cut[s], b).bytes());
+    }
+    for (std::size_t k = 0; k + 1 < cut.size(); ++k) {
+        const std::size_t n = stack::activation_size[cut[k].end];
+        channels += pp::boundary_channel<float>("f", built.channel_sizes()[k].forward, n, b, t).bytes() +
+                    pp::boundary_channel<float>("b", built.channel_sizes()[k].backward, n, b, 0).bytes();
+    }
+    CHECK(e.channel_bytes() == channels);
+    CHECK(e.evaluation_bytes == pp::stage_inference<stack>(net, cut, max_batch).bytes());
+}
+
+}  // namespace
+
+TEST_CASE("PB estimate equals the engine's report: MLP and small CNN, every policy kind, both executors",
+          "[memory][pb]") {
+    openblas_set_num_threads(1);
+    using mlp = pp::models::mlp;
+    using cnn = pp::models::small_cnn;
+    using mlp_stack = pp::layer_stack<mlp, float>;
+    using cnn_stack = pp::layer_stack<cnn, float>;
+    for (const auto executor : {pb::executor_kind::sequential, pb::executor_kind::concurrent}) {
+        for (const std::size_t b : {std::size_t{1}, std::size_t{3}}) {
+            check_pb<mlp, pb::policy::none>(cut_every<mlp_stack>(1), executor, b);
+            check_pb<mlp, pb::policy::sc_lwp<>>(cut_every<mlp_stack>(2), executor, b);
+            check_pb<cnn, pb::policy::none>(cut_every<cnn_stack>(1), executor, b);
+            check_pb<cnn, pb::policy::sc_lwp<>>(cut_every<cnn_stack>(1), executor, b);
+            check_pb<cnn, pb::policy::weight_stashing>(cut_every<cnn_stack>(3), executor, b);
+            check_pb<cnn, pb::policy::pipemare>(cut_every<cnn_stack>(2), executor, b);
+            check_pb<cnn, pb::policy::linear_weight_prediction<pb::lwp_form::weight_difference>>(
+                cut_every<cnn_stack>(1), executor, b);
+            check_pb<cnn, pb::policy::pipedream_2bw>(cut_every<cnn_stack>(4), executor, b);
+            check_pb<cnn, pb::policy::none, pp::optim::adamw<float>>(cut_every<cnn_stack>(2), executor, b);
+            check_pb<cnn, pb::policy::none>({cnn_stack::all()}, executor, b);  // one stage
+        }
+    }
+}
+
+TEST_CASE("PB estimate equals the engine's report: ResNet-20, several cuts", "[memory][pb]") {
+    // (the concurrent executor on the finest cut, 75 stages, would hold about 3 GB at b = 2: its slots and channels
+    // grow with S^2)
+    openblas_set_num_threads(1);
+    using stack = pp::layer_stack<resnet20, float>;
+    check_pb<resnet20, pb::policy::sc_lwp<>>(cut_every<stack>(1), pb::executor_kind::sequential, 2);
+    check_pb<resnet20, pb::policy::sc_lwp<>>(cut_every<stack>(6), pb::executor_kind::concurrent, 2);
+    check_pb<resnet20, pb::policy::weight_stashing>(cut_every<stack>(9), pb::executor_kind::concurrent, 1);
+    check_pb<resnet20, pb::policy::weight_stashing>(cut_every<stack>(9), pb::executor_kind::sequential, 3);
+}
+
+TEST_CASE("sync estimate equals what the executor's stages hold", "[memory][sync]") {
+    openblas_set_num_threads(1);
+    using cnn_stack = pp::layer_stack<pp::models::small_cnn, float>;
+    using resnet_stack = pp::layer_stack<resnet20, float>;
+    for (const bool two_bp : {false, true}) {
+        for (const auto kind : {ps::schedule_kind::gpipe, ps::schedule_kind::one_f_one_b, ps::schedule_kind::zb_h1}) {
+            check_sync<pp::models::mlp>(kind, two_bp, cut_every<pp::layer_stack<pp::models::mlp, float>>(2), 4, 10);
+            check_sync<pp::models::small_cnn>(kind, two_bp, cut_every<cnn_stack>(2), 3, 9);
+        }
+        check_sync<resnet20>(ps::schedule_kind::one_f_one_b, two_bp, cut_every<resnet_stack>(4), 4, 8);
+    }
+    check_sync<pp::models::small_cnn, pp::optim::adamw<float>>(ps::schedule_kind::gpipe, false,
+                                                               cut_every<cnn_stack>(2), 2, 5);
+}
+
+TEST_CASE("an estimate far beyond the machine's memory is computed without allocating it", "[memory]") {
+    // ResNet-20 cut into its finest stages with micro-batches of 2^20 samples: terabytes, which the estimate only
+    // counts (a std::bad_alloc here would mean it allocated what it counts).
+    using engine = pb::engine<resnet20, pb::policy::sc_lwp<>>;
+    engine::options_type opt;
+    opt.max_batch = std::size_t{1} << 20;
+    const pp::memory_estimate e = pb::estimate_memory<engine>(cut_every<pp::layer_stack<resnet20, float>>(1), opt);
+    CHECK(e.activation_bytes() > (std::size_t{1} << 40));
+    CHECK(e.built_bytes() > e.activation_bytes());
+    // and the one-micro-batch figures grow linearly with it
+    opt.max_batch = 1;
+    const pp::memory_estimate one = pb::estimate_memory<engine>(cut_every<pp::layer_stack<resnet20, float>>(1), opt);
+    CHECK(e.activation_bytes() > one.activation_bytes() * (std::size_t{1} << 19));
+    CHECK(e.weight_bytes() == one.weight_bytes());
+    // the errors of the engine's constructor
+    opt.max_batch = 0;
+    CHECK_THROWS_AS(pb::estimate_memory<engine>({pp::layer_stack<resnet20, float>::all()}, opt), std::invalid_argument);
+}
