@@ -50,6 +50,7 @@
 #include "train/rank_checkpoints.hpp"
 #include "train/stop_signals.hpp"
 #include "train/activity.hpp"
+#include "train/memory_check.hpp"
 #ifdef PIPEPROP_TRAIN_MPI
 #include "train/mpi_cluster.hpp"
 #endif
@@ -425,6 +426,8 @@ int main(int argc, char** argv) {
                                                      : "\nThe last good checkpoint in " + options.checkpoint_out +
                                                            " (if one was written) was left untouched.")
                   << std::endl;
+    } catch (const train::memory_refused& e) {  // the engine's estimate exceeds the memory left (memory_check.hpp)
+        std::cerr << "\n" << who << ": not enough memory: " << e.what() << std::endl;
     } catch (const std::bad_alloc& e) {  // says what was being built (train/activity.hpp) and what lowers it
         std::cerr << "\n"
                   << who << ": out of memory (" << e.what() << ") while " << train::current_activity()

@@ -153,3 +153,24 @@ if(PIPEPROP_BUILD_TESTS AND EXISTS /usr/bin/python3)
                          TIMEOUT 300)
   endforeach()
 endif()
+
+if(PIPEPROP_BUILD_TESTS AND EXISTS /usr/bin/python3)
+  # An engine that cannot fit is refused before it is allocated, with its memory estimate, what is available and
+  # the options that lower it (train/memory_check.hpp); the same run under a larger limit trains. With the data
+  # loaded the program uses about 290 MB of address space before the engine: under 700 MiB, about 450 MB are left,
+  # less than the PB engine's (concurrent, b = 2000, 3 stages: about 0.6 GB, mostly the input channel of 64
+  # micro-batches) and the sync engine's (GPipe, B = 16000: about 0.6 GB) estimates; under 1400 MiB both fit.
+  foreach(case IN ITEMS "pb:--push-buffer:--mode|pb|--stages|fine|--batch|2000"
+                        "sync:--schedule 1f1b:--mode|sync|--stages|2,4|--schedule|gpipe|--micro-batches|4|--batch|16000")
+    string(REPLACE ":" ";" parts "${case}")
+    list(GET parts 0 name)
+    list(GET parts 1 remedy)
+    list(GET parts 2 options)
+    string(REPLACE "|" ";" options "${options}")
+    add_test(NAME pipeprop_train_memory_refused_${name}
+             COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/train/check_memory_refusal.py
+                     $<TARGET_FILE:pipeprop_train> ${pipeprop_train_data} 700 1400 "${remedy}" ${options} --epochs 0)
+    set_tests_properties(pipeprop_train_memory_refused_${name} PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1"
+                         TIMEOUT 300)
+  endforeach()
+endif()

@@ -33,6 +33,7 @@
 #include <cmath>
 #include <pipeprop/optim/scaling_rules.hpp>
 #include <pipeprop/pb/checkpoint.hpp>
+#include <pipeprop/pb/memory_estimate.hpp>
 #include <pipeprop/pb/pipeline.hpp>
 #include <pipeprop/pb/trainer.hpp>
 
@@ -43,6 +44,7 @@
 #include <vector>
 
 #include "train/cluster.hpp"
+#include "train/memory_check.hpp"
 #include "train/rank_evaluation.hpp"
 #include "train/mode.hpp"
 #include "train/mode_sgd.hpp"
@@ -272,6 +274,34 @@ private:
         return run_with<Net, pol::pipemare, Loss, pol::sgd>(o, data, unused);
     }
 
+    /// The PB engine's memory estimate (pipeprop/pb/memory_estimate.hpp) against the memory left
+    /// (train/memory_check.hpp), with the options that lower it in this mode: fewer stages (the concurrent
+    /// executor's slots and channels grow with S^2; the sequential one's forward-weight history with S), the
+    /// sequential executor, a smaller push buffer (the input channel), a smaller micro-batch, a mitigation without
+    /// weight copies; each only where it lowers a tenth of the estimate or more, or its main term.
+    template <class Net, class Policy, class Loss, class Optimizer>
+    void check_pb_memory(const common_options& o, const std::vector<pipeprop::layer_range>& ranges,
+                         const pipeprop::pb::options<Policy>& opt, const std::string& mitigation_name) const {
+        using engine_type = typename pb_engine<Net, Policy, Loss, Optimizer>::pipe_type;
+        const pipeprop::memory_estimate e = pipeprop::pb::estimate_memory<engine_type>(ranges, opt);
+        const bool concurrent = opt.executor == pipeprop::pb::executor_kind::concurrent;
+        const std::size_t base_copies = 3 + (pipeprop::pb::is_adamw<Optimizer, float> ? 1 : 0);
+        const std::size_t copies = e.weight_bytes() - base_copies * engine_type::stack_type::parameter_count * 4;
+        const bool copies_matter = copies * 10 > e.peak_bytes();  // a tenth of the whole or more
+        std::vector<std::string> remedies;
+        if (ranges.size() > 1 && (concurrent || copies_matter))
+            remedies.push_back(fmt::format("fewer stages (--stages, {} now)", ranges.size()));
+        if (concurrent) remedies.push_back("--executor sequential (one activation slot per stage, no channels)");
+        if (concurrent && opt.push_buffer > 1 && e.stages.front().channel_bytes * 10 > e.peak_bytes())
+            remedies.push_back(fmt::format("a smaller --push-buffer (the input channel holds {} micro-batches)",
+                                           opt.push_buffer));
+        if (o.batch > 1) remedies.push_back(fmt::format("a smaller --batch (the micro-batch size b, {} now)", o.batch));
+        if (copies_matter)
+            remedies.push_back(fmt::format("a --mitigation without weight copies (none or sc; {} keeps {} of them)",
+                                           mitigation_name, byte_text(copies)));
+        check_memory(o, "--mode pb engine", e, remedies);
+    }
+
     template <class Net, class Policy, class Loss, class Optimizer, class Data>
     json_line run_with(const common_options& o, const Data& data, const pipeprop::optim::adamw_config& adamw) {
         const std::string mitigation_name = mitigation(o);
@@ -308,6 +338,8 @@ private:
             transport = o.ranks->make_transport(std::move(rank_of));
             opt.remote = transport.get();
         }
+        if (o.ranks == nullptr)  // --transport mpi: every rank holds only its stages' buffers; not checked
+            check_pb_memory<Net, Policy, Loss, Optimizer>(o, pipeprop::ranges_of(programs), opt, mitigation_name);
         set_activity(fmt::format("building the --mode pb engine ({} stages, micro-batch b = {}, executor {})",
                                  programs.size(), o.batch, executor_));
         pb_engine<Net, Policy, Loss, Optimizer> engine(std::move(programs), opt, make_schedule(o, epoch_size),

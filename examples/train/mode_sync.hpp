@@ -33,6 +33,7 @@
 #include <pipeprop/sync/cost_measurement.hpp>
 #include <pipeprop/sync/checkpoint.hpp>
 #include <pipeprop/sync/executor.hpp>
+#include <pipeprop/sync/memory_estimate.hpp>
 #include <pipeprop/sync/schedule.hpp>
 #include <pipeprop/sync/simulator.hpp>
 #include <pipeprop/sync/trace.hpp>
@@ -49,6 +50,7 @@
 #include <vector>
 
 #include "train/cluster.hpp"
+#include "train/memory_check.hpp"
 #include "train/mode.hpp"
 #include "train/mode_sgd.hpp"
 #include "train/networks.hpp"
@@ -383,6 +385,26 @@ private:
         return rank_of;
     }
 
+    /// The executor's memory estimate (pipeprop/sync/memory_estimate.hpp) against the memory left
+    /// (train/memory_check.hpp), with the options that lower it in this mode: a smaller batch (the micro-batches and
+    /// the evaluation buffers, which hold --batch samples); unless the schedule is GPipe (m slots per stage: m b = B
+    /// samples whatever m and S), more micro-batches and fewer stages; GPipe: 1F1B (at most S - s slots on stage s).
+    template <class Executor>
+    void check_sync_memory(const common_options& o, ps::schedule_kind kind, bool two_stage_bp,
+                           const std::vector<pipeprop::layer_range>& ranges,
+                           const typename Executor::options_type& eo) const {
+        const pipeprop::memory_estimate e = ps::estimate_memory<Executor>(kind, two_stage_bp, ranges, eo);
+        std::vector<std::string> remedies;
+        if (o.batch > 1) remedies.push_back(fmt::format("a smaller --batch ({} now)", o.batch));
+        if (kind == ps::schedule_kind::gpipe && eo.micro_batches > 1)
+            remedies.push_back("--schedule 1f1b (at most S - s micro-batches in flight on stage s, not m)");
+        if (kind != ps::schedule_kind::gpipe && eo.micro_batches < o.batch)
+            remedies.push_back(fmt::format("more --micro-batches (smaller ones; {} now)", eo.micro_batches));
+        if (kind != ps::schedule_kind::gpipe && ranges.size() > 1)
+            remedies.push_back(fmt::format("fewer stages (--stages, {} now)", ranges.size()));
+        check_memory(o, "--mode sync engine", e, remedies);
+    }
+
     /// momentum: of every step (--momentum for momentum SGD, 0 for AdamW); the weight decay is --weight-decay.
     /// given_ranges, rank_of: --transport mpi (the cut and the ranks of the stages, the same on every rank).
     template <class Net, class Loss, class Optimizer, class Data>
@@ -403,6 +425,8 @@ private:
         eo.seed = o.seed;
         eo.executor = ps::parse_executor_kind(value_of(executor_opt_, executor_));
         eo.remote = transport.get();
+        if (o.ranks == nullptr)  // --transport mpi: every rank holds only its stages' buffers; not checked
+            check_sync_memory<typename sync_engine<Net, Loss, Optimizer>::executor_type>(o, kind, two, ranges, eo);
         set_activity(fmt::format("building the --mode sync engine ({} stages, batch {} in {} micro-batches)",
                                  ranges.size(), o.batch, m));
         sync_engine<Net, Loss, Optimizer> engine(kind, two, ranges, eo, make_schedule(o, epoch_samples(o, data)),

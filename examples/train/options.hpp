@@ -59,6 +59,7 @@ struct common_options {
     std::string progress = "auto";      ///< auto (bar on a terminal, log lines otherwise), bar, log, none
     std::string transport = "local";    ///< local (one process) or mpi (the stages on the ranks of mpirun)
     std::size_t remote_timeout = 60;    ///< --transport mpi: seconds a rank waits for another rank's message
+    std::string memory_check = "on";    ///< on: refuse an engine whose memory estimate exceeds what is available
     // Set by the program after parsing: whether an option was given (per-network defaults apply otherwise).
     bool data_given = false;            ///< --data given (a text network reads the fortunes corpus by default)
     bool lr_given = false;              ///< --lr given (AdamW on a text network defaults to 3e-3)
@@ -253,6 +254,11 @@ inline void add_common_options(CLI::App& app, common_options& o, const std::vect
                    "contiguous groups, one per rank; --mode pb or sync, image networks, the concurrent executor, no "
                    "--trace; needs a build with -DPIPEPROP_WITH_MPI=ON)")
         ->check(CLI::IsMember({"local", "mpi"}))
+        ->capture_default_str();
+    app.add_option("--memory-check", o.memory_check,
+                   "Before building a --mode pb or sync engine, compare its memory estimate with the memory the "
+                   "process can get (MemAvailable, ulimit -v) and refuse a run that cannot fit: on or off")
+        ->check(CLI::IsMember({"on", "off"}))
         ->capture_default_str();
     app.add_option("--remote-timeout", o.remote_timeout,
                    "--transport mpi: seconds a rank waits for a message of another rank before it gives up")
