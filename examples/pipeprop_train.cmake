@@ -5,6 +5,11 @@
 # The helpers live in examples/train/ (not globbed as example extras).
 find_package(CLI11 REQUIRED)
 target_link_libraries(pipeprop_train PRIVATE CLI11::CLI11)
+# The network-independent parts, compiled once instead of in every per-(mode, network) unit: the file input and
+# output (checkpoints, data, metrics: train/run_files.hpp) and the epoch loop over type-erased engines
+# (train/training_loop.cpp, train/run_engine.hpp).
+target_sources(pipeprop_train PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/train/run_files.cpp
+                                      ${CMAKE_CURRENT_SOURCE_DIR}/train/training_loop.cpp)
 # Extra compile options of the main program (scripts/test.sh: -O1, compile time; the main job builds it at -O3).
 set(PIPEPROP_TRAIN_FLAGS "" CACHE STRING "Extra compile options of the main program pipeprop_train (e.g. -O1)")
 target_compile_options(pipeprop_train PRIVATE ${PIPEPROP_TRAIN_FLAGS})

@@ -15,6 +15,8 @@
 #include "train/checkpoint_checks.hpp"
 #include "train/options.hpp"
 #include "train/rank_checkpoints.hpp"
+#include "train/run_engine.hpp"
+#include "train/run_files.hpp"
 #include "train/stop_signals.hpp"
 
 namespace train {
@@ -33,40 +35,23 @@ struct run_position {
 /// together whole, so any number of ranks and any stage cut resume it (resharding, said in a note). train_count: the
 /// training set's size; epoch_size: this run's samples per epoch. Throws pipeprop::checkpoint_error (exit 1);
 /// under --transport mpi as rank_manifest_error, said once: every rank reads the same.
-template <class Net, class Engine>
-run_position resume_run(Engine& engine, const common_options& o, std::size_t train_count, std::size_t epoch_size,
+inline run_position resume_run(run_engine& engine, const common_options& o, std::size_t train_count, std::size_t epoch_size,
                         const std::string& mode_name) {
     run_position at{0, 0, o.seed, epoch_size};
     if (o.checkpoint_in.empty()) return at;
-    const bool multi_rank = is_rank_checkpoint(o.checkpoint_in);
+    bool multi_rank = false;
     std::string saved_layout;
-    const pipeprop::checkpoint c = [&] {
-        try {
-            using stack = pipeprop::layer_stack<Net, float>;
-            pipeprop::checkpoint read = multi_rank
-                                            ? load_whole_rank_checkpoint(o.checkpoint_in, stack::node_names,
-                                                                         saved_layout)
-                                            : pipeprop::load_checkpoint(o.checkpoint_in);
-            if (!multi_rank && read.has_scalar("rank_layout"))
-                throw pipeprop::checkpoint_error(
-                    o.checkpoint_in + ": one rank's part of a --transport mpi checkpoint (its other stages are not "
-                                      "current); give the directory that holds its ranks.txt");
-            require_same_network(read, o.network, o.network_type, o.checkpoint_in);
-            check_resume_mode(read, mode_name, o.checkpoint_in, o);
-            engine.load_state(read, o.checkpoint_in);
-            return read;
-        } catch (const rank_manifest_error&) {
-            throw;
-        } catch (const pipeprop::checkpoint_error& e) {
-            if (o.ranks != nullptr) throw rank_manifest_error(e.what());
-            throw;
-        }
-    }();
-    if constexpr (requires { engine.rank_layout(); }) {
-        if (multi_rank && o.ranks != nullptr && saved_layout != engine.rank_layout())
-            note(o, "checkpoint: saved with the stages on the ranks as " + saved_layout + ", resharded to " +
-                        engine.rank_layout());
+    const pipeprop::checkpoint c =
+        read_resume_checkpoint(o, engine.node_names, mode_name, multi_rank, saved_layout);
+    try {
+        engine.load_state(c, o.checkpoint_in);
+    } catch (const pipeprop::checkpoint_error& e) {
+        if (o.ranks != nullptr) throw rank_manifest_error(e.what());  // every rank loads the same: said once
+        throw;
     }
+    if (multi_rank && o.ranks != nullptr && saved_layout != engine.rank_layout())
+        note(o, "checkpoint: saved with the stages on the ranks as " + saved_layout + ", resharded to " +
+                    engine.rank_layout());
     if (multi_rank && o.ranks == nullptr)
         note(o, "checkpoint: saved by a --transport mpi run with the stages on the ranks as " + saved_layout +
                     ", resumed in one process");
@@ -94,8 +79,7 @@ run_position resume_run(Engine& engine, const common_options& o, std::size_t tra
 /// Adds the run's scalars (where: run_position; mode, network, batch) to `c` (engine.save_state's) and saves it to
 /// --checkpoint-out (--transport mpi: this rank's part, train/rank_checkpoints.hpp). Throws
 /// pipeprop::checkpoint_error (the previous checkpoint kept).
-template <class Engine>
-void save_run_checkpoint(Engine& engine, pipeprop::checkpoint& c, const common_options& o, const run_position& at,
+inline void save_run_checkpoint(run_engine& engine, pipeprop::checkpoint& c, const common_options& o, const run_position& at,
                          const std::string& mode_name) {
     c.set_scalar("epoch", at.epoch);
     c.set_scalar("position", at.position);
@@ -105,23 +89,19 @@ void save_run_checkpoint(Engine& engine, pipeprop::checkpoint& c, const common_o
     c.set_scalar("network", o.network);
     c.set_scalar("network_type", o.network_type);
     c.set_scalar("batch", o.batch);
-    if constexpr (requires { engine.stages_by_rank(); }) {
-        if (o.ranks != nullptr) {
-            c.set_scalar("rank_layout", engine.rank_layout());
-            save_rank_checkpoint(c, Engine::stack_type::node_names, o.checkpoint_out, at.epoch,
-                                 engine.stages_by_rank(), *o.ranks);
-            return;
-        }
+    std::vector<std::string> stages_by_rank;
+    if (o.ranks != nullptr) {
+        c.set_scalar("rank_layout", engine.rank_layout());
+        stages_by_rank = engine.stages_by_rank();
     }
-    pipeprop::save_checkpoint(c, o.checkpoint_out);
+    write_run_checkpoint(c, o, at.epoch, engine.node_names, stages_by_rank);
 }
 
 /// The loop's answer to SIGINT / SIGTERM (train/stop_signals.hpp), at `at` (between two batches): finishes the
 /// micro-batches in flight (end_of_epoch or drain: pipeprop::trainer), saves the state there to --checkpoint-out when one is
 /// given and anything was trained since the last save (after require_finite_state: a diverged state is never saved),
 /// and throws stopped_by_signal saying what was saved and how to resume. Throws what the save throws.
-template <class Engine>
-[[noreturn]] void stop_for_signal(Engine& engine, const common_options& o, const run_position& at,
+[[noreturn]] inline void stop_for_signal(run_engine& engine, const common_options& o, const run_position& at,
                                   const std::string& mode_name, int sig, std::uint64_t saved_after) {
     const std::string where = fmt::format("epoch {}, sample {}", at.epoch + 1, at.position);
     if (o.checkpoint_out.empty())
@@ -131,10 +111,7 @@ template <class Engine>
         throw stopped_by_signal(sig, fmt::format("stopped by {} at {}; nothing trained since the checkpoint in {} "
                                                  "(or the start), nothing saved",
                                                  signal_name(sig), where, o.checkpoint_out));
-    if constexpr (requires { engine.end_of_epoch(); })
-        engine.end_of_epoch();
-    else
-        (void)engine.drain();
+    engine.end_of_epoch();
     pipeprop::checkpoint c;
     engine.save_state(c);
     require_finite_state(c, 0.0, at.epoch + 1, engine.samples_seen());

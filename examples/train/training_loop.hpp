@@ -16,6 +16,8 @@
 // data, the others a placeholder_source (their inputs are never read: stage 0 runs on rank 0); evaluate() is
 // collective (the engine gathers every rank's stages); checkpoints are per rank (train/rank_checkpoints.hpp), so the
 // engine also provides std::vector<std::string> stages_by_rank() for the manifest.
+// The loop sees the engine through run_engine (train/run_engine.hpp), so it is compiled once (train/training_loop.cpp)
+// for every mode, network and policy; run_training adapts a mode's engine to it.
 #pragma once
 
 #include <fmt/format.h>
@@ -55,6 +57,8 @@
 #include "train/progress.hpp"
 #include "train/rank_checkpoints.hpp"
 #include "train/run_checkpoint.hpp"
+#include "train/run_engine.hpp"
+#include "train/run_files.hpp"
 #include "train/stop_signals.hpp"
 
 namespace train {
@@ -107,79 +111,11 @@ struct run_summary {
     }
 };
 
-/// Loads the dataset of --data for network Net (image size checked against Net's input). Throws data_error.
+/// Loads the dataset of --data for network Net (image size checked against Net's input; train/run_files.hpp).
+/// Throws data_error.
 template <class Net>
 pipeprop::data::dataset_pair load_data(const common_options& o) {
-    const auto t0 = std::chrono::steady_clock::now();
-    set_activity("loading the data from " + o.data);
-    auto d = [&] {
-        try {
-            return pipeprop::data::load_image_dataset(o.data, input_geometry<Net>());
-        } catch (const pipeprop::data_error& e) {
-            if (std::string_view(e.what()).find("does not match the network input") == std::string_view::npos) throw;
-            std::string inputs;  // which --network takes which image size
-            for (const std::string& name : image_network_names())
-                inputs += fmt::format("{}{} {}", inputs.empty() ? "" : ", ", name,
-                                      is_resnet(name) ? std::string("1x28x28 or 3x32x32 (as --data holds)")
-                                                      : with_network(name, []<class N>() {
-                                                            return input_geometry<N>().to_string();
-                                                        }));
-            throw pipeprop::data_error(fmt::format("{} (--network {}; the networks take: {})", e.what(), o.network,
-                                                   inputs));
-        }
-    }();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    note(o, fmt::format("data: {} training and {} test images {} ({}) from {} in {:.1f} s", d.train.count,
-                        d.test.count, d.train.geometry.to_string(), d.format, o.data, s));
-    return d;
-}
-
-/// Opens the --metrics file. A fresh run truncates it. A resumed run (--checkpoint-in) appends: it keeps the lines
-/// of the epochs the checkpoint has completed (epoch <= `completed_epochs`; a line that does not start with
-/// {"epoch":N is kept too) and drops those of later epochs, which the resumed run computes again, so that resuming
-/// with the same file gives the same lines as an uninterrupted run. The kept lines are rewritten atomically (a
-/// temporary file renamed over it). Throws std::runtime_error naming the file (exit 1).
-inline std::ofstream open_metrics(const common_options& o, bool resumed, std::size_t completed_epochs) {
-    std::ofstream metrics;
-    if (o.metrics.empty()) return metrics;
-    std::error_code ec;
-    if (resumed && std::filesystem::exists(o.metrics, ec)) {
-        std::ifstream in(o.metrics);
-        if (!in) throw std::runtime_error(o.metrics + ": cannot read the metrics file to append to it");
-        std::string kept, line;
-        std::size_t lines = 0, dropped = 0;
-        while (std::getline(in, line)) {
-            constexpr std::string_view prefix = "{\"epoch\":";
-            std::size_t epoch = 0;
-            const bool numbered = line.rfind(prefix, 0) == 0 &&
-                                  std::from_chars(line.data() + prefix.size(), line.data() + line.size(), epoch).ec ==
-                                      std::errc{};
-            if (numbered && epoch > completed_epochs) {
-                ++dropped;
-                continue;
-            }
-            kept += line + '\n';
-            ++lines;
-        }
-        if (in.bad()) throw std::runtime_error(o.metrics + ": reading the metrics file failed");
-        in.close();
-        const std::string tmp = o.metrics + ".tmp-" + std::to_string(::getpid());
-        {
-            std::ofstream out(tmp, std::ios::out | std::ios::trunc);
-            out << kept << std::flush;
-            if (!out) throw std::runtime_error(tmp + ": cannot write the metrics file");
-        }
-        std::filesystem::rename(tmp, o.metrics, ec);
-        if (ec) throw std::runtime_error(o.metrics + ": cannot replace the metrics file: " + ec.message());
-        note(o, fmt::format("metrics: appending to {} after its {} line(s) up to epoch {}{}", o.metrics, lines,
-                            completed_epochs,
-                            dropped > 0 ? fmt::format(" ({} line(s) of later epochs dropped)", dropped) : ""));
-        metrics.open(o.metrics, std::ios::out | std::ios::app);
-    } else {
-        metrics.open(o.metrics, std::ios::out | std::ios::trunc);
-    }
-    if (!metrics) throw std::runtime_error(o.metrics + ": cannot open the metrics file for writing");
-    return metrics;
+    return read_image_data(o, input_geometry<Net>());
 }
 
 /// Training samples per epoch: the training set's `train_count` samples, capped by --max-samples. Throws
@@ -197,23 +133,6 @@ inline std::size_t epoch_samples(const common_options& o, const pipeprop::data::
 }
 inline std::size_t epoch_samples(const common_options& o, const pipeprop::data::text_dataset& d) {
     return epoch_samples(o, d.train().count());
-}
-
-/// Loads the text corpus of --data (default: the fortunes corpus) as next-token sequences of L tokens for a model of
-/// vocabulary `model_vocabulary` (byte level). Throws data_error.
-inline pipeprop::data::text_dataset load_text_data(const common_options& o, std::size_t length,
-                                                   std::size_t model_vocabulary) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const std::string dir = o.data_given ? o.data : std::string(pipeprop::data::default_text_directory);
-    set_activity("loading the text corpus from " + dir);
-    pipeprop::data::text_dataset d(pipeprop::data::load_text_corpus(dir, model_vocabulary), length);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    note(o, fmt::format("data: {} training and {} validation sequences of {} tokens (byte vocabulary {}; {} files, "
-                        "{} bytes, {} / {} fortunes) from {} in {:.1f} s",
-                        d.train().count(), d.validation().count(), length, d.vocabulary_size(),
-                        d.corpus().files.size(), d.corpus().file_bytes, d.corpus().train_fortunes,
-                        d.corpus().validation_fortunes, dir, s));
-    return d;
 }
 
 /// The data of an image classification run as the loop sees it: images [C, H, W], labels, the test split.
@@ -297,20 +216,20 @@ inline pipeprop::optim::lr_schedule make_schedule(const common_options& o, std::
     return s.with_warmup(po::samples_from_epochs(o.warmup_epochs, epoch_size));
 }
 
-/// Runs the epoch loop of network Net with `engine` on `data` (see the file comment). Returns the summary.
+/// Runs the epoch loop with `engine` (a mode's engine, type-erased: train/run_engine.hpp) on `data` (see the file
+/// comment). Returns the summary.
 /// Throws pipeprop::data_error, pipeprop::checkpoint_error (bad --checkpoint-in, failed save),
 /// pipeprop::non_finite_loss_error (checkpoint of the last good epoch left as it was), std::runtime_error (metrics
 /// file).
-template <class Net, class Engine, class Source>
-run_summary run_training_on(Engine& engine, const common_options& o, const Source& data,
+template <class Source>
+run_summary run_training_on(run_engine& engine, const common_options& o, const Source& data,
                             const std::string& mode_name) {
-    static_assert(pipeprop::trainer<Engine>, "a mode's engine must satisfy pipeprop::trainer (trainer_concept.hpp)");
     namespace pd = pipeprop::data;
     const auto run_start = std::chrono::steady_clock::now();
     const std::size_t epoch_size = epoch_samples(o, data.train_count());
     const std::size_t in = data.input_size();
 
-    const run_position at = resume_run<Net>(engine, o, data.train_count(), epoch_size, mode_name);
+    const run_position at = resume_run(engine, o, data.train_count(), epoch_size, mode_name);
     const std::size_t start_epoch = at.epoch, start_position = at.position;
     const std::uint64_t data_seed = at.data_seed;
 
@@ -327,7 +246,7 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
     r.network = o.network;
     r.batch = o.batch;
     r.options = &o;
-    r.parameters = pipeprop::layer_stack<Net, float>::parameter_count;
+    r.parameters = engine.parameter_count;
     r.text = Source::text;
     r.epochs = std::min(start_epoch, o.epochs);
     const progress_style style = progress_style_from(o.progress);
@@ -344,10 +263,7 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
         // a micro-batch's loss at its backward, up to 2 (S - 1) micro-batches after its push: completed_samples()).
         double interval_sum = 0.0;
         std::size_t interval_pushed = 0;
-        const auto known_samples = [&] {
-            if constexpr (requires { engine.completed_samples(); }) return engine.completed_samples();
-            else return engine.samples_seen();
-        };
+        const auto known_samples = [&] { return engine.completed_samples(); };
         std::uint64_t known_before = known_samples();
         set_activity(fmt::format("training (epoch {}, batch {})", epoch + 1, o.batch));
         while (pos < epoch_size) {
@@ -382,17 +298,14 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
                 }
             }
         }
-        if constexpr (requires { engine.end_of_epoch(); })
-            engine.end_of_epoch();
-        else
-            (void)engine.drain();
+        engine.end_of_epoch();
         const double epoch_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         r.seconds += epoch_seconds;
         r.samples += loss_n;
         r.train_loss = loss_n > 0 ? loss_sum / static_cast<double>(loss_n) : 0.0;
         // An engine that learns losses late (PB: a micro-batch's loss is known when its backward completes, some of
         // them only in end_of_epoch's drain) gives the epoch's exact mean itself.
-        if constexpr (requires { engine.epoch_train_loss(); }) r.train_loss = engine.epoch_train_loss();
+        if (const std::optional<double> exact = engine.epoch_train_loss()) r.train_loss = *exact;
         r.epochs = epoch + 1;
 
         set_activity("evaluating after epoch " + std::to_string(epoch + 1) + " (--max-test-samples sizes it)");
@@ -446,26 +359,37 @@ run_summary run_training_on(Engine& engine, const common_options& o, const Sourc
     return r;
 }
 
+// The loop compiles once, in train/training_loop.cpp, for the three kinds of data.
+extern template run_summary run_training_on(run_engine&, const common_options&, const image_source&,
+                                            const std::string&);
+extern template run_summary run_training_on(run_engine&, const common_options&, const placeholder_source&,
+                                            const std::string&);
+extern template run_summary run_training_on(run_engine&, const common_options&, const text_source&,
+                                            const std::string&);
+
 /// run_training_on for an image classification dataset (evaluation on its test split, --max-test-samples of it).
 template <class Net, class Engine>
 run_summary run_training(Engine& engine, const common_options& o, const pipeprop::data::dataset_pair& data,
                          const std::string& mode_name) {
     const std::size_t test_n = o.max_test_samples > 0 ? std::min(o.max_test_samples, data.test.count) : data.test.count;
-    return run_training_on<Net>(engine, o, image_source{data, test_n}, mode_name);
+    run_engine_of<Net, Engine> adapted(engine);
+    return run_training_on(adapted, o, image_source{data, test_n}, mode_name);
 }
 
 /// run_training_on for a rank without data (--transport mpi, rank > 0).
 template <class Net, class Engine>
 run_summary run_training(Engine& engine, const common_options& o, const placeholder_data& data,
                          const std::string& mode_name) {
-    return run_training_on<Net>(engine, o, placeholder_source{data}, mode_name);
+    run_engine_of<Net, Engine> adapted(engine);
+    return run_training_on(adapted, o, placeholder_source{data}, mode_name);
 }
 
 /// run_training_on for a text dataset (evaluation on the first --max-test-samples validation sequences, or all).
 template <class Net, class Engine>
 run_summary run_training(Engine& engine, const common_options& o, const pipeprop::data::text_dataset& data,
                          const std::string& mode_name) {
-    return run_training_on<Net>(engine, o, text_source(data, o.max_test_samples), mode_name);
+    run_engine_of<Net, Engine> adapted(engine);
+    return run_training_on(adapted, o, text_source(data, o.max_test_samples), mode_name);
 }
 
 }  // namespace train
