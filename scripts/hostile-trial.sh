@@ -590,10 +590,10 @@ cat_checkpoints() {
     [ "$(sha256sum /etc/hostname)" = "$h" ] || fail_last "/etc/hostname changed"
     # leftovers of killed saves
     c=$W/ck/rec-$N; rm -rf "$c"*; cp -a "$b" "$c.old-999999"
-    run_case checkpoints "only ck.old-<dead pid>: load recovers it" 60 0 "" "$PT" "${MLP[@]}" --checkpoint-in "$c" --epochs 2 --max-samples 64
+    run_case checkpoints "only ck.old-(dead pid): load recovers it" 60 0 "" "$PT" "${MLP[@]}" --checkpoint-in "$c" --epochs 2 --max-samples 64
     [ -f "$c/manifest.txt" ] && no_leftovers "$c" || fail_last "not recovered"
     c=$W/ck/rec-$N; rm -rf "$c"*; cp -a "$b" "$c.old-999999"
-    run_case checkpoints "only ck.old-<dead pid>: save recovers it first" 60 0 "" "$PT" "${MLP[@]}" --max-samples 64 --checkpoint-out "$c"
+    run_case checkpoints "only ck.old-(dead pid): save recovers it first" 60 0 "" "$PT" "${MLP[@]}" --max-samples 64 --checkpoint-out "$c"
     no_leftovers "$c" || fail_last "ck.old left"
     c=$W/ck/rec-$N; rm -rf "$c"*; cp -a "$b" "$c"; cp -a "$b" "$c.tmp-999999"; cp -a "$W/ck/base-sync" "$c.old-999998"
     run_case checkpoints "ck plus ck.tmp and ck.old of dead pids" 60 0 "" "$PT" "${MLP[@]}" --max-samples 64 --epochs 2 --checkpoint-in "$c" --checkpoint-out "$c"
@@ -1399,8 +1399,10 @@ if [ -n "$MD" ]; then
         echo "| # | category | case | expected exit | exit | result | note |"
         echo "|---|---|---|---|---|---|---|"
         for ((i = 0; i < N; i++)); do
-            printf '| %d | %s | %s | %s | %s | %s | %s |\n' $((i + 1)) "${R_CAT[$i]}" "${R_NAME[$i]//|/\\|}" "${R_EXP[$i]//|/ or }" "${R_RC[$i]}" \
-                "${R_VERDICT[$i]}" "$(echo "${R_NOTE[$i]}" | sed 's/|/\\|/g; s/`//g')"
+            # table cells: '|' escaped, '<' and '>' as entities (Doxygen, which reads docs/, takes <word> for an HTML tag)
+            printf '| %d | %s | %s | %s | %s | %s | %s |\n' $((i + 1)) "${R_CAT[$i]}" \
+                "$(echo "${R_NAME[$i]}" | sed 's/|/\\|/g; s/</\&lt;/g; s/>/\&gt;/g')" "${R_EXP[$i]//|/ or }" "${R_RC[$i]}" \
+                "${R_VERDICT[$i]}" "$(echo "${R_NOTE[$i]}" | sed 's/|/\\|/g; s/`//g; s/</\&lt;/g; s/>/\&gt;/g')"
         done
     } > "$MD"
 fi
