@@ -129,6 +129,9 @@ void train::mode_pb::validate(const train::common_options& o) const {
     if (o.transport == "mpi" && executor_ != "concurrent")
         throw CLI::ValidationError("--executor", "sequential runs every stage in this process; --transport mpi needs "
                                                  "the concurrent executor");
+    if (log_stage_norms_ && (o.metrics.empty() || o.log_every == 0))
+        throw CLI::ValidationError("--log-stage-norms", "writes into the interval lines of the metrics file: give "
+                                                        "--metrics FILE and --log-every N too");
     if (o.nesterov)
         throw CLI::ValidationError("--nesterov",
                                    "is not available in --mode pb (stages use heavy-ball momentum; "
@@ -171,6 +174,7 @@ void train::mode_pb::validate(const train::common_options& o) const {
 
 train::json_line train::mode_pb::run(const train::common_options& given) {
     common_options o = given;
+    o.log_stage_norms = log_stage_norms_;
     if (batch_option_ == nullptr || batch_option_->count() == 0) o.batch = 1;  // PB default: b = 1
     if (reference_batch_ > 0) {
         const auto s = pipeprop::optim::scale_hyperparameters(

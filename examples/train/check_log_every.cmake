@@ -3,7 +3,9 @@
 # batches of 32 with N = 500 give lines at 512, 1024, 1536 and 2000 samples whose sample-weighted mean is the epoch's
 # train_loss (two independent sums); --mode pb (b = 1, losses known at the backward, 2 (S - 1) micro-batches
 # later): lines at 500, 1000, 1500 and 2000, each averaging only the losses known by then (all > 0: no pipeline-fill
-# zeros). Inputs: PROGRAM, DATA, WORK.
+# zeros); with --log-stage-norms each pb line also holds one positive weight and velocity norm per stage, the first
+# stage's changing from line to line, and the option is refused (exit 2) without --log-every or --metrics and in --mode
+# sgd. Inputs: PROGRAM, DATA, WORK.
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
 set(common --network mlp --max-samples 2000 --max-test-samples 500 --progress none --data ${DATA} --log-every 500)
@@ -29,7 +31,7 @@ foreach(mode sgd pb)
     set(args --mode sgd --batch 32)
     set(expected_samples 512 1024 1536 2000)
   else()
-    set(args --mode pb --stages fine --reference-batch 32)
+    set(args --mode pb --stages fine --reference-batch 32 --log-stage-norms)
     set(expected_samples 500 1000 1500 2000)
   endif()
   execute_process(COMMAND ${PROGRAM} ${args} ${common} --metrics ${WORK}/${mode}.jsonl
@@ -53,6 +55,25 @@ foreach(mode sgd pb)
     if(NOT e EQUAL 1 OR NOT loss GREATER 0)
       message(FATAL_ERROR "${mode}: bad interval line ${line}")
     endif()
+    if(mode STREQUAL "pb")  # --log-stage-norms: one finite, positive norm per stage, the weights moving
+      string(REGEX MATCH "\"stages\":([0-9]+)" ignored "${out}")  # the result line on stdout
+      set(stages ${CMAKE_MATCH_1})
+      foreach(key stage_weight_norm stage_velocity_norm)
+        string(JSON len LENGTH "${line}" ${key})
+        if(NOT len EQUAL stages)
+          message(FATAL_ERROR "pb: ${key} holds ${len} values for ${stages} stages: ${line}")
+        endif()
+        math(EXPR last "${stages} - 1")
+        foreach(i RANGE ${last})
+          string(JSON x GET "${line}" ${key} ${i})
+          if(NOT x GREATER 0)
+            message(FATAL_ERROR "pb: ${key}[${i}] = ${x}: ${line}")
+          endif()
+        endforeach()
+      endforeach()
+      string(JSON w0 GET "${line}" stage_weight_norm 0)
+      list(APPEND first_stage_norms ${w0})
+    endif()
     list(APPEND samples ${s})
     math(EXPR count "${s} - ${previous}")
     set(previous ${s})
@@ -72,5 +93,22 @@ foreach(mode sgd pb)
       message(FATAL_ERROR "sgd: the interval losses' weighted ${verdict} differs from the epoch train_loss ${epoch_loss}")
     endif()
   endif()
+  if(mode STREQUAL "pb")
+    list(REMOVE_DUPLICATES first_stage_norms)
+    list(LENGTH first_stage_norms distinct)
+    if(distinct LESS 4)
+      message(FATAL_ERROR "pb: the first stage's weight norm did not change from line to line: ${first_stage_norms}")
+    endif()
+  endif()
   message("${mode}: interval lines at ${samples}")
+endforeach()
+
+# --log-stage-norms needs the interval lines, and is an option of --mode pb.
+foreach(case "--mode;pb;--log-stage-norms;--metrics;${WORK}/x.jsonl" "--mode;pb;--log-stage-norms"
+             "--mode;sgd;--log-stage-norms;--metrics;${WORK}/x.jsonl;--log-every;100")
+  execute_process(COMMAND ${PROGRAM} ${case} --network mlp --max-samples 64 --progress none --data ${DATA}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 2 OR NOT err MATCHES "--log-stage-norms")
+    message(FATAL_ERROR "${case}: expected exit 2 naming --log-stage-norms, got ${rc}:\n${out}\n${err}")
+  endif()
 endforeach()

@@ -5,8 +5,10 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -41,6 +43,20 @@ public:
             }
         }
         fmt::format_to(std::back_inserter(out_), "{}", value);  // shortest text that reads back exactly
+        return *this;
+    }
+    /// Adds an array of numbers (non-finite ones as null).
+    json_line& add(std::string_view key, std::span<const double> values) {
+        key_(key);
+        out_ += '[';
+        for (std::size_t i = 0; i < values.size(); ++i) {
+            if (i > 0) out_ += ',';
+            if (std::isfinite(values[i]))
+                fmt::format_to(std::back_inserter(out_), "{}", values[i]);
+            else
+                out_ += "null";
+        }
+        out_ += ']';
         return *this;
     }
     /// Adds `null` for key.

@@ -178,6 +178,9 @@ public:
                      "does not make the pipeline slower than one thread; 0 = always the lanes")
             ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 20))
             ->capture_default_str();
+        g.add_flag("--log-stage-norms", log_stage_norms_,
+                   "With --metrics and --log-every: the interval lines also hold stage_weight_norm and "
+                   "stage_velocity_norm, the L2 norms of every stage's weights and velocity (null once not finite)");
         g.add_flag("--flush-subnormals", flush_subnormals_,
                    "Run the stages' work with subnormal numbers flushed to zero (x86 FTZ + DAZ; pb::options::"
                    "flush_subnormals): much faster when momentum near 1 decays velocities into the subnormal range");
@@ -437,6 +440,7 @@ private:
     std::string stages_ = "fine";
     std::string executor_ = "concurrent";
     std::size_t reference_batch_ = 0;
+    bool log_stage_norms_ = false;
     std::size_t push_buffer_ = 64;
     std::size_t lanes_ = 0;
     std::size_t load_probe_period_ = 16;

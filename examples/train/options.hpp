@@ -48,6 +48,7 @@ struct common_options {
     std::string data = pipeprop::data::default_data_directory;
     std::string metrics;                ///< JSON-lines path for per-epoch metrics ("" = none)
     std::size_t log_every = 0;          ///< also a metrics line of the training loss every this many samples (0: none)
+    bool log_stage_norms = false;       ///< --mode pb's --log-stage-norms: per-stage norms in those lines
     std::string checkpoint_in;          ///< checkpoint to start from ("" = fresh start)
     std::string checkpoint_out;         ///< checkpoint written after every epoch ("" = none)
     std::string lr_schedule = "constant";

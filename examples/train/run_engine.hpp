@@ -49,6 +49,13 @@ public:
     [[nodiscard]] virtual std::string rank_layout() const = 0;
     [[nodiscard]] virtual std::vector<std::string> stages_by_rank() const = 0;  ///< see rank_layout
 
+    /// Per stage: the L2 norms of the weights and of the velocity (pb::stage_stats), for an engine with stages
+    /// that it holds (PB); empty otherwise.
+    struct stage_norms {
+        std::vector<double> weights, velocities;
+    };
+    [[nodiscard]] virtual stage_norms norms_by_stage() const = 0;
+
     /// The network's positions by name (layer_stack::node_names) and its parameter count.
     std::span<const std::string_view> node_names;
     std::size_t parameter_count = 0;
@@ -103,6 +110,21 @@ public:
             return e_.stages_by_rank();
         else
             return {};
+    }
+
+    [[nodiscard]] stage_norms norms_by_stage() const override {
+        stage_norms n;
+        const auto add = [&n](const auto& stats) {
+            for (const auto& st : stats.stages) {
+                n.weights.push_back(st.weight_norm);
+                n.velocities.push_back(st.velocity_norm);
+            }
+        };
+        if constexpr (requires { e_.stats().stages[0].weight_norm; })
+            add(e_.stats());
+        else if constexpr (requires { e_.pipeline().stats().stages[0].weight_norm; })  // train::pb_engine
+            add(e_.pipeline().stats());
+        return n;
     }
 
 private:

@@ -289,6 +289,11 @@ run_summary run_training_on(run_engine& engine, const common_options& o, const S
                             .add("interval", true)
                             .add("train_loss", interval_sum / static_cast<double>(interval_known))
                             .add("lr", engine.current_learning_rate());
+                        if (o.log_stage_norms) {
+                            const auto n = engine.norms_by_stage();
+                            m.add("stage_weight_norm", std::span<const double>(n.weights))
+                                .add("stage_velocity_norm", std::span<const double>(n.velocities));
+                        }
                         metrics << m.str() << '\n' << std::flush;
                         if (!metrics) throw std::runtime_error(o.metrics + ": writing the metrics file failed");
                         interval_sum = 0.0;

@@ -310,3 +310,41 @@ TEST_CASE("stats report delays, slots and bytes per stage", "[pb][stats]") {
     CHECK(sc.executor == "concurrent");
     CHECK(ss.policy == "stash");
 }
+
+TEST_CASE("stats: each stage's weight and velocity norms are those of its slice of the network's blocks",
+          "[pb][stats]") {
+    openblas_set_num_threads(1);
+    using policy = pb::policy::weight_stashing;
+    using pipe = pb::pipeline<probed, pp::fine_grained<>, policy>;
+    for (auto kind : {pb::executor_kind::sequential, pb::executor_kind::concurrent}) {
+        pb::options<policy> o;
+        o.executor = kind;
+        pipe p(o);
+        data_stream<probed> data(40, 3);
+        for (std::size_t n = 0; n < 40; ++n) {
+            p.set_hyperparameters({0.01f, 0.9f, 0.0f});
+            (void)p.push(data.xs(n, 1), data.ys(n, 1), 1);
+        }
+        (void)p.drain();
+        std::vector<float> w(pipe::stack_type::parameter_count), v(pipe::stack_type::parameter_count);
+        p.copy_parameters(w);
+        p.copy_velocities(v);
+        const auto st = p.stats();
+        std::size_t offset = 0;
+        for (std::size_t s = 0; s < pipe::stage_count; ++s) {
+            double ws = 0.0, vs = 0.0;  // the slice's sums of squares, here in the test's own order
+            for (std::size_t i = offset; i < offset + st.stages[s].parameters; ++i) {
+                ws += static_cast<double>(w[i]) * w[i];
+                vs += static_cast<double>(v[i]) * v[i];
+            }
+            offset += st.stages[s].parameters;
+            CHECK(st.stages[s].weight_norm == Approx(std::sqrt(ws)).epsilon(1e-12));
+            CHECK(st.stages[s].velocity_norm == Approx(std::sqrt(vs)).epsilon(1e-12));
+            if (st.stages[s].parameters > 0) {  // it trained, and stayed in range
+                CHECK(st.stages[s].velocity_norm > 0.0);
+                CHECK(st.stages[s].weight_norm < 100.0);
+            }
+        }
+        CHECK(offset == pipe::stack_type::parameter_count);
+    }
+}

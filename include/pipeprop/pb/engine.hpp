@@ -294,6 +294,8 @@ public:
             o.parameters = st.parameter_count();
             o.weight_bytes = st.weight_bytes();
             o.weight_copies = st.weight_copies();
+            o.weight_norm = l2_norm(st.weights());
+            o.velocity_norm = l2_norm(st.velocity());
             o.observed_delay_min = st.observed_delay_min();
             o.observed_delay_max = st.observed_delay_max();
             o.backward_count = st.backward_count();

@@ -1,13 +1,23 @@
 // pipeprop/pb/stats.hpp: observability of a PB run (docs/pb-semantics.md §5).
 #pragma once
 
+#include <cmath>
 #include <cstddef>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "pipeprop/layer_stack.hpp"
 
 namespace pipeprop::pb {
+
+/// sqrt(sum x_i^2) of x, accumulated in double (stage_stats' norms); NaN or infinity when an element is not finite.
+template <class T>
+[[nodiscard]] double l2_norm(std::span<const T> x) noexcept {
+    double sum = 0.0;
+    for (const T v : x) sum += static_cast<double>(v) * static_cast<double>(v);
+    return std::sqrt(sum);
+}
 
 /// What one stage did and holds.
 struct stage_stats {
@@ -21,6 +31,12 @@ struct stage_stats {
     std::size_t stash_bytes = 0;
     std::size_t weight_bytes = 0;      ///< bytes of weights, velocity, gradient and policy copies (LWP, stashes, ...)
     std::size_t weight_copies = 0;     ///< parameter-sized buffers among weight_bytes (3 = w, v, g only)
+    ///@{
+    /// L2 norms of the stage's current weights w and of its first optimizer state buffer (SGD: the velocity v;
+    /// AdamW: the first moment), in double; NaN or infinity once an element is not finite. O(P) to compute.
+    double weight_norm = 0.0;
+    double velocity_norm = 0.0;
+    ///@}
     double busy_seconds = 0.0;         ///< time spent in this stage's work (forward, backward, update, copies)
     std::size_t lane = 0;              ///< concurrent executor: the serial node (lane) that runs this stage
     ///@{
