@@ -22,10 +22,12 @@ if(PIPEPROP_BUILD_TESTS)
                          PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300)
   endforeach()
 
-  # An empty path or --stages is a bad option (exit 2), not "not given".
+  # An empty path, --stages, count or seed is a bad option (exit 2), not "not given" (CLI11 read an empty
+  # --max-samples, --max-test-samples or --seed as 0: every sample, seed 0).
   foreach(case IN ITEMS "data:--data:" "checkpoint_in:--checkpoint-in:" "checkpoint_out:--checkpoint-out:"
                         "metrics:--metrics:" "trace:--trace:--mode|sync" "stages_pb:--stages:--mode|pb"
-                        "stages_sync:--stages:--mode|sync")
+                        "stages_sync:--stages:--mode|sync" "max_samples:--max-samples:"
+                        "max_test_samples:--max-test-samples:" "seed:--seed:")
     string(REPLACE ":" ";" parts "${case}")
     list(GET parts 0 name)
     list(GET parts 1 option)
