@@ -176,3 +176,20 @@ if(PIPEPROP_BUILD_TESTS AND EXISTS /usr/bin/python3)
                          TIMEOUT 300)
   endforeach()
 endif()
+
+if(PIPEPROP_BUILD_TESTS AND EXISTS /usr/bin/python3)
+  # A --mode sync run of many micro-batches that cannot fit ends at once with the estimate's refusal, under 700 MiB
+  # of address space (about 450 MB left after the data): the estimate's cost does not grow with m (it built a plan
+  # per micro-batch count, past 21 GB for m = 60000).
+  foreach(case IN ITEMS "many_micro_batches:--micro-batches|60000|--batch|60000")
+    string(REPLACE ":" ";" parts "${case}")
+    list(GET parts 0 name)
+    list(GET parts 1 options)
+    string(REPLACE "|" ";" options "${options}")
+    add_test(NAME pipeprop_train_sync_${name}
+             COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/train/check_memory_refusal.py
+                     $<TARGET_FILE:pipeprop_train> ${pipeprop_train_data} 700 none "a smaller --batch" --mode sync
+                     ${options} --epochs 0)
+    set_tests_properties(pipeprop_train_sync_${name} PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 60)
+  endforeach()
+endif()
