@@ -178,10 +178,12 @@ if(PIPEPROP_BUILD_TESTS AND EXISTS /usr/bin/python3)
 endif()
 
 if(PIPEPROP_BUILD_TESTS AND EXISTS /usr/bin/python3)
-  # A --mode sync run of many micro-batches that cannot fit ends at once with the estimate's refusal, under 700 MiB
-  # of address space (about 450 MB left after the data): the estimate's cost does not grow with m (it built a plan
-  # per micro-batch count, past 21 GB for m = 60000).
-  foreach(case IN ITEMS "many_micro_batches:--micro-batches|60000|--batch|60000")
+  # --mode sync runs that cannot fit end at once with the estimate's refusal, under 700 MiB of address space (about
+  # 450 MB left after the data): many micro-batches (the estimate's cost does not grow with m: it built a plan per
+  # micro-batch count, past 21 GB for m = 60000) and a micro-batch of 60000 samples under the default balanced cut
+  # (its layer costs are measured at a few samples: at the full micro-batch the probe ran out of memory first).
+  foreach(case IN ITEMS "many_micro_batches:--micro-batches|60000|--batch|60000"
+                        "balanced_cut_large_batch:--micro-batches|1|--batch|60000")
     string(REPLACE ":" ";" parts "${case}")
     list(GET parts 0 name)
     list(GET parts 1 options)
@@ -192,4 +194,12 @@ if(PIPEPROP_BUILD_TESTS AND EXISTS /usr/bin/python3)
                      ${options} --epochs 0)
     set_tests_properties(pipeprop_train_sync_${name} PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 60)
   endforeach()
+endif()
+if(PIPEPROP_BUILD_TESTS)
+  # --mode sync with a batch larger than the epoch is a bad option (exit 2) before the balanced cut measures
+  # anything (as in --mode sgd and pb): it measured its costs at B / m = 262144 samples first.
+  pipeprop_train_test(sync_batch_above_epoch EXPECT 2 ADDRESS_LIMIT_MIB 700
+    ARGS --mode sync --network mlp --batch 1048576 --progress log --data ${pipeprop_train_data}
+    REGEX "--batch: 1048576 is larger than the 60000 training samples of an epoch" NOT_REGEX "out of memory")
+  set_tests_properties(pipeprop_train_sync_batch_above_epoch PROPERTIES TIMEOUT 60)
 endif()

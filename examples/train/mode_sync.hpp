@@ -10,7 +10,7 @@
 //   --two-stage-bp on|off (default on)
 //   --micro-batches m                   (default 4)          --executor concurrent|sequential (default concurrent)
 //   --stages balanced | balanced:P | comma-separated split points, e.g. 4,9   (default balanced = balanced:2;
-//            balanced cuts by per-layer costs measured at the micro-batch size)
+//            balanced cuts by per-layer costs measured at the micro-batch size, at most cost_probe_batch samples)
 //   --trace PATH   Chrome trace-event JSON of the last full step (measured) and of the simulator's prediction from
 //                  that step's own op durations, and an SVG Gantt chart of the prediction (trace_paths: PATH's
 //                  extension names the file it is; the other one is PATH with extension .json or .svg).
@@ -40,6 +40,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -320,9 +321,6 @@ public:
                 o, data, sgd, o.momentum);
         } else {  // --transport mpi: the data on the ranks of stage 0 (inputs, targets) and of the last stage (N)
             using loss = pipeprop::detail::default_loss_t<Net, float>;
-            const auto ranges = stage_ranges<Net>(o);
-            const std::vector<int> rank_of = ranks_of_stages(o, ranges.size());
-            const bool needs_data = o.ranks->rank() == 0 || o.ranks->rank() == rank_of.back();
             std::optional<pipeprop::data::dataset_pair> data;
             std::uint64_t count = 0;
             if (o.ranks->rank() == 0) {  // first rank 0 (a bad --data is then said once), then the last stage's
@@ -330,6 +328,10 @@ public:
                 count = data->train.count;
             }
             o.ranks->broadcast(std::as_writable_bytes(std::span<std::uint64_t>(&count, 1)));
+            (void)epoch_samples(o, static_cast<std::size_t>(count));  // --batch within the epoch, before the cut
+            const auto ranges = stage_ranges<Net>(o);
+            const std::vector<int> rank_of = ranks_of_stages(o, ranges.size());
+            const bool needs_data = o.ranks->rank() == 0 || o.ranks->rank() == rank_of.back();
             if (needs_data && !data) data.emplace(load_data<Net>(o));
             if (needs_data)
                 return run_with<Net, loss, pipeprop::optim::sgd<float>>(o, *data, sgd, o.momentum, &ranges, &rank_of);
@@ -339,12 +341,20 @@ public:
         }
     }
 
+public:
+    /// The most samples per micro-batch the balanced cut measures its layer costs at: a layer's cost grows about
+    /// linearly with the micro-batch, so a few samples rank the layers as the full micro-batch would, and the probe
+    /// holds a few micro-batches' buffers at most (at the full micro-batch of a huge --batch it allocated gigabytes
+    /// before the memory estimate could refuse the run).
+    static constexpr std::size_t cost_probe_batch = 8;
+
 private:
     /// The stage cut of --stages: split points, or a balanced cut by per-layer costs measured at the micro-batch
-    /// size (with --transport mpi measured on rank 0 and sent to the others: every rank needs the same cut).
+    /// size, at most cost_probe_batch samples (with --transport mpi measured on rank 0 and sent to the others: every
+    /// rank needs the same cut).
     template <class Net>
     std::vector<pipeprop::layer_range> stage_ranges(const common_options& o) const {
-        const std::size_t m = micro_batches_, b = (o.batch + m - 1) / m;
+        const std::size_t m = micro_batches_, b = std::min((o.batch + m - 1) / m, cost_probe_batch);
         const stage_spec spec = parse_stages(value_of(stages_opt_, stages_), Net::layer_count);
         std::vector<std::size_t> points = spec.split_points;
         if (spec.balanced_stages > 0) {
@@ -415,6 +425,9 @@ private:
         const bool two = two_stage_bp_ == "on";
         const std::size_t m = micro_batches_;
         const std::size_t b = (o.batch + m - 1) / m;
+        // the cheap checks first: --batch within the epoch (CLI::ValidationError, exit 2), then the cut (a balanced
+        // one measures its costs at cost_probe_batch samples at most) and the memory estimate of its engine
+        const std::size_t epoch_size = epoch_samples(o, data);
         const auto ranges = given_ranges != nullptr ? *given_ranges : stage_ranges<Net>(o);
         std::unique_ptr<pipeprop::remote_transport> transport;  // outlives the engine
         if (rank_of != nullptr) transport = o.ranks->make_transport(*rank_of);
@@ -429,7 +442,7 @@ private:
             check_sync_memory<typename sync_engine<Net, Loss, Optimizer>::executor_type>(o, kind, two, ranges, eo);
         set_activity(fmt::format("building the --mode sync engine ({} stages, batch {} in {} micro-batches)",
                                  ranges.size(), o.batch, m));
-        sync_engine<Net, Loss, Optimizer> engine(kind, two, ranges, eo, make_schedule(o, epoch_samples(o, data)),
+        sync_engine<Net, Loss, Optimizer> engine(kind, two, ranges, eo, make_schedule(o, epoch_size),
                                                  momentum, o.weight_decay, !trace_.empty(), o.ranks,
                                                  rank_of != nullptr ? *rank_of : std::vector<int>{});
 
