@@ -9,10 +9,12 @@
 //   pipeprop_train --network llama-tiny --epochs 3 --max-samples 2000 --max-test-samples 500   (AdamW, fortunes)
 //   mpirun -np 2 pipeprop_train --transport mpi --mode pb --network cnn   (the stages on 2 ranks; MPI builds only)
 //
-// --transport mpi (a build with -DPIPEPROP_WITH_MPI=ON): every rank parses the options (only rank 0
-// reports a bad one; all exit 2); rank 0 reads the data (stage 0 and the evaluation run there) and prints progress,
-// metrics and the one JSON result line; checkpoints are per rank with a manifest (train/rank_checkpoints.hpp). A
-// runtime error on any rank is printed by that rank (naming it) and ends the whole job (MPI_Abort, exit 1).
+// --transport mpi (a build with -DPIPEPROP_WITH_MPI=ON): every rank parses the options, and the ranks learn whether
+// every one accepted its command line before anything else (a bad option: said by rank 0 when every rank has it, else
+// by the rank whose line has it; all exit 2 at once); rank 0 reads the data (stage 0 and the evaluation run there)
+// and prints progress, metrics and the one JSON result line; checkpoints are per rank with a manifest
+// (train/rank_checkpoints.hpp). A runtime error on any rank is printed by that rank (naming it) and ends the whole job
+// (MPI_Abort, exit 1).
 //
 // Exit codes: 0 success; 1 runtime error (missing or corrupt data, bad checkpoint, NaN/inf loss, I/O); 2 bad options
 // (also an output path that cannot be created or opened: reported before the data are loaded); 130 / 143 stopped by
@@ -304,6 +306,8 @@ int main(int argc, char** argv) {
     }
 
     train::mode* selected = nullptr;
+    std::string refused;  // --transport mpi: why this rank refused its own command line (told to every rank below)
+    int refused_code = 2;
     try {
         app.parse(argc, argv);
         options.data_given = app.get_option("--data")->count() > 0;
@@ -335,17 +339,62 @@ int main(int argc, char** argv) {
             throw CLI::ValidationError("--transport", fmt::format("this process is one of {} started by mpirun: add "
                                                                   "--transport mpi (or run one process without "
                                                                   "mpirun)", launched));
-        if (options.transport == "mpi") {
+#ifndef PIPEPROP_TRAIN_MPI
+        if (options.transport == "mpi")
+            throw CLI::ValidationError("--transport", "mpi: this build of the main program has no MPI (configure with "
+                                                      "-DPIPEPROP_WITH_MPI=ON; Debian: libopenmpi-dev, openmpi-bin)");
+#endif
+    } catch (const CLI::Success& e) {  // --help
+        return rank0 ? app.exit(e) : 0;
+    } catch (const std::exception& e) {  // CLI::ParseError (exit 2) or another error of the checks (exit 1)
+        const bool parse_error = dynamic_cast<const CLI::ParseError*>(&e) != nullptr;
 #ifdef PIPEPROP_TRAIN_MPI
+        if (session) {  // the other ranks wait for this one: they learn of it first thing below
+            refused = e.what();
+            refused_code = parse_error ? 2 : 1;
+        }
+#endif
+        if (refused.empty()) {
+            if (!parse_error) {
+                std::cerr << "pipeprop_train: error: " << e.what() << std::endl;
+                return 1;
+            }
+            if (rank0) std::cerr << "pipeprop_train: " << e.what() << "\n\n" << app.help() << std::flush;
+            return 2;
+        }
+    }
+#ifdef PIPEPROP_TRAIN_MPI
+    if (session) {
+        try {
+            ranks.emplace(std::chrono::seconds(options.remote_timeout));
+            // First, whether every rank accepted its command line: a rank that refused its own (a bad value, an
+            // option twice) would leave the others waiting for it until --remote-timeout. The refusing rank says
+            // why, naming the option (rank 0 with the usage text; when every rank got the same line, only rank 0
+            // speaks), rank 0 names the rank, and every rank exits 2 (the refusing one 1 for an error that is not
+            // an option's).
+            const int size = session->size(), rank = session->rank();
+            const int first_refused = ranks->min_over_ranks(refused.empty() ? size : rank);
+            if (first_refused < size) {  // each message in one write: the ranks' lines must not interleave
+                std::string said;
+                if (!refused.empty() && rank0)
+                    said = "pipeprop_train: " + refused + "\n\n" + app.help();
+                else if (!refused.empty() && first_refused > 0)
+                    said = fmt::format("pipeprop_train: rank {}: {}\n", rank, refused);
+                else if (rank0)
+                    said = fmt::format("pipeprop_train: --transport mpi: rank {} refused its command line (that "
+                                       "rank's message names the option); every rank needs the same command line\n",
+                                       first_refused);
+                std::cerr << said << std::flush;
+                return refused.empty() ? 2 : refused_code;
+            }
             // every rank must run the same command line: rank 0's is the reference
             std::string line;
             for (int i = 1; i < argc; ++i) line += std::string(argv[i]) + '\0';
-            ranks.emplace(std::chrono::seconds(options.remote_timeout));
             options.ranks = &*ranks;
             std::uint64_t mine = std::hash<std::string>{}(line), reference = mine;
             ranks->broadcast(std::as_writable_bytes(std::span<std::uint64_t>(&reference, 1)));
-            const int different = ranks->min_over_ranks(reference == mine ? session->size() : session->rank());
-            if (different < session->size())
+            const int different = ranks->min_over_ranks(reference == mine ? size : rank);
+            if (different < size)
                 throw CLI::ValidationError("--transport", fmt::format("mpi: rank {} was started with other options "
                                                                       "than rank 0; every rank needs the same "
                                                                       "command line", different));
@@ -353,23 +402,16 @@ int main(int argc, char** argv) {
                 options.progress = "none";
                 options.metrics.clear();
             }
-#else
-            throw CLI::ValidationError("--transport", "mpi: this build of the main program has no MPI (configure with "
-                                                      "-DPIPEPROP_WITH_MPI=ON; Debian: libopenmpi-dev, openmpi-bin)");
-#endif
+        } catch (const CLI::ParseError& e) {  // every rank found the same: rank 0 reports it
+            if (rank0) std::cerr << "pipeprop_train: " << e.what() << "\n\n" << app.help() << std::flush;
+            return 2;
+        } catch (const std::exception& e) {  // comparing the ranks' options failed (a rank hangs)
+            std::cerr << "pipeprop_train: error: " << e.what() << std::endl;
+            pipeprop::mpi::abort_job(1, std::chrono::milliseconds(0));
+            return 1;
         }
-    } catch (const CLI::Success& e) {  // --help
-        return rank0 ? app.exit(e) : 0;
-    } catch (const CLI::ParseError& e) {  // every rank parses the same options: rank 0 reports them
-        if (rank0) std::cerr << "pipeprop_train: " << e.what() << "\n\n" << app.help() << std::flush;
-        return 2;
-    } catch (const std::exception& e) {  // --transport mpi: comparing the ranks' options failed (a rank hangs)
-        std::cerr << "pipeprop_train: error: " << e.what() << std::endl;
-#ifdef PIPEPROP_TRAIN_MPI
-        if (session) pipeprop::mpi::abort_job(1, std::chrono::milliseconds(0));
-#endif
-        return 1;
     }
+#endif
 
     openblas_set_num_threads(options.blas_threads);
 

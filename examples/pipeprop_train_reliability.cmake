@@ -22,10 +22,12 @@ if(PIPEPROP_BUILD_TESTS)
                          PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 300)
   endforeach()
 
-  # An empty path or --stages is a bad option (exit 2), not "not given".
+  # An empty path, --stages, count or seed is a bad option (exit 2), not "not given" (CLI11 read an empty
+  # --max-samples, --max-test-samples or --seed as 0: every sample, seed 0).
   foreach(case IN ITEMS "data:--data:" "checkpoint_in:--checkpoint-in:" "checkpoint_out:--checkpoint-out:"
                         "metrics:--metrics:" "trace:--trace:--mode|sync" "stages_pb:--stages:--mode|pb"
-                        "stages_sync:--stages:--mode|sync")
+                        "stages_sync:--stages:--mode|sync" "max_samples:--max-samples:"
+                        "max_test_samples:--max-test-samples:" "seed:--seed:")
     string(REPLACE ":" ";" parts "${case}")
     list(GET parts 0 name)
     list(GET parts 1 option)
@@ -173,4 +175,31 @@ if(PIPEPROP_BUILD_TESTS AND EXISTS /usr/bin/python3)
     set_tests_properties(pipeprop_train_memory_refused_${name} PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1"
                          TIMEOUT 300)
   endforeach()
+endif()
+
+if(PIPEPROP_BUILD_TESTS AND EXISTS /usr/bin/python3)
+  # --mode sync runs that cannot fit end at once with the estimate's refusal, under 700 MiB of address space (about
+  # 450 MB left after the data): many micro-batches (the estimate's cost does not grow with m: it built a plan per
+  # micro-batch count, past 21 GB for m = 60000) and a micro-batch of 60000 samples under the default balanced cut
+  # (its layer costs are measured at a few samples: at the full micro-batch the probe ran out of memory first).
+  foreach(case IN ITEMS "many_micro_batches:--micro-batches|60000|--batch|60000"
+                        "balanced_cut_large_batch:--micro-batches|1|--batch|60000")
+    string(REPLACE ":" ";" parts "${case}")
+    list(GET parts 0 name)
+    list(GET parts 1 options)
+    string(REPLACE "|" ";" options "${options}")
+    add_test(NAME pipeprop_train_sync_${name}
+             COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/train/check_memory_refusal.py
+                     $<TARGET_FILE:pipeprop_train> ${pipeprop_train_data} 700 none "a smaller --batch" --mode sync
+                     ${options} --epochs 0)
+    set_tests_properties(pipeprop_train_sync_${name} PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 60)
+  endforeach()
+endif()
+if(PIPEPROP_BUILD_TESTS)
+  # --mode sync with a batch larger than the epoch is a bad option (exit 2) before the balanced cut measures
+  # anything (as in --mode sgd and pb): it measured its costs at B / m = 262144 samples first.
+  pipeprop_train_test(sync_batch_above_epoch EXPECT 2 ADDRESS_LIMIT_MIB 700
+    ARGS --mode sync --network mlp --batch 1048576 --progress log --data ${pipeprop_train_data}
+    REGEX "--batch: 1048576 is larger than the 60000 training samples of an epoch" NOT_REGEX "out of memory")
+  set_tests_properties(pipeprop_train_sync_batch_above_epoch PROPERTIES TIMEOUT 60)
 endif()

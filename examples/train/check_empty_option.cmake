@@ -3,9 +3,21 @@
 # "not given" (training from scratch, writing no file, one stage).
 #   cmake -DPROGRAM=... -DDATA=... -DOPTION=--metrics "-DEXTRA=a|b" -P check_empty_option.cmake
 # EXTRA ('|'-separated, no empty items: run_and_check.cmake's ARGS cannot carry an empty one) comes first, then the
-# options of a quick run (so that a program which lets the empty value through ends soon).
+# options of a quick run (so that a program which lets the empty value through ends soon), less OPTION itself (given
+# twice, CLI11 would refuse the repetition instead): for --max-samples the quick run only evaluates (--epochs 0).
 string(REPLACE "|" ";" EXTRA "${EXTRA}")
-list(APPEND EXTRA --network mlp --max-samples 64 --max-test-samples 10 --progress none)
+list(APPEND EXTRA --network mlp --progress none)
+foreach(quick IN ITEMS "--max-samples|64" "--max-test-samples|10")
+  string(REPLACE "|" ";" pair "${quick}")
+  list(GET pair 0 name)
+  if(name STREQUAL OPTION)
+    if(OPTION STREQUAL "--max-samples")
+      list(APPEND EXTRA --epochs 0)
+    endif()
+  else()
+    list(APPEND EXTRA ${pair})
+  endif()
+endforeach()
 if(NOT OPTION STREQUAL "--data")
   list(APPEND EXTRA --data ${DATA})
 endif()

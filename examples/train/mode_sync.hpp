@@ -10,7 +10,7 @@
 //   --two-stage-bp on|off (default on)
 //   --micro-batches m                   (default 4)          --executor concurrent|sequential (default concurrent)
 //   --stages balanced | balanced:P | comma-separated split points, e.g. 4,9   (default balanced = balanced:2;
-//            balanced cuts by per-layer costs measured at the micro-batch size)
+//            balanced cuts by per-layer costs measured at the micro-batch size, at most cost_probe_batch samples)
 //   --trace PATH   Chrome trace-event JSON of the last full step (measured) and of the simulator's prediction from
 //                  that step's own op durations, and an SVG Gantt chart of the prediction (trace_paths: PATH's
 //                  extension names the file it is; the other one is PATH with extension .json or .svg).
@@ -40,6 +40,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -56,136 +57,13 @@
 #include "train/networks.hpp"
 #include "train/output_paths.hpp"
 #include "train/rank_evaluation.hpp"
+#include "train/sync_engine.hpp"
+#include "train/sync_options.hpp"
 #include "train/training_loop.hpp"
 
 namespace train {
 
 namespace ps = pipeprop::sync;
-
-/// The synchronous trainer of the library (pipeprop::sync::trainer: the pipeprop::trainer contract,
-/// training_loop.hpp; step_or_undo, evaluate, sync::save_state / load_state, so a checkpoint moves freely between
-/// --mode sgd and --mode sync) with what the main program adds: the spans of the last full step for --trace and, with
-/// --transport mpi, the collective evaluation and the checkpoint manifest's ranks. The schedule kind and 2BP flag are
-/// run-time values (one compiled executor for every schedule).
-template <class Net, class Loss = pipeprop::detail::default_loss_t<Net, float>,
-          class Optimizer = pipeprop::optim::sgd<float>>
-class sync_engine : public ps::trainer<Net, float, Loss, Optimizer> {
-    using base = ps::trainer<Net, float, Loss, Optimizer>;
-
-public:
-    using typename base::executor_type;
-    using typename base::stack_type;
-    using base::targets_per_sample;
-
-    /// ranks, rank_of: --transport mpi (opt.remote is then this rank's transport, stage s on rank rank_of[s]).
-    sync_engine(ps::schedule_kind kind, bool two_stage_bp, std::vector<pipeprop::layer_range> stages,
-                const typename executor_type::options_type& opt, pipeprop::optim::lr_schedule schedule,
-                double momentum, double weight_decay, bool keep_spans, cluster* ranks = nullptr,
-                std::vector<int> rank_of = {})
-        : base(kind, two_stage_bp, std::move(stages), opt, schedule, momentum, weight_decay),
-          keep_spans_(keep_spans),
-          ranks_(ranks),
-          rank_of_(std::move(rank_of)) {}
-
-    /// One step (pipeprop::sync::trainer::train_batch); keeps the spans of a step of all m micro-batches.
-    double train_batch(const float* x, const std::int32_t* labels, std::size_t b) {
-        const double loss = base::train_batch(x, labels, b);
-        auto& ex = this->executor();
-        if (keep_spans_ && ex.options().micro_batches <= b) last_full_spans_ = ex.spans();
-        return loss;
-    }
-
-    /// With --transport mpi collective (train/rank_evaluation.hpp): rank 0 evaluates with every rank's stages.
-    pipeprop::evaluation evaluate(const float* x, const std::int32_t* labels, std::size_t n) {
-        if (ranks_ == nullptr) return base::evaluate(x, labels, n);
-        auto& ex = this->executor();
-        return evaluate_on_rank0<stack_type>(
-            *ranks_, ex.ranges(), rank_of_, [&](std::size_t s) { return ex.stage_at(s).parameters(); },
-            [&](std::size_t s) { return ex.stage_at(s).state(); },
-            [&](std::span<const float> w, std::span<const float> state) {
-                ex.load_remote_stages(w, state);
-                return base::evaluate(x, labels, n);
-            });
-    }
-    /// --transport mpi: rank r's stages, for the checkpoint manifest (train/rank_checkpoints.hpp).
-    [[nodiscard]] std::vector<std::string> stages_by_rank() const {
-        return train::stages_by_rank(rank_of_, ranks_->size());
-    }
-    /// --transport mpi: every stage's layers and rank (train/rank_evaluation.hpp), kept in each rank's checkpoint.
-    [[nodiscard]] std::string rank_layout() const { return rank_layout_text(this->executor().ranges(), rank_of_); }
-
-    /// Spans of the last step that ran all m micro-batches (empty unless keep_spans).
-    [[nodiscard]] const std::vector<ps::op_span>& last_full_spans() const noexcept { return last_full_spans_; }
-
-private:
-    bool keep_spans_;
-    std::vector<ps::op_span> last_full_spans_;
-    cluster* ranks_ = nullptr;
-    std::vector<int> rank_of_;
-};
-
-/// The parsed --stages value: explicit split points, or a balanced cut into `balanced_stages` stages.
-struct stage_spec {
-    std::vector<std::size_t> split_points;
-    std::size_t balanced_stages = 0;  ///< > 0: balanced cut into this many stages
-};
-
-/// Parses --stages ("balanced", "balanced:P" or "a,b,c"); checks it against a network of `layers` layers.
-/// Throws CLI::ValidationError naming the problem.
-inline stage_spec parse_stages(const std::string& text, std::size_t layers) {
-    stage_spec s;
-    auto number = [&](const std::string& t) -> std::size_t {
-        std::size_t used = 0, v = 0;
-        try {
-            v = std::stoul(t, &used);
-        } catch (const std::exception&) {
-            used = 0;
-        }
-        if (t.empty() || used != t.size() || t[0] == '-')
-            throw CLI::ValidationError("--stages", "'" + t + "' is not a layer position (expected balanced, "
-                                                             "balanced:P or comma-separated split points)");
-        return v;
-    };
-    if (text == "balanced" || text.rfind("balanced:", 0) == 0) {
-        s.balanced_stages = text == "balanced" ? 2 : number(text.substr(9));
-        if (s.balanced_stages == 0 || s.balanced_stages > layers)
-            throw CLI::ValidationError("--stages", "balanced:" + std::to_string(s.balanced_stages) +
-                                                       " needs between 1 and " + std::to_string(layers) +
-                                                       " stages (the network has " + std::to_string(layers) +
-                                                       " layers)");
-        return s;
-    }
-    std::size_t start = 0;
-    while (start <= text.size()) {
-        const std::size_t comma = text.find(',', start);
-        const std::size_t len = comma == std::string::npos ? std::string::npos : comma - start;
-        s.split_points.push_back(number(text.substr(start, len)));
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-    }
-    try {
-        (void)pipeprop::partition_at(layers, s.split_points);
-    } catch (const std::invalid_argument& e) {
-        throw CLI::ValidationError("--stages", e.what());
-    }
-    return s;
-}
-
-/// The two files of --trace PATH: {Chrome trace JSON, SVG Gantt chart}. PATH ending in ".svg" names the SVG and
-/// the JSON is PATH with extension ".json"; any other PATH names the JSON and the SVG is PATH with its extension (if
-/// any) replaced by ".svg". The two are never the same file (--trace X.svg wrote the JSON and then the SVG
-/// over it).
-struct trace_files {
-    std::string json, svg;
-};
-inline trace_files trace_paths(const std::string& path) {
-    const auto slash = path.rfind('/');
-    const auto dot = path.rfind('.');
-    const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash + 1);
-    const std::string stem = has_ext ? path.substr(0, dot) : path;
-    if (has_ext && path.substr(dot) == ".svg") return {stem + ".json", path};
-    return {path, stem + ".svg"};
-}
 
 /// --mode sync (see the file comment).
 class mode_sync final : public mode {
@@ -320,9 +198,6 @@ public:
                 o, data, sgd, o.momentum);
         } else {  // --transport mpi: the data on the ranks of stage 0 (inputs, targets) and of the last stage (N)
             using loss = pipeprop::detail::default_loss_t<Net, float>;
-            const auto ranges = stage_ranges<Net>(o);
-            const std::vector<int> rank_of = ranks_of_stages(o, ranges.size());
-            const bool needs_data = o.ranks->rank() == 0 || o.ranks->rank() == rank_of.back();
             std::optional<pipeprop::data::dataset_pair> data;
             std::uint64_t count = 0;
             if (o.ranks->rank() == 0) {  // first rank 0 (a bad --data is then said once), then the last stage's
@@ -330,6 +205,10 @@ public:
                 count = data->train.count;
             }
             o.ranks->broadcast(std::as_writable_bytes(std::span<std::uint64_t>(&count, 1)));
+            (void)epoch_samples(o, static_cast<std::size_t>(count));  // --batch within the epoch, before the cut
+            const auto ranges = stage_ranges<Net>(o);
+            const std::vector<int> rank_of = ranks_of_stages(o, ranges.size());
+            const bool needs_data = o.ranks->rank() == 0 || o.ranks->rank() == rank_of.back();
             if (needs_data && !data) data.emplace(load_data<Net>(o));
             if (needs_data)
                 return run_with<Net, loss, pipeprop::optim::sgd<float>>(o, *data, sgd, o.momentum, &ranges, &rank_of);
@@ -339,12 +218,20 @@ public:
         }
     }
 
+public:
+    /// The most samples per micro-batch the balanced cut measures its layer costs at: a layer's cost grows about
+    /// linearly with the micro-batch, so a few samples rank the layers as the full micro-batch would, and the probe
+    /// holds a few micro-batches' buffers at most (at the full micro-batch of a huge --batch it allocated gigabytes
+    /// before the memory estimate could refuse the run).
+    static constexpr std::size_t cost_probe_batch = 8;
+
 private:
     /// The stage cut of --stages: split points, or a balanced cut by per-layer costs measured at the micro-batch
-    /// size (with --transport mpi measured on rank 0 and sent to the others: every rank needs the same cut).
+    /// size, at most cost_probe_batch samples (with --transport mpi measured on rank 0 and sent to the others: every
+    /// rank needs the same cut).
     template <class Net>
     std::vector<pipeprop::layer_range> stage_ranges(const common_options& o) const {
-        const std::size_t m = micro_batches_, b = (o.batch + m - 1) / m;
+        const std::size_t m = micro_batches_, b = std::min((o.batch + m - 1) / m, cost_probe_batch);
         const stage_spec spec = parse_stages(value_of(stages_opt_, stages_), Net::layer_count);
         std::vector<std::size_t> points = spec.split_points;
         if (spec.balanced_stages > 0) {
@@ -415,6 +302,9 @@ private:
         const bool two = two_stage_bp_ == "on";
         const std::size_t m = micro_batches_;
         const std::size_t b = (o.batch + m - 1) / m;
+        // the cheap checks first: --batch within the epoch (CLI::ValidationError, exit 2), then the cut (a balanced
+        // one measures its costs at cost_probe_batch samples at most) and the memory estimate of its engine
+        const std::size_t epoch_size = epoch_samples(o, data);
         const auto ranges = given_ranges != nullptr ? *given_ranges : stage_ranges<Net>(o);
         std::unique_ptr<pipeprop::remote_transport> transport;  // outlives the engine
         if (rank_of != nullptr) transport = o.ranks->make_transport(*rank_of);
@@ -429,7 +319,7 @@ private:
             check_sync_memory<typename sync_engine<Net, Loss, Optimizer>::executor_type>(o, kind, two, ranges, eo);
         set_activity(fmt::format("building the --mode sync engine ({} stages, batch {} in {} micro-batches)",
                                  ranges.size(), o.batch, m));
-        sync_engine<Net, Loss, Optimizer> engine(kind, two, ranges, eo, make_schedule(o, epoch_samples(o, data)),
+        sync_engine<Net, Loss, Optimizer> engine(kind, two, ranges, eo, make_schedule(o, epoch_size),
                                                  momentum, o.weight_decay, !trace_.empty(), o.ranks,
                                                  rank_of != nullptr ? *rank_of : std::vector<int>{});
 

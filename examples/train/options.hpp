@@ -131,15 +131,16 @@ inline CLI::Validator not_empty(const std::string& meaning) {
         "");
 }
 
-/// Validator for an unsigned 64-bit count or seed: rejects a leading minus sign (CLI11 would wrap "-5" to
-/// 2^64 - 5) and a decimal number above 2^64 - 1 (CLI11 capped "99999999999999999999" to 2^64 - 1 silently).
+/// Validator for an unsigned 64-bit count or seed: rejects an empty value (CLI11 converts "" to 0: --seed '' ran
+/// with seed 0, --max-samples '' on every sample), a leading minus sign (CLI11 would wrap "-5" to 2^64 - 5) and a
+/// decimal number above 2^64 - 1 (CLI11 capped "99999999999999999999" to 2^64 - 1 silently).
 inline CLI::Validator not_negative() {
     return CLI::Validator(
         [](std::string& text) -> std::string {
             const auto first = text.find_first_not_of(" \t");
-            if (first != std::string::npos && text[first] == '-') return "must not be negative, got " + text;
+            if (first == std::string::npos) return "must not be empty (give a number, or leave the option out)";
+            if (text[first] == '-') return "must not be negative, got " + text;
             const auto last = text.find_last_not_of(" \t");
-            if (first == std::string::npos) return {};
             const std::string_view digits(text.data() + first, last - first + 1);
             std::uint64_t v = 0;
             const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), v);

@@ -3,11 +3,16 @@
 #   REGEX            optional, must match stdout + stderr
 #   NOT_REGEX        optional, must not match stdout + stderr
 #   LAST_LINE_REGEX  optional, must match the last non-empty stdout line
+#   ADDRESS_LIMIT_MIB optional, runs PROGRAM under this address-space limit (ulimit -v, in MiB)
 # Usage: cmake -DPROGRAM=... "-DARGS=a|b|c" -DEXPECT=2 -DREGEX=... -P run_and_check.cmake   (ARGS separated by '|')
 if(NOT DEFINED EXPECT)
   set(EXPECT 0)
 endif()
 string(REPLACE "|" ";" ARGS "${ARGS}")
+if(DEFINED ADDRESS_LIMIT_MIB)
+  math(EXPR limit_kib "${ADDRESS_LIMIT_MIB} * 1024")
+  set(PROGRAM /bin/sh -c "ulimit -v ${limit_kib} && exec \"$0\" \"$@\"" ${PROGRAM})
+endif()
 execute_process(COMMAND ${PROGRAM} ${ARGS} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 message("---- stdout ----\n${out}\n---- stderr ----\n${err}\n---- exit code ${rc} ----")
 if(NOT "${rc}" STREQUAL "${EXPECT}")

@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -372,6 +373,29 @@ TEST_CASE("dataset: directory problems and image size mismatch name the path", "
     fs::create_directory(only_dirs / "train-images-idx3-ubyte");
     msg = data_error_of([&] { (void)pd::load_image_dataset(only_dirs.path, {1, 6, 7}); });
     CHECK_THAT(msg, Catch::Contains((only_dirs / "train-images-idx3-ubyte").string() + ": is a directory"));
+}
+
+TEST_CASE("dataset: a FIFO or a device under a data file's name is named as one, never opened", "[data][dataset]") {
+    // Reported as "exists but is not a regular file", naming it (it was "file not found" or "no dataset found");
+    // only its type is read: a FIFO nobody writes to would block an open() forever.
+    temp_dir dir("ds-special");
+    write_idx_dataset(dir.path, 4, 2, 6, 7, false);
+    for (const char* name : {"train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "train-images-idx3-ubyte"}) {
+        INFO(name);
+        const fs::path p = dir / name, kept = dir / (std::string(name) + ".kept");
+        fs::rename(p, kept);
+        REQUIRE(::mkfifo(p.c_str(), 0600) == 0);
+        auto msg = data_error_of([&] { (void)pd::load_image_dataset(dir.path, {1, 6, 7}); });
+        CHECK_THAT(msg, Catch::Contains(p.string() + ": exists but is not a regular file (a FIFO)"));
+        fs::remove(p);
+        fs::create_symlink("/dev/null", p);  // a link to a character device
+        msg = data_error_of([&] { (void)pd::load_image_dataset(dir.path, {1, 6, 7}); });
+        CHECK_THAT(msg, Catch::Contains(p.string() + ": exists but is not a regular file (a character device)"));
+        fs::remove(p);
+        fs::rename(kept, p);
+    }
+    const pd::dataset_pair d = pd::load_image_dataset(dir.path, {1, 6, 7});  // the files back: it loads
+    CHECK(d.train.count == 4);
 }
 
 namespace {

@@ -4,7 +4,9 @@
 // the weight bytes (pb::stage_stats::weight_bytes; a sync stage's parameter-sized buffers) and the workspaces, the
 // channels' and the evaluation buffers' bytes. On the MLP, the small CNN and ResNet-20 of pipeprop/models, both PB
 // executors, several cuts, policies and micro-batch sizes, and synchronous schedules with 2BP on and off. An
-// estimate far beyond the machine's memory is computed without allocating it.
+// estimate far beyond the machine's memory is computed without allocating it. The synchronous buffer sizes the
+// estimate reads without building a plan per micro-batch count (sync/plan_sizes.hpp) equal the exact plans' sizes:
+// the closed form past the steady state and the maximum over every short step's plan.
 #include <catch2/catch.hpp>
 
 #include <pipeprop/memory_estimate.hpp>
@@ -15,6 +17,8 @@
 #include <pipeprop/pb/policy_pipedream_2bw.hpp>
 #include <pipeprop/sync/executor.hpp>
 #include <pipeprop/sync/memory_estimate.hpp>
+#include <pipeprop/sync/plan_sizes.hpp>
+#include <pipeprop/sync/step_plan_cache.hpp>
 
 #include <cblas.h>
 
@@ -191,4 +195,85 @@ TEST_CASE("an estimate far beyond the machine's memory is computed without alloc
     // the errors of the engine's constructor
     opt.max_batch = 0;
     CHECK_THROWS_AS(pb::estimate_memory<engine>({pp::layer_stack<resnet20, float>::all()}, opt), std::invalid_argument);
+}
+
+namespace {
+/// The (kind, S, chunks) combinations the generators take, S = 1 .. max_stages (interleaved 1F1B with 2 and 3 stages
+/// per device).
+struct sized_schedule {
+    ps::schedule_kind kind;
+    std::size_t stages, chunks;
+};
+std::vector<sized_schedule> schedules_up_to(std::size_t max_stages) {
+    std::vector<sized_schedule> out;
+    for (const auto kind : ps::all_schedule_kinds)
+        for (const std::size_t chunks : {std::size_t{2}, std::size_t{3}})
+            for (std::size_t S = 1; S <= max_stages; ++S)
+                if ((kind == ps::schedule_kind::interleaved_1f1b || chunks == 2) &&
+                    ps::schedule_accepts(kind, S, 1, chunks))
+                    out.push_back({kind, S, chunks});
+    return out;
+}
+}  // namespace
+
+TEST_CASE("sync buffer sizes: the closed form equals the exact sizes past the steady state", "[memory][sync]") {
+    // step_sizes (exact up to m1 + period, then sizes(m1) + rounds * (sizes(m1 + period) - sizes(m1))) against the
+    // sizes of the generated schedule itself, for every micro-batch count up to 3 m1 and a few far beyond it
+    for (const auto& [kind, S, chunks] : schedules_up_to(7))
+        for (const bool two_bp : {false, true})
+            for (const std::size_t steps : {std::size_t{1}, std::size_t{2}}) {
+                const std::size_t period = ps::size_period(kind, S, chunks);
+                const std::size_t m1 = ps::steady_state_micro_batches(kind, S, chunks);
+                REQUIRE(m1 % period == 0);
+                std::vector<std::size_t> counts;
+                for (std::size_t m = period; m <= 3 * m1; m += period) counts.push_back(m);
+                for (const std::size_t far : {std::size_t{257}, std::size_t{1000}})
+                    counts.push_back(far / period * period);
+                for (const std::size_t m : counts) {
+                    INFO(ps::name(kind) << ", 2BP " << two_bp << ", S = " << S << ", chunks " << chunks << ", steps "
+                                        << steps << ", m = " << m);
+                    CHECK(ps::step_sizes(kind, S, m, two_bp, steps, chunks) ==
+                          ps::exact_step_sizes(kind, S, m, two_bp, steps, chunks));
+                }
+            }
+    // sizes_of counts what slot_plan assigns
+    for (const auto& [kind, S, chunks] : schedules_up_to(6))
+        for (const std::size_t m : {std::size_t{1}, std::size_t{6}, std::size_t{12}}) {
+            if (!ps::schedule_accepts(kind, S, m, chunks)) continue;
+            const ps::schedule sc = ps::make_schedule(kind, S, m, true, chunks);
+            const auto plan = ps::slot_plan(sc);
+            const ps::plan_sizes sizes = ps::sizes_of(sc);
+            for (std::size_t s = 0; s < S; ++s) CHECK(sizes.slots[s] == plan[s].slots);
+        }
+    // a closed form at 65536 micro-batches: 1F1B keeps S - s in flight on stage s, GPipe all m
+    CHECK(ps::step_sizes(ps::schedule_kind::one_f_one_b, 4, 65536, false).slots ==
+          std::vector<std::size_t>{4, 3, 2, 1});
+    CHECK(ps::step_sizes(ps::schedule_kind::gpipe, 3, 65536, true).slots == std::vector<std::size_t>(3, 65536));
+    CHECK_THROWS_AS(ps::step_sizes(ps::schedule_kind::interleaved_1f1b, 8, 65537, true, 1, 2), std::invalid_argument);
+}
+
+TEST_CASE("sync buffer sizes: covering_sizes equals the maximum over every plan an executor runs", "[memory][sync]") {
+    // the full step, the short step of every batch size up to max_batch (its micro-batch count micro_batches_for) and
+    // k consecutive full steps, each from its exact plan; and what the executor's plan cache sizes its buffers for
+    for (const auto& [kind, S, chunks] : schedules_up_to(6))
+        for (const bool two_bp : {false, true})
+            for (std::size_t m = 1; m <= 3 * ps::steady_state_micro_batches(kind, S, chunks) + 2; ++m) {
+                if (!ps::schedule_accepts(kind, S, m, chunks)) continue;
+                for (const std::size_t max_batch : {m, 2 * m + 1})
+                    for (const std::size_t k : {std::size_t{1}, std::size_t{2}}) {
+                        INFO(ps::name(kind) << ", 2BP " << two_bp << ", S = " << S << ", chunks " << chunks
+                                            << ", m = " << m << ", B = " << max_batch << ", k = " << k);
+                        ps::plan_sizes all = ps::exact_step_sizes(kind, S, m, two_bp, 1, chunks);
+                        for (std::size_t batch = 1; batch <= std::min(max_batch, m); ++batch)
+                            all.widen(ps::exact_step_sizes(kind, S, ps::micro_batches_for(kind, S, m, chunks, batch),
+                                                           two_bp, 1, chunks));
+                        if (k > 1) all.widen(ps::exact_step_sizes(kind, S, m, two_bp, k, chunks));
+                        CHECK(ps::covering_sizes(kind, two_bp, S, m, max_batch, k, chunks) == all);
+                        if (m % 4 != 1) continue;  // the plan cache on a sample of the counts
+                        ps::detail::step_plan_cache cache;
+                        const auto slots = cache.build(kind, two_bp, S, m, max_batch, k, chunks);
+                        CHECK(slots == all.slots);
+                        CHECK(ps::plan_sizes{slots, cache.channel_sizes()} == all);
+                    }
+            }
 }

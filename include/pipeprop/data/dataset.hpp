@@ -157,21 +157,35 @@ inline bool is_file(const std::filesystem::path& p) {
     return std::filesystem::is_regular_file(p, ec);
 }
 
-/// Throws data_error "<p>: is a directory, not <what>" when p is a directory (a data file's name).
-inline void refuse_directory(const std::filesystem::path& p, const std::string& what) {
+/// Throws data_error when a data file's name p (followed through links) exists but is not a regular file: "<p>: is
+/// a directory, not <what>", or "<p>: exists but is not a regular file (a FIFO / a character device / ...), not
+/// <what>". Reads the file's type only (stat): a FIFO is never opened, so this cannot block. A name that does not
+/// exist (also a dangling link or a link loop) is left to the caller.
+inline void refuse_not_regular(const std::filesystem::path& p, const std::string& what) {
+    namespace fs = std::filesystem;
     std::error_code ec;
-    if (std::filesystem::is_directory(p, ec)) throw data_error(p.string() + ": is a directory, not " + what);
+    const fs::file_type type = fs::status(p, ec).type();
+    if (ec || type == fs::file_type::not_found || type == fs::file_type::none || type == fs::file_type::regular)
+        return;
+    if (type == fs::file_type::directory) throw data_error(p.string() + ": is a directory, not " + what);
+    const char* kind = type == fs::file_type::fifo        ? "a FIFO"
+                       : type == fs::file_type::character ? "a character device"
+                       : type == fs::file_type::block     ? "a block device"
+                       : type == fs::file_type::socket    ? "a socket"
+                                                          : "of another kind";
+    throw data_error(p.string() + ": exists but is not a regular file (" + kind + "), not " + what);
 }
 
 /// First existing file among the usual names of an MNIST-family file (gz or not, '-' or '.' before idx). Throws
-/// data_error when one of those names is a directory.
+/// data_error (refuse_not_regular) when one of those names is a directory, a FIFO, a device or a socket: it names that
+/// file instead of reporting the file missing.
 inline std::filesystem::path find_idx_file(const std::filesystem::path& dir, const std::string& stem,
                                            const std::string& kind) {
     for (const std::string sep : {"-", "."})
         for (const std::string ext : {".gz", ""}) {
             const auto p = dir / (stem + sep + kind + ext);
             if (is_file(p)) return p;
-            refuse_directory(p, "an IDX file");
+            refuse_not_regular(p, "an IDX file");
         }
     return {};
 }
@@ -190,8 +204,8 @@ inline void check_geometry(const std::string& source, image_geometry got, image_
 ///  - CIFAR-10: data_batch_1.bin .. data_batch_5.bin and test_batch.bin in dir or dir/cifar-10-batches-bin.
 /// Labels must lie in [0, 10). Setup-time function (allocates, reads files).
 /// Throws data_error naming the directory when it does not exist or holds neither format (or only part of one),
-/// and naming the file for every reader error, for a directory where a data file should be and for an image size
-/// that differs from `expected`.
+/// and naming the file for every reader error, for a directory, FIFO, device or socket where a data file should be
+/// (never opened) and for an image size that differs from `expected`.
 [[nodiscard]] inline dataset_pair load_image_dataset(const std::filesystem::path& dir, image_geometry expected) {
     constexpr std::size_t classes = 10;
     std::error_code ec;
@@ -225,19 +239,19 @@ inline void check_geometry(const std::string& source, image_geometry got, image_
         return out;
     }
     for (const auto& base : {dir, dir / "cifar-10-batches-bin"}) {
-        detail::refuse_directory(base / "data_batch_1.bin", "a CIFAR-10 batch file");
+        detail::refuse_not_regular(base / "data_batch_1.bin", "a CIFAR-10 batch file");
         if (!detail::is_file(base / "data_batch_1.bin")) continue;
         std::vector<std::filesystem::path> train_files;
         for (int i = 1; i <= 5; ++i) {
             const auto p = base / ("data_batch_" + std::to_string(i) + ".bin");
-            detail::refuse_directory(p, "a CIFAR-10 batch file");
+            detail::refuse_not_regular(p, "a CIFAR-10 batch file");
             if (!detail::is_file(p))
                 throw data_error(p.string() + ": file not found (the CIFAR-10 dataset in " + base.string() +
                                  " is incomplete)");
             train_files.push_back(p);
         }
         const auto test_file = base / "test_batch.bin";
-        detail::refuse_directory(test_file, "a CIFAR-10 batch file");
+        detail::refuse_not_regular(test_file, "a CIFAR-10 batch file");
         const image_geometry g{cifar10_format::channels, cifar10_format::rows, cifar10_format::cols};
         detail::check_geometry(train_files.front().string(), g, expected);
         cifar10_images train = read_cifar10_batches(train_files);

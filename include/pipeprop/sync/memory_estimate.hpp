@@ -3,10 +3,11 @@
 // (memory_estimate.hpp). Activation memory of the schedules: docs/schedules.md §3; the formula: docs/pitfalls.md
 // item 11.
 //
-// The schedule's plans (sync/step_plan_cache.hpp: every plan a step can run, built as the executor builds them, which
-// is computation on small tables) give the activation slots n_s per stage and the channel capacities; with b =
-// ceil(max_batch / m) samples per slot, t targets per sample, P_s parameters of stage s, K the optimizer's state
-// buffers, A_s = sum over k in [begin, end] of activation_size[k] b values, L_s and W_s the stashes and workspaces:
+// The schedule's buffer sizes (sync/plan_sizes.hpp, covering_sizes: what the executor's plans of every step need,
+// computed without building a plan per micro-batch count, at a cost independent of the micro-batch count m) give the
+// activation slots n_s per stage and the channel capacities; with b = ceil(max_batch / m) samples per slot, t
+// targets per sample, P_s parameters of stage s, K the optimizer's state buffers, A_s = sum over k in [begin, end]
+// of activation_size[k] b values, L_s and W_s the stashes and workspaces:
 //   weights      (2 + K) P_s sizeof(T) (weights, gradient, optimizer state)
 //   activations  n_s (2 A_s sizeof(T) + L_s + 4 b t) (every slot has its own gradients)
 //   workspaces   W_s
@@ -28,7 +29,7 @@
 #include "pipeprop/stage_inference.hpp"
 #include "pipeprop/sync/executor_options.hpp"
 #include "pipeprop/sync/schedule.hpp"
-#include "pipeprop/sync/step_plan_cache.hpp"
+#include "pipeprop/sync/plan_sizes.hpp"
 
 namespace pipeprop::sync {
 
@@ -48,10 +49,10 @@ template <class Executor>
     detail::check_executor_options(opt);
     const std::size_t S = stages.size(), m = opt.micro_batches, t = Executor::targets_per_sample;
     const std::size_t b = (opt.max_batch + m - 1) / m, K = Executor::optimizer_type::state_buffer_names.size();
-    detail::step_plan_cache plans;
-    const std::vector<std::size_t> slots =
-        plans.build(kind, two_stage_bp, S, m, opt.max_batch, opt.max_consecutive_steps, opt.chunks);
-    const std::vector<channel_capacity>& caps = plans.channel_sizes();
+    const plan_sizes sizes =
+        covering_sizes(kind, two_stage_bp, S, m, opt.max_batch, opt.max_consecutive_steps, opt.chunks);
+    const std::vector<std::size_t>& slots = sizes.slots;
+    const std::vector<channel_capacity>& caps = sizes.caps;
     const stack_type net{};
     memory_estimate e;
     e.stages.resize(S);

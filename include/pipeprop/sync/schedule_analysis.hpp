@@ -14,7 +14,9 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <functional>
 #include <limits>
+#include <queue>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -260,24 +262,27 @@ struct stage_slots {
     std::size_t slots = 0;  ///< Number of slots (peak micro-batches in flight).
 };
 
-/// Slot plan of every stage. Requires validate(sc) to pass.
+/// Slot plan of every stage. Requires validate(sc) to pass. Cost: O(ops log slots) (the free slots in a min-heap:
+/// GPipe's m slots per stage must not cost m^2).
 [[nodiscard]] inline std::vector<stage_slots> slot_plan(const schedule& sc) {
     std::vector<stage_slots> plan(sc.stages);
     for (std::size_t s = 0; s < sc.stages; ++s) {
         auto& p = plan[s];
-        std::vector<char> busy;
+        std::priority_queue<std::size_t, std::vector<std::size_t>, std::greater<>> free;  // lowest on top
         std::vector<std::size_t> slot_of_mb(sc.micro_batches, 0);
+        p.slot_of.reserve(sc.ops[s].size());
         for (const op o : sc.ops[s]) {
             if (o.kind == op_kind::forward) {
-                auto it = std::find(busy.begin(), busy.end(), 0);
-                if (it == busy.end()) it = busy.insert(busy.end(), 0);
-                *it = 1;
-                slot_of_mb[o.micro_batch] = static_cast<std::size_t>(it - busy.begin());
+                if (free.empty()) {
+                    slot_of_mb[o.micro_batch] = p.slots++;
+                } else {
+                    slot_of_mb[o.micro_batch] = free.top();
+                    free.pop();
+                }
             }
             p.slot_of.push_back(slot_of_mb[o.micro_batch]);
-            if (releases_micro_batch(o)) busy[slot_of_mb[o.micro_batch]] = 0;
+            if (releases_micro_batch(o)) free.push(slot_of_mb[o.micro_batch]);
         }
-        p.slots = busy.size();
     }
     return plan;
 }

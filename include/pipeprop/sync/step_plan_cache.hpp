@@ -1,7 +1,7 @@
 // pipeprop/sync/step_plan_cache.hpp: the step plans (sync/step_plan.hpp) one synchronous executor runs, each built on
-// first use, and the buffer sizes that cover all of them: the plan of every micro-batch count a batch of 1 to
-// max_batch samples runs with (a short batch runs with fewer micro-batches, docs/schedules.md §3) and, with
-// consecutive steps, the plan of k full steps back to back.
+// first use, and the buffer sizes that cover all of them (sync/plan_sizes.hpp): the plan of every micro-batch count a
+// batch of 1 to max_batch samples runs with (a short batch runs with fewer micro-batches, docs/schedules.md §3) and,
+// with consecutive steps, the plan of k full steps back to back.
 #pragma once
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "pipeprop/sync/plan_sizes.hpp"
 #include "pipeprop/sync/schedule.hpp"
 #include "pipeprop/sync/schedule_analysis.hpp"
 #include "pipeprop/sync/step_plan.hpp"
@@ -25,11 +26,14 @@ public:
     step_plan_cache(const step_plan_cache&) = delete;
     step_plan_cache& operator=(const step_plan_cache&) = delete;
 
-    /// Builds the full step's plan and sizes the buffers for every plan a step can run: the micro-batch count of
-    /// every batch size up to max_batch (a short batch's plan may need more slots on some stage than the full one:
-    /// interleaved 1F1B's warm-up) and, with max_consecutive_steps > 1, their plan (its channels may hold more).
-    /// Returns the activation slots per stage [p]; channel_sizes() holds the capacities per boundary [p - 1]. Throws
-    /// std::invalid_argument for max_consecutive_steps == 0 and as make_schedule for the schedule's sizes.
+    /// Builds the full step's plan and sizes the buffers for every plan a step can run (covering_sizes,
+    /// sync/plan_sizes.hpp): the micro-batch count of every batch size up to max_batch (a short batch's plan may
+    /// need more slots on some stage than the full one: interleaved 1F1B's warm-up; the plans of the counts below the
+    /// steady state are built here, those above need no more than the full step's) and, with
+    /// max_consecutive_steps > 1, their plan (its channels may hold more). Cost: the full plan's, O(m S), plus
+    /// O(S^3). Returns the activation slots per stage [p]; channel_sizes() holds the capacities per boundary
+    /// [p - 1]. Throws std::invalid_argument for max_consecutive_steps == 0 and as make_schedule for the schedule's
+    /// sizes.
     std::vector<std::size_t> build(schedule_kind kind, bool two_stage_bp, std::size_t p, std::size_t micro_batches,
                                    std::size_t max_batch, std::size_t max_consecutive_steps, std::size_t chunks) {
         kind_ = kind;
@@ -41,35 +45,28 @@ public:
         const step_plan& full = plan_for(m_);
         if (max_consecutive_steps == 0)
             throw std::invalid_argument("pipeprop::sync::pipeline_executor: max_consecutive_steps must be >= 1");
-        std::vector<std::size_t> slots(p, 0);
-        caps_.assign(p - 1, channel_capacity{});
+        plan_sizes sizes;
         const auto widen = [&](const step_plan& pl) {
-            for (std::size_t b = 0; b < caps_.size(); ++b) {
-                caps_[b].forward = std::max(caps_[b].forward, pl.caps[b].forward);
-                caps_[b].backward = std::max(caps_[b].backward, pl.caps[b].backward);
-            }
-            for (std::size_t s = 0; s < p; ++s) slots[s] = std::max(slots[s], pl.slots[s].slots);
+            plan_sizes of{std::vector<std::size_t>(p), pl.caps};
+            for (std::size_t s = 0; s < p; ++s) of.slots[s] = pl.slots[s].slots;
+            sizes.widen(of);
         };
         widen(full);
-        for (std::size_t batch = 1; batch <= std::min(max_batch, m_); ++batch)
-            widen(plan_for(micro_batches_for(batch)));
+        const std::size_t m1 = steady_state_micro_batches(kind_, p_, chunks_);
+        for (std::size_t batch = 1; batch <= std::min({max_batch, m_, m1}); ++batch)
+            if (const std::size_t n = micro_batches_for(batch); n < m1) widen(plan_for(n));
         if (max_consecutive_steps > 1)
-            widen(make_step_plan(kind_, p, m_, two_stage_bp_, max_consecutive_steps, chunks_));
-        return slots;
+            sizes.widen(exact_step_sizes(kind_, p, m_, two_stage_bp_, max_consecutive_steps, chunks_));
+        caps_ = sizes.caps;
+        return sizes.slots;
     }
     /// After the buffers are allocated: every plan built from now on is checked to fit `slots` activation slots per
     /// stage and channel_sizes() (check_plan_fits: std::logic_error otherwise).
     void buffers_allocated(std::vector<std::size_t> slots) { slots_ = std::move(slots); }
 
-    /// The micro-batches a step of `batch` samples runs with: min(m, batch); interleaved 1F1B rounds a count above
-    /// its devices down to a multiple of them (what its generator takes).
+    /// The micro-batches a step of `batch` samples runs with (sync::micro_batches_for, sync/plan_sizes.hpp).
     [[nodiscard]] std::size_t micro_batches_for(std::size_t batch) const noexcept {
-        std::size_t m = std::min(m_, batch);
-        if (kind_ == schedule_kind::interleaved_1f1b && chunks_ > 0) {
-            const std::size_t devices = p_ / chunks_;
-            if (devices > 0 && m > devices) m -= m % devices;
-        }
-        return m;
+        return sync::micro_batches_for(kind_, p_, m_, chunks_, batch);
     }
     /// The plan of one step with m' <= m micro-batches.
     const step_plan& plan_for(std::size_t m) {
