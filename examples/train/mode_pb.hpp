@@ -49,83 +49,11 @@
 #include "train/mode.hpp"
 #include "train/mode_sgd.hpp"
 #include "train/networks.hpp"
+#include "train/pb_engine.hpp"
 #include "train/pb_executors.hpp"
 #include "train/training_loop.hpp"
 
 namespace train {
-
-/// The PB trainer of the library (pipeprop::pb::trainer: the pipeprop::trainer contract, training_loop.hpp) with
-/// what the main program adds: the epoch's exact mean loss per counted target (end_of_epoch drains; the loss of a PB
-/// micro-batch is known when its backward completes, up to push_buffer + 2 S micro-batches after its push with the
-/// concurrent executor) and, with --transport mpi, the collective evaluation and the checkpoint manifest's ranks.
-template <class Net, class Policy, class Loss = pipeprop::detail::default_loss_t<Net, float>,
-          class Optimizer = pipeprop::optim::sgd<float>>
-class pb_engine : public pipeprop::pb::trainer<Net, Policy, float, Loss, Optimizer> {
-    using base = pipeprop::pb::trainer<Net, Policy, float, Loss, Optimizer>;
-
-public:
-    using pipe_type = typename base::engine_type;
-    using typename base::programs_type;
-    using base::input_size;
-    using base::targets_per_sample;
-
-    /// programs: the stages' code (pb_stage_programs: static for --stages layer / fine / fine-own,
-    /// dynamic for split points).
-    /// ranks: --transport mpi (opt.remote is then this rank's transport), else nullptr.
-    pb_engine(programs_type programs, const pipeprop::pb::options<Policy>& opt, pipeprop::optim::lr_schedule schedule,
-              double momentum, double weight_decay, cluster* ranks = nullptr)
-        : base(std::move(programs), opt, schedule, momentum, weight_decay), ranks_(ranks) {}
-
-    /// Drains and keeps the epoch's mean loss per counted target over all of its micro-batches.
-    void end_of_epoch() {
-        (void)this->drain();
-        const pipeprop::pb::completed_losses& now = this->completed();
-        const std::uint64_t targets = now.targets - epoch_start_.targets;
-        last_epoch_loss_ =
-            targets > 0 ? (now.loss_times_targets - epoch_start_.loss_times_targets) / static_cast<double>(targets)
-                        : 0.0;
-        epoch_start_ = now;
-    }
-    /// With --transport mpi collective: every rank's own stages (weights, running state) are gathered on rank 0,
-    /// which evaluates its n samples (the other ranks pass none) and sends the result to every rank
-    /// (train/rank_evaluation.hpp).
-    pipeprop::evaluation evaluate(const float* x, const std::int32_t* labels, std::size_t n) {
-        if (ranks_ == nullptr) return base::evaluate(x, labels, n);
-        auto& pipe = pipeline();
-        return evaluate_on_rank0<typename pipe_type::stack_type>(
-            *ranks_, pipe.stage_ranges(), rank_of(), [&](std::size_t s) { return pipe.stages()[s].weights(); },
-            [&](std::size_t s) { return pipe.stages()[s].state(); },
-            [&](std::span<const float> w, std::span<const float> state) {
-                pipe.load_remote_stages(w, state);
-                return base::evaluate(x, labels, n);
-            });
-    }
-    /// --transport mpi: rank r's stages, for the checkpoint manifest (train/rank_checkpoints.hpp).
-    [[nodiscard]] std::vector<std::string> stages_by_rank() const {
-        return train::stages_by_rank(rank_of(), ranks_->size());
-    }
-    /// --transport mpi: every stage's layers and rank (train/rank_evaluation.hpp), kept in each rank's checkpoint.
-    [[nodiscard]] std::string rank_layout() const { return rank_layout_text(pipeline().stage_ranges(), rank_of()); }
-    /// Samples whose loss is known (their micro-batch's backward completed), since the engine was made.
-    [[nodiscard]] std::uint64_t completed_samples() const noexcept { return this->completed().samples; }
-
-    [[nodiscard]] pipe_type& pipeline() noexcept { return this->pipeline_engine(); }
-    [[nodiscard]] const pipe_type& pipeline() const noexcept { return this->pipeline_engine(); }
-    /// Mean training loss of the last finished epoch, over all its micro-batches.
-    [[nodiscard]] double epoch_train_loss() const noexcept { return last_epoch_loss_; }
-
-private:
-    // The rank of every stage (--transport mpi).
-    [[nodiscard]] std::vector<int> rank_of() const {
-        std::vector<int> r(pipeline().number_of_stages());
-        for (std::size_t s = 0; s < r.size(); ++s) r[s] = pipeline().engine_options().remote->rank_of(s);
-        return r;
-    }
-
-    pipeprop::pb::completed_losses epoch_start_;
-    double last_epoch_loss_ = 0.0;
-    cluster* ranks_ = nullptr;
-};
 
 /// --mode pb.
 class mode_pb final : public mode {
@@ -456,39 +384,6 @@ private:
     double reference_lr_ = 0.0, reference_momentum_ = 0.0;
 };
 
-// Defined outside the class, so that it is not inline: the extern template declaration below then keeps the AdamW
-// instantiation out of the llama-tiny unit (an inline function is instantiated wherever it is called, for inlining,
-// extern or not).
-template <class Net, class Optimizer>
-json_line mode_pb::run_text(const common_options& o) {
-    namespace pol = pipeprop::pb::policy;
-    const std::string m = mitigation(o);
-    using out = typename pipeprop::layer_stack<Net, float>::output_shape;
-    constexpr std::size_t length = out::dims[0], vocabulary = out::dims[1];
-    using loss = pb_loss_t<Net>;
-    const pipeprop::data::text_dataset data = load_text_data(o, length, vocabulary);
-    if constexpr (pipeprop::pb::is_adamw<Optimizer, float>) {
-        common_options oa = o;  // AdamW's own learning-rate default, as in --mode sgd
-        if (!o.lr_given) oa.lr = mode_sgd::default_adamw_lr;
-        oa.momentum = 0.0;
-        const double b1 = number_of(beta1_opt_, beta1_), b2 = number_of(beta2_opt_, beta2_),
-                     eps = number_of(eps_opt_, eps_);
-        const pipeprop::optim::adamw_config c{.beta1 = b1, .beta2 = b2, .eps = eps};
-        note(o, fmt::format("optimizer: AdamW, lr {:g}, betas ({:g}, {:g}), eps {:g}, decoupled weight decay {:g}",
-                            oa.lr, b1, b2, eps, o.weight_decay));
-        json_line j = m == "none"       ? run_with<Net, pol::none, loss, Optimizer>(oa, data, c)
-                      : m == "stash"    ? run_with<Net, pol::weight_stashing, loss, Optimizer>(oa, data, c)
-                      : m == "lwp_opt"  ? run_with<Net, pb_policies::lwp_opt, loss, Optimizer>(oa, data, c)
-                      : m == "nesterov" ? run_with<Net, pb_policies::nesterov, loss, Optimizer>(oa, data, c)
-                      : m == "2bw"      ? run_with<Net, pb_policies::two_bw, loss, Optimizer>(oa, data, c)
-                                        : run_with<Net, pol::pipemare, loss, Optimizer>(oa, data, c);
-        return j.add("optimizer", "adamw").add("beta1", b1).add("beta2", b2).add("eps", eps);
-    } else {
-        return run_policy<Net, loss>(o, m, data).add("optimizer", "sgd");
-    }
-}
-
-// Compiled in train/pb_text_adamw.cpp, not in the unit of --mode pb on llama-tiny.
-extern template json_line mode_pb::run_text<llama_tiny, pipeprop::optim::adamw<float>>(const common_options&);
-
 }  // namespace train
+
+#include "train/mode_pb_text.hpp"  // mode_pb::run_text, the text networks' runs
