@@ -25,6 +25,7 @@ step lengthens w, |w|^2 growing by the squared step, so this factor multiplies t
 weights' norm.
 
 Usage: bench/pb_stability.py [--delays 2,38,110,218] [--momenta 0.9,0.99671] [--markdown FILE]
+       bench/pb_stability.py --self-test   (ctest pb_stability_model)
 Needs numpy (Debian: python3-numpy, for /usr/bin/python3).
 """
 import argparse
@@ -102,12 +103,65 @@ def noise_factor(delay, m):
     return (1 - m * m) * (a + b) ** 2 + a * a * m * m
 
 
+def simulate(method, delay, m, step, updates):
+    """|w| after `updates` updates of the stage from w = 1, v = 0, stepped one update at a time from the rules of
+    docs/pb-semantics.md section 3 (an implementation independent of companion(); eta = 1, lambda = step)."""
+    a = m ** delay
+    b = (1 - m ** delay) / (1 - m)
+    w_hist, v_hist = [1.0], [0.0]  # w(k), v(k) for k = 0 .. n; before update 0 both are the initial values
+    for k in range(updates):
+        j = max(k - delay, 0)  # the forward of the gradient applied now saw the state after j updates
+        w_fwd = w_hist[j]
+        if method in ("lwp", "sc_lwp"):
+            w_fwd = w_hist[j] - delay * v_hist[j]
+        elif method in ("lwp_wd", "sc_lwp_wd"):
+            w_fwd = w_hist[j] + delay * (w_hist[j] - (w_hist[j - 1] if j > 0 else w_hist[0]))
+        g = step * w_fwd
+        v = m * v_hist[-1] + g
+        w = w_hist[-1] - (a * v + b * g if method.startswith("sc") else v)
+        w_hist.append(w)
+        v_hist.append(v)
+        if abs(w) > 1e30:
+            break
+    return abs(w_hist[-1])
+
+
+def self_test():
+    """Checks of the model (ctest pb_stability_model); exit 1 with the failed check."""
+    failures = []
+    for m in (0.5, 0.9):  # no delay: every method is heavy-ball, stable exactly for eta lambda < 2 (1 + m)
+        for k in METHODS:
+            got = max_stable_step(k, 0, m)
+            if abs(got / (2 * (1 + m)) - 1) > 1e-6:
+                failures.append(f"D = 0, m = {m}, {k}: {got}, expected {2 * (1 + m)}")
+    for d in (2, 7):  # the two LWP forms are one rule under plain momentum
+        if abs(max_stable_step("lwp", d, 0.9) / max_stable_step("lwp_wd", d, 0.9) - 1) > 1e-9:
+            failures.append(f"D = {d}: lwp and lwp_wd differ")
+    for d in (38, 110):  # plain PB near m = 1: eta lambda_max about (1 - m) / D
+        c = max_stable_step("none", d, 0.99671) / (1 - 0.99671) * d
+        if not 0.9 < c < 1.2:
+            failures.append(f"D = {d}: plain PB's c = {c}, expected about 1")
+    for k in METHODS:  # the companion matrix's bound against stepping the rules one update at a time
+        for d, m in ((3, 0.9), (6, 0.99)):
+            bound = max_stable_step(k, d, m)
+            below, above = simulate(k, d, m, 0.7 * bound, 20000), simulate(k, d, m, 1.3 * bound, 20000)
+            if not (below < 1e-2 and above > 1e2):
+                failures.append(f"{k}, D = {d}, m = {m}: |w| {below:.3g} at 0.7x the bound, {above:.3g} at 1.3x")
+    for f in failures:
+        print("pb_stability self-test: " + f, file=sys.stderr)
+    print(f"pb_stability self-test: {'failed' if failures else 'passed'}")
+    return 1 if failures else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--delays", default="2,38,110,218")
     ap.add_argument("--momenta", default="0.9,0.99671")
     ap.add_argument("--markdown", help="also write the table as Markdown to this file")
+    ap.add_argument("--self-test", action="store_true", help="check the model (exit 1 on a failed check)")
     args = ap.parse_args()
+    if args.self_test:
+        return self_test()
     delays = [int(x) for x in args.delays.split(",")]
     momenta = [float(x) for x in args.momenta.split(",")]
     lines = ["| m | D | " + " | ".join(METHODS) + " |", "|---|---|" + "---|" * len(METHODS)]

@@ -3,6 +3,7 @@
 # clang-14 + libclang-rt-14-dev: libFuzzer and the sanitizer runtimes of the fuzz targets (tests/fuzz).
 # libopenmpi-dev + openmpi-bin: stages in several processes (include/pipeprop/mpi, tests/mpi; -DPIPEPROP_WITH_MPI=ON).
 # doxygen: the API reference (scripts/build-api-docs.sh and its ctest doc_api_reference).
+# python3-numpy: the PB stability model's check (bench/pb_stability.py, ctest pb_stability_model).
 # Usage: scripts/install-deps.sh [--with-libtorch] [--with-torch] [--with-plots]   (--with-libtorch: also libtorch-dev,
 # for the libtorch embedding example and its tests (scripts/test.sh asks for it); --with-torch: also python3-torch
 # and libtorch-dev for bench/'s side-by-side comparisons with PyTorch and libtorch; the library itself needs
@@ -14,7 +15,7 @@ packages=(
   libopenblas-dev zlib1g-dev libcli11-dev libfmt-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev
   libopenmpi-dev openmpi-bin
-  doxygen
+  doxygen python3-numpy
   dataset-fashion-mnist fortunes
 )
 for option in "$@"; do
