@@ -14,6 +14,7 @@ Needs matplotlib (Debian's python3-matplotlib, for /usr/bin/python3).
 """
 import json
 import pathlib
+import re
 import statistics
 import sys
 
@@ -41,6 +42,7 @@ def main(argv):
         return 2
     out_png = pathlib.Path(argv[1])
     points = {}  # variant -> [(delay, mean, min, max, network, seeds, diverged)]
+    all_diverged = {}  # variant -> [(delay, runs)] where every finished run diverged
     rows = []
     for d in argv[2:]:
         directory = pathlib.Path(d)
@@ -54,6 +56,13 @@ def main(argv):
         any_delays = [r["delays"] for v, done in runs.items() if v != "sgd32" for _, code, r in done
                       if code == 0 and r and r.get("delays")]
         study_delay = int(any_delays[0].split(",")[0]) if any_delays else None
+        if study_delay is None:  # no PB run finished: ResNet-N cut per weight layer has N stages, D_0 = 2 (N - 1)
+            for cmd in sorted((directory / "runs").glob("*.cmd")):
+                m = re.search(r"--network resnet(\d+)\b.*--stages layer|--stages layer.*--network resnet(\d+)\b",
+                              cmd.read_text())
+                if m:
+                    study_delay = 2 * (int(m.group(1) or m.group(2)) - 1)
+                    break
         for variant, label in VARIANTS.items():
             done = runs.get(variant, [])
             good = [r for _, code, r in done if code == 0 and r]
@@ -61,10 +70,12 @@ def main(argv):
             if not good and not diverged:
                 continue
             delay = study_delay
-            network = good[0]["network"] if good else directory.name
-            if not good or delay is None:  # every run diverged: a table row, no point
+            network = good[0]["network"] if good else directory.name.removesuffix("-gn-depth")
+            if not good or delay is None:  # every run diverged: a table row and a cross, no point
                 rows.append((network, delay if delay is not None else -1, variant, 0, float("nan"), float("nan"),
                              float("nan"), diverged, len(sgd)))
+                if delay is not None:
+                    all_diverged.setdefault(variant, []).append((delay, diverged))
                 continue
             gaps = [100.0 * (r["test_accuracy"] - sgd_mean) for r in good]
             entry = (delay, statistics.mean(gaps), min(gaps), max(gaps), network, len(good), diverged)
@@ -79,10 +90,12 @@ def main(argv):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    colors = {}  # variant -> its line's color
     for variant, entries in points.items():
         entries.sort()
         x = [e[0] for e in entries]
         line, = ax.plot(x, [e[1] for e in entries], marker="o", label=VARIANTS[variant])
+        colors[variant] = line.get_color()
         ax.fill_between(x, [e[2] for e in entries], [e[3] for e in entries], alpha=0.2, color=line.get_color())
         ax.errorbar(x, [e[1] for e in entries], yerr=[[e[1] - e[2] for e in entries], [e[3] - e[1] for e in entries]],
                     fmt="none", capsize=4, color=line.get_color())
@@ -90,6 +103,14 @@ def main(argv):
             if e[6]:
                 ax.annotate(f"{e[6]} diverged", (e[0], e[2]), textcoords="offset points", xytext=(4, -12),
                             fontsize=7, color=line.get_color())
+    bottom = min([ax.get_ylim()[0], -1.0])
+    for k, (variant, entries) in enumerate(all_diverged.items()):
+        for delay, count in entries:
+            y = bottom + 0.15 * (k + 1)
+            ax.plot([delay], [y], marker="x", markersize=9, linestyle="none", color=colors.get(variant, "black"),
+                    label=f"{VARIANTS[variant]}: every finished run diverged" if delay == entries[0][0] else None)
+            ax.annotate(f"{count} diverged", (delay, y), textcoords="offset points", xytext=(6, -3), fontsize=7,
+                        color=colors.get(variant, "black"))
     ax.axhline(0.0, color="black", linewidth=0.8)
     ax.axhline(-0.3, color="grey", linewidth=0.8, linestyle="--", label="0.3 points below SGD")
     ax.set_xlim(0, 230)
