@@ -42,7 +42,7 @@ export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 env_coretype=${OPENBLAS_CORETYPE:-}
 load() { echo "(load average $(cut -d' ' -f1-3 /proc/loadavg))"; }
 
-echo "# Kernels at b = 1 (issue 16)"
+echo "# Kernels at b = 1"
 echo
 echo "date: $(date '+%Y-%m-%d %H:%M %Z'); commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- include bench || echo ' + uncommitted changes')"
 echo "cpu: $(lscpu | sed -n "s/^Model name: *//p"), $(nproc --all) cores; flags: $(grep -o -w -E 'avx2|fma|avx512f|avx512bw|avx512vl' /proc/cpuinfo | sort -u | tr '\n' ' ')"

@@ -53,7 +53,7 @@
 # study.txt gets one header per invocation (appended): runs of an earlier invocation into OUT stay in OUT/runs/ and
 # in the table, so seeds or variants can be added later.
 #
-# Resumable (issue 30): invoke the same command again and the study continues where it stopped. A run is finished
+# Resumable: invoke the same command again and the study continues where it stopped. A run is finished
 # when it has OUT/runs/<run>.status (exit 0, or exit 1 after 'training diverged'): it is skipped. An unfinished run
 # lives in OUT/unfinished/<run>.{cmd,attempts,out,log,metrics.jsonl} with its checkpoint (written after every epoch)
 # in OUT/checkpoints/<run>/; the next invocation resumes it with --checkpoint-in from its last completed epoch (the
