@@ -176,7 +176,7 @@ void report(const char* name, double peak, double bw_memory, std::size_t steps, 
                 bw_ws, bound, std::min(peak, ai * bw_memory));
     std::printf("step: %.1f us CPU time (%.1f us wall), %.0f samples/s\n", 1e6 * t.cpu, 1e6 * t.wall, 1.0 / t.cpu);
     std::printf("step GFLOP/s: %.1f = %.1f%% of peak, %.1f%% of the roofline bound "
-                "(issue 16 target: >= 35%% of peak)\n",
+                "(target: >= 35%% of peak)\n",
                 gflops, 100.0 * gflops / peak, 100.0 * gflops / bound);
     std::printf("result network=%s peak_gflops=%.1f step_us=%.2f step_gflops=%.2f pct_peak=%.1f ai=%.3f "
                 "bytes=%.0f bound_gflops=%.1f\n",
