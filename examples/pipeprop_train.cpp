@@ -131,6 +131,9 @@ void train::mode_pb::validate(const train::common_options& o) const {
     if (o.transport == "mpi" && executor_ != "concurrent")
         throw CLI::ValidationError("--executor", "sequential runs every stage in this process; --transport mpi needs "
                                                  "the concurrent executor");
+    if (log_stage_norms_ && o.transport == "mpi")
+        throw CLI::ValidationError("--log-stage-norms", "is not available with --transport mpi (a rank holds only its "
+                                                        "own stages, and their norms are not gathered)");
     if (log_stage_norms_ && (o.metrics.empty() || o.log_every == 0))
         throw CLI::ValidationError("--log-stage-norms", "writes into the interval lines of the metrics file: give "
                                                         "--metrics FILE and --log-every N too");

@@ -41,3 +41,12 @@ foreach(case IN ITEMS "--lr nan@rank 1: --lr: must be a finite number, got nan" 
   endif()
 endforeach()
 message("a rank's own bad option ends the job at once, named by that rank (exit 2)")
+
+# --log-stage-norms under --transport mpi (every rank): refused, exit 2 naming the option (the metrics lines would
+# carry the initial norms of the stages other ranks train).
+execute_process(COMMAND ${MPIRUN} -np 2 ${PROGRAM} ${quick} --log-stage-norms --metrics ${WORK}/m.jsonl --log-every 10
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "--log-stage-norms: is not available with --transport mpi")
+  message(FATAL_ERROR "--log-stage-norms with --transport mpi: exit code ${rc}, expected 2 naming the option:\n${out}\n${err}")
+endif()
+message("--log-stage-norms with --transport mpi: refused (exit 2)")

@@ -108,7 +108,8 @@ public:
             ->capture_default_str();
         g.add_flag("--log-stage-norms", log_stage_norms_,
                    "With --metrics and --log-every: the interval lines also hold stage_weight_norm and "
-                   "stage_velocity_norm, the L2 norms of every stage's weights and velocity (null once not finite)");
+                   "stage_velocity_norm, the L2 norms of every stage's weights and velocity (null once not finite; "
+                   "not with --transport mpi)");
         g.add_flag("--flush-subnormals", flush_subnormals_,
                    "Run the stages' work with subnormal numbers flushed to zero (x86 FTZ + DAZ; pb::options::"
                    "flush_subnormals): much faster when momentum near 1 decays velocities into the subnormal range");
