@@ -103,7 +103,7 @@ def main(argv):
             if e[6]:
                 ax.annotate(f"{e[6]} diverged", (e[0], e[2]), textcoords="offset points", xytext=(4, -12),
                             fontsize=7, color=line.get_color())
-    bottom = min([ax.get_ylim()[0], -1.0])
+    bottom = min([ax.get_ylim()[0], -1.0]) - 0.6  # below every point
     for k, (variant, entries) in enumerate(all_diverged.items()):
         for delay, count in entries:
             y = bottom + 0.15 * (k + 1)
