@@ -158,41 +158,32 @@ endif()
 
 if(PIPEPROP_BUILD_TESTS AND EXISTS /usr/bin/python3)
   # An engine that cannot fit is refused before it is allocated, with its memory estimate, what is available and
-  # the options that lower it (train/memory_check.hpp); the same run under a larger limit trains. With the data
-  # loaded the program uses about 290 MB of address space before the engine: under 700 MiB, about 450 MB are left,
-  # less than the PB engine's (concurrent, b = 2000, 3 stages: about 0.6 GB, mostly the input channel of 64
-  # micro-batches) and the sync engine's (GPipe, B = 16000: about 0.6 GB) estimates; under 1400 MiB both fit.
-  foreach(case IN ITEMS "pb:--push-buffer:--mode|pb|--stages|fine|--batch|2000"
-                        "sync:--schedule 1f1b:--mode|sync|--stages|2,4|--schedule|gpipe|--micro-batches|4|--batch|16000")
+  # the options that lower it (train/memory_check.hpp); where a larger limit is given, the same run under it trains.
+  # With the data loaded the program uses about 290 MB of address space before the engine: under 700 MiB, about
+  # 450 MB are left.
+  # - memory_refused_pb / _sync: the PB engine's (concurrent, b = 2000, 3 stages: about 0.6 GB, mostly the input
+  #   channel of 64 micro-batches) and the sync engine's (GPipe, B = 16000: about 0.6 GB) estimates; under 1400 MiB
+  #   both fit.
+  # - sync_many_micro_batches: the estimate's cost does not grow with m (it built a plan per micro-batch count, past
+  #   21 GB for m = 60000); sync_balanced_cut_large_batch: a micro-batch of 60000 samples under the default balanced
+  #   cut (its layer costs are measured at a few samples: at the full micro-batch the probe ran out of memory first).
+  foreach(case IN ITEMS
+          "memory_refused_pb:1400:--push-buffer:300:--mode|pb|--stages|fine|--batch|2000"
+          "memory_refused_sync:1400:--schedule 1f1b:300:--mode|sync|--stages|2,4|--schedule|gpipe|--micro-batches|4|--batch|16000"
+          "sync_many_micro_batches:none:a smaller --batch:60:--mode|sync|--micro-batches|60000|--batch|60000"
+          "sync_balanced_cut_large_batch:none:a smaller --batch:60:--mode|sync|--micro-batches|1|--batch|60000")
     string(REPLACE ":" ";" parts "${case}")
     list(GET parts 0 name)
-    list(GET parts 1 remedy)
-    list(GET parts 2 options)
+    list(GET parts 1 larger)
+    list(GET parts 2 remedy)
+    list(GET parts 3 timeout)
+    list(GET parts 4 options)
     string(REPLACE "|" ";" options "${options}")
-    add_test(NAME pipeprop_train_memory_refused_${name}
+    add_test(NAME pipeprop_train_${name}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/train/check_memory_refusal.py
-                     $<TARGET_FILE:pipeprop_train> ${pipeprop_train_data} 700 1400 "${remedy}" ${options} --epochs 0)
-    set_tests_properties(pipeprop_train_memory_refused_${name} PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1"
-                         TIMEOUT 300)
-  endforeach()
-endif()
-
-if(PIPEPROP_BUILD_TESTS AND EXISTS /usr/bin/python3)
-  # --mode sync runs that cannot fit end at once with the estimate's refusal, under 700 MiB of address space (about
-  # 450 MB left after the data): many micro-batches (the estimate's cost does not grow with m: it built a plan per
-  # micro-batch count, past 21 GB for m = 60000) and a micro-batch of 60000 samples under the default balanced cut
-  # (its layer costs are measured at a few samples: at the full micro-batch the probe ran out of memory first).
-  foreach(case IN ITEMS "many_micro_batches:--micro-batches|60000|--batch|60000"
-                        "balanced_cut_large_batch:--micro-batches|1|--batch|60000")
-    string(REPLACE ":" ";" parts "${case}")
-    list(GET parts 0 name)
-    list(GET parts 1 options)
-    string(REPLACE "|" ";" options "${options}")
-    add_test(NAME pipeprop_train_sync_${name}
-             COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/train/check_memory_refusal.py
-                     $<TARGET_FILE:pipeprop_train> ${pipeprop_train_data} 700 none "a smaller --batch" --mode sync
-                     ${options} --epochs 0)
-    set_tests_properties(pipeprop_train_sync_${name} PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT 60)
+                     $<TARGET_FILE:pipeprop_train> ${pipeprop_train_data} 700 ${larger} "${remedy}" ${options}
+                     --epochs 0)
+    set_tests_properties(pipeprop_train_${name} PROPERTIES ENVIRONMENT "OPENBLAS_NUM_THREADS=1" TIMEOUT ${timeout})
   endforeach()
 endif()
 if(PIPEPROP_BUILD_TESTS)
