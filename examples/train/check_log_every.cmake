@@ -1,14 +1,16 @@
 # ctest helper: --log-every N writes, between the per-epoch metrics lines, a line {"epoch":E,"samples":n,
-# "interval":true,"train_loss":...,"lr":...} whenever N more samples were trained. --mode sgd: 2000 samples in
-# batches of 32 with N = 500 give lines at 512, 1024, 1536 and 2000 samples whose sample-weighted mean is the epoch's
-# train_loss (two independent sums); --mode pb (b = 1, losses known at the backward, 2 (S - 1) micro-batches
-# later): lines at 500, 1000, 1500 and 2000, each averaging only the losses known by then (all > 0: no pipeline-fill
-# zeros); with --log-stage-norms each pb line also holds one positive weight and velocity norm per stage, the first
-# stage's changing from line to line, and the option is refused (exit 2) without --log-every or --metrics and in --mode
-# sgd. Inputs: PROGRAM, DATA, WORK.
+# "interval":true,"completed_samples":k,"train_loss":...,"lr":...} whenever N more samples were trained: the mean loss
+# of the k samples whose loss became known since the last line; the epoch's last line comes after its drain, so the
+# lines' k sum to the epoch's samples and their k-weighted mean is the epoch's train_loss (checked, two independent
+# sums). --mode sgd: 2000 samples in batches of 32 with N = 500 give lines at 512, 1024, 1536 and 2000 samples;
+# --mode pb (b = 1, losses known at the backward, 2 (S - 1) micro-batches later): lines at 500, 1000, 1500 and 2000;
+# --mode pb with the concurrent executor and an epoch inside one graph run (--push-buffer above the epoch: no loss is
+# known before the drain): one line, at 300. With --log-stage-norms each pb line also holds one positive weight and
+# velocity norm per stage, the first stage's changing from line to line, and the option is refused (exit 2) without
+# --log-every or --metrics and in --mode sgd. Inputs: PROGRAM, DATA, WORK.
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
-set(common --network mlp --max-samples 2000 --max-test-samples 500 --progress none --data ${DATA} --log-every 500)
+set(common --network mlp --max-test-samples 500 --progress none --data ${DATA})
 
 function(read_lines path out_interval out_epoch)
   file(STRINGS ${path} lines)
@@ -26,15 +28,23 @@ function(read_lines path out_interval out_epoch)
   set(${out_epoch} "${epoch}" PARENT_SCOPE)
 endfunction()
 
-foreach(mode sgd pb)
+find_program(PERL perl REQUIRED)  # CMake's math() has no floating point: perl compares
+foreach(mode sgd pb pb_one_graph_run)
+  set(total 2000)
+  set(lines 4)
   if(mode STREQUAL "sgd")
-    set(args --mode sgd --batch 32)
+    set(args --mode sgd --batch 32 --log-every 500)
     set(expected_samples 512 1024 1536 2000)
-  else()
-    set(args --mode pb --stages fine --reference-batch 32 --log-stage-norms)
+  elseif(mode STREQUAL "pb")
+    set(args --mode pb --stages fine --reference-batch 32 --log-stage-norms --log-every 500)
     set(expected_samples 500 1000 1500 2000)
+  else()
+    set(args --mode pb --stages fine --reference-batch 32 --executor concurrent --push-buffer 4096 --log-every 50)
+    set(total 300)
+    set(lines 1)
+    set(expected_samples 300)
   endif()
-  execute_process(COMMAND ${PROGRAM} ${args} ${common} --metrics ${WORK}/${mode}.jsonl
+  execute_process(COMMAND ${PROGRAM} ${args} ${common} --max-samples ${total} --metrics ${WORK}/${mode}.jsonl
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "${mode}: exit code ${rc}:\n${out}\n${err}")
@@ -42,18 +52,26 @@ foreach(mode sgd pb)
   read_lines(${WORK}/${mode}.jsonl interval epoch)
   list(LENGTH interval n)
   list(LENGTH epoch ne)
-  if(NOT n EQUAL 4 OR NOT ne EQUAL 1)
-    message(FATAL_ERROR "${mode}: expected 4 interval lines and 1 epoch line, got ${n} and ${ne}")
+  if(NOT n EQUAL lines OR NOT ne EQUAL 1)
+    message(FATAL_ERROR "${mode}: expected ${lines} interval lines and 1 epoch line, got ${n} and ${ne}")
   endif()
   set(samples "")
   set(weighted "0")
+  set(completed 0)
   set(previous 0)
   foreach(line IN LISTS interval)
     string(JSON s GET "${line}" samples)
     string(JSON loss GET "${line}" train_loss)
     string(JSON e GET "${line}" epoch)
+    string(JSON k GET "${line}" completed_samples)
     if(NOT e EQUAL 1 OR NOT loss GREATER 0)
       message(FATAL_ERROR "${mode}: bad interval line ${line}")
+    endif()
+    if(mode STREQUAL "sgd")  # every loss is known at once
+      math(EXPR count "${s} - ${previous}")
+      if(NOT k EQUAL count)
+        message(FATAL_ERROR "sgd: completed_samples ${k} for ${count} samples trained: ${line}")
+      endif()
     endif()
     if(mode STREQUAL "pb")  # --log-stage-norms: one finite, positive norm per stage, the weights moving
       string(REGEX MATCH "\"stages\":([0-9]+)" ignored "${out}")  # the result line on stdout
@@ -75,23 +93,22 @@ foreach(mode sgd pb)
       list(APPEND first_stage_norms ${w0})
     endif()
     list(APPEND samples ${s})
-    math(EXPR count "${s} - ${previous}")
     set(previous ${s})
-    string(APPEND weighted " + ${loss} * ${count}")
+    math(EXPR completed "${completed} + ${k}")
+    string(APPEND weighted " + ${loss} * ${k}")
   endforeach()
   if(NOT samples STREQUAL "${expected_samples}")
     message(FATAL_ERROR "${mode}: interval lines at samples ${samples}, expected ${expected_samples}")
   endif()
-  if(mode STREQUAL "sgd")
-    list(GET epoch 0 line)
-    string(JSON epoch_loss GET "${line}" train_loss)
-    # CMake's math() has no floating point: perl compares.
-    find_program(PERL perl REQUIRED)
-    execute_process(COMMAND ${PERL} -e "my \$m = (${weighted}) / 2000; print abs(\$m - ${epoch_loss}) < 1e-5 * ${epoch_loss} ? 'ok' : \"mean \$m\""
-                    OUTPUT_VARIABLE verdict)
-    if(NOT verdict STREQUAL "ok")
-      message(FATAL_ERROR "sgd: the interval losses' weighted ${verdict} differs from the epoch train_loss ${epoch_loss}")
-    endif()
+  if(NOT completed EQUAL total)
+    message(FATAL_ERROR "${mode}: the interval lines' completed_samples sum to ${completed}, expected ${total}")
+  endif()
+  list(GET epoch 0 line)
+  string(JSON epoch_loss GET "${line}" train_loss)
+  execute_process(COMMAND ${PERL} -e "my \$m = (${weighted}) / ${total}; print abs(\$m - ${epoch_loss}) < 1e-5 * ${epoch_loss} ? 'ok' : \"mean \$m\""
+                  OUTPUT_VARIABLE verdict)
+  if(NOT verdict STREQUAL "ok")
+    message(FATAL_ERROR "${mode}: the interval losses' weighted ${verdict} differs from the epoch train_loss ${epoch_loss}")
   endif()
   if(mode STREQUAL "pb")
     list(REMOVE_DUPLICATES first_stage_norms)

@@ -208,8 +208,10 @@ inline void add_common_options(CLI::App& app, common_options& o, const std::vect
                                        "appends, after the lines of the epochs the checkpoint completed)")
         ->check(not_empty("a file path"));
     app.add_option("--log-every", o.log_every,
-                   "With --metrics: also write the mean training loss of every this many samples (a line with "
-                   "\"interval\":true, between the epoch lines; 0: none)")
+                   "With --metrics: also write, every this many samples, the mean training loss of the samples whose "
+                   "loss became known since the last such line (a line with \"interval\":true and their count "
+                   "\"completed_samples\", between the epoch lines; an epoch's last one after its drain; --mode pb "
+                   "learns a loss at its backward, the concurrent executor once per --push-buffer micro-batches; 0: none)")
         ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 40))
         ->capture_default_str();
     app.add_option("--checkpoint-in", o.checkpoint_in,

@@ -38,15 +38,17 @@ public:
               double momentum, double weight_decay, cluster* ranks = nullptr)
         : base(std::move(programs), opt, schedule, momentum, weight_decay), ranks_(ranks) {}
 
-    /// Drains and keeps the epoch's mean loss per counted target over all of its micro-batches.
-    void end_of_epoch() {
-        (void)this->drain();
+    /// Drains and keeps the epoch's mean loss per counted target over all of its micro-batches; returns the drained
+    /// micro-batches' losses (pipeprop::trainer's drain).
+    double end_of_epoch() {
+        const double drained = this->drain();
         const pipeprop::pb::completed_losses& now = this->completed();
         const std::uint64_t targets = now.targets - epoch_start_.targets;
         last_epoch_loss_ =
             targets > 0 ? (now.loss_times_targets - epoch_start_.loss_times_targets) / static_cast<double>(targets)
                         : 0.0;
         epoch_start_ = now;
+        return drained;
     }
     /// With --transport mpi collective: every rank's own stages (weights, running state) are gathered on rank 0,
     /// which evaluates its n samples (the other ranks pass none) and sends the result to every rank

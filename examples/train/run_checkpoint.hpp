@@ -111,7 +111,7 @@ inline void save_run_checkpoint(run_engine& engine, pipeprop::checkpoint& c, con
         throw stopped_by_signal(sig, fmt::format("stopped by {} at {}; nothing trained since the checkpoint in {} "
                                                  "(or the start), nothing saved",
                                                  signal_name(sig), where, o.checkpoint_out));
-    engine.end_of_epoch();
+    (void)engine.end_of_epoch();  // the drained losses: no interval line after a stop
     pipeprop::checkpoint c;
     engine.save_state(c);
     require_finite_state(c, 0.0, at.epoch + 1, engine.samples_seen());

@@ -28,8 +28,9 @@ public:
     virtual ~run_engine() = default;
     /// One batch x [b, input size], targets [b, targets per sample]; the mean loss of the micro-batches completed.
     virtual double train_batch(const float* x, const std::int32_t* targets, std::size_t b) = 0;
-    /// Completes the epoch: end_of_epoch() where the engine has it, else drain().
-    virtual void end_of_epoch() = 0;
+    /// Completes the epoch: end_of_epoch() where the engine has it, else drain(). Returns the losses of the
+    /// micro-batches it completed, as drain() does (a per-sample weighted sum; 0 when nothing was in flight).
+    virtual double end_of_epoch() = 0;
     /// The epoch's exact mean training loss, for an engine that learns losses late; nullopt otherwise.
     [[nodiscard]] virtual std::optional<double> epoch_train_loss() const = 0;
     /// Mean loss and accuracy of the current weights on n samples.
@@ -74,11 +75,11 @@ public:
     double train_batch(const float* x, const std::int32_t* targets, std::size_t b) override {
         return e_.train_batch(x, targets, b);
     }
-    void end_of_epoch() override {
+    double end_of_epoch() override {
         if constexpr (requires { e_.end_of_epoch(); })
-            e_.end_of_epoch();
+            return e_.end_of_epoch();
         else
-            (void)e_.drain();
+            return e_.drain();
     }
     [[nodiscard]] std::optional<double> epoch_train_loss() const override {
         if constexpr (requires { e_.epoch_train_loss(); })

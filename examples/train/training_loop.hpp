@@ -10,8 +10,9 @@
 // An engine is what a mode trains with: a pipeprop::trainer (pipeprop/trainer_concept.hpp: train_batch, drain,
 // evaluate, save_state / load_state, samples_seen, current_learning_rate), i.e. pipeprop::sequential_trainer,
 // pipeprop::pb::trainer or pipeprop::sync::trainer, or a class derived from one. drain() is called after the last
-// batch of each epoch, before evaluation and checkpointing; optional: void end_of_epoch() instead (a pipelined
-// engine that also keeps the epoch's loss), double epoch_train_loss(), std::uint64_t completed_samples().
+// batch of each epoch, before evaluation and checkpointing; optional: double end_of_epoch() instead (a pipelined
+// engine that also keeps the epoch's loss; returns what drain() does), double epoch_train_loss(),
+// std::uint64_t completed_samples().
 // With --transport mpi (common_options::ranks) every rank runs this loop with the same batches; rank 0 reads the
 // data, the others a placeholder_source (their inputs are never read: stage 0 runs on rank 0); evaluate() is
 // collective (the engine gathers every rank's stages); checkpoints are per rank (train/rank_checkpoints.hpp), so the
@@ -51,6 +52,7 @@
 #include "pipeprop/trainer_concept.hpp"
 #include "train/activity.hpp"
 #include "train/checkpoint_checks.hpp"
+#include "train/interval_log.hpp"
 #include "train/json.hpp"
 #include "train/networks.hpp"
 #include "train/options.hpp"
@@ -259,12 +261,7 @@ run_summary run_training_on(run_engine& engine, const common_options& o, const S
         double loss_sum = 0.0;
         std::size_t loss_n = 0;
         const auto t0 = std::chrono::steady_clock::now();
-        // --log-every: the mean loss of the samples whose loss became known since the last interval line (PB learns
-        // a micro-batch's loss at its backward, up to 2 (S - 1) micro-batches after its push: completed_samples()).
-        double interval_sum = 0.0;
-        std::size_t interval_pushed = 0;
-        const auto known_samples = [&] { return engine.completed_samples(); };
-        std::uint64_t known_before = known_samples();
+        interval_log intervals(o, metrics, metrics.is_open(), engine, epoch);  // --log-every
         set_activity(fmt::format("training (epoch {}, batch {})", epoch + 1, o.batch));
         while (pos < epoch_size) {
             if (const int sig = stop_requested())  // SIGINT / SIGTERM: drain, save where it stopped, exit
@@ -276,34 +273,9 @@ run_summary run_training_on(run_engine& engine, const common_options& o, const S
             loss_n += b;
             pos += b;
             progress.update(pos, loss_sum / static_cast<double>(loss_n));
-            if (o.log_every > 0 && metrics.is_open()) {
-                interval_sum += static_cast<double>(loss) * static_cast<double>(b);
-                interval_pushed += b;
-                if (interval_pushed >= o.log_every || pos == epoch_size) {  // and the rest at the epoch's end
-                    const std::uint64_t known_now = known_samples();
-                    const auto interval_known = static_cast<std::size_t>(known_now - known_before);
-                    if (interval_known > 0) {
-                        json_line m;
-                        m.add("epoch", epoch + 1)
-                            .add("samples", engine.samples_seen())
-                            .add("interval", true)
-                            .add("train_loss", interval_sum / static_cast<double>(interval_known))
-                            .add("lr", engine.current_learning_rate());
-                        if (o.log_stage_norms) {
-                            const auto n = engine.norms_by_stage();
-                            m.add("stage_weight_norm", std::span<const double>(n.weights))
-                                .add("stage_velocity_norm", std::span<const double>(n.velocities));
-                        }
-                        metrics << m.str() << '\n' << std::flush;
-                        if (!metrics) throw std::runtime_error(o.metrics + ": writing the metrics file failed");
-                        interval_sum = 0.0;
-                        known_before = known_now;
-                    }
-                    interval_pushed = 0;
-                }
-            }
+            intervals.add(loss, b, pos == epoch_size);
         }
-        engine.end_of_epoch();
+        intervals.end_of_epoch(engine.end_of_epoch());  // the rest of the epoch, with the losses its drain completed
         const double epoch_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         r.seconds += epoch_seconds;
         r.samples += loss_n;
