@@ -7,7 +7,7 @@ training loss, the difference of the mean accuracy to SGD at B = 32 (variant sgd
 time of one run. A run that exited non-zero (a diverging run exits 1) counts as diverged and is left out of the
 means. Prints the markdown table. Standard library only.
 
-Runs of a text network (--network llama-tiny, whose result line has validation_loss) get their own table: per variant
+Runs of a text network (--network llama-tiny or llama-4x128, whose result line has validation_loss) get their own table: per variant
 the mean, min and max over seeds of the validation loss per byte and of the validation perplexity, the mean final
 training loss, the difference of the mean validation loss to the reference of the same optimizer (adamw for the
 AdamW rows, sgd for the momentum-SGD rows) and the mean wall time of one run.
@@ -20,7 +20,7 @@ import statistics
 import sys
 
 ORDER = ["sgd32", "sgd128", "adamw", "sgd", "sgd1", "adamw1", "none", "sc", "lwp", "lwp_wd", "sc_lwp", "stash", "pipemare",
-         "adamw_none", "adamw_stash", "adamw_pipemare"]
+         "adamw_none", "adamw_stash", "adamw_pipemare", "adamw_lwp_opt", "adamw_nesterov", "adamw_2bw"]
 LABEL = {
     "sgd32": "SGD, B = 32",
     "sgd128": "SGD, B = 128 (scaled)",
@@ -38,6 +38,9 @@ LABEL = {
     "adamw_none": "PB AdamW, b = 1",
     "adamw_stash": "PB AdamW + weight stashing",
     "adamw_pipemare": "PB AdamW + PipeMare",
+    "adamw_lwp_opt": "PB AdamW + optimizer-aware weight prediction",
+    "adamw_nesterov": "PB NAdamW look-ahead + weight stashing",
+    "adamw_2bw": "PB AdamW, PipeDream-2BW (40 micro-batches per update)",
 }
 
 

@@ -26,9 +26,9 @@
 # Usage: bench/pb_depth_study.sh resnet20|resnet56|resnet110 [--jobs J] [--program PATH] [--background]
 #        bench/pb_depth_study.sh resnet20|resnet56|resnet110 --collect   (the table and figure of the finished runs)
 #        bench/pb_depth_study.sh resnet20|resnet56|resnet110 --stop      (SIGTERM to a --background study)
-# --background: start the study detached (setsid nohup, nice -n 19; output appended to OUT/driver.log, its process
-# group in OUT/driver.pid, neither committed) and return; the command that starts a study also resumes it. A stopped or
-# killed study loses at most the current epoch of each running run.
+# --background: start the study detached (bench/study_background.sh: nice 19, output appended to OUT/driver.log, its
+# process group in OUT/driver.pid) and return; the command that starts a study also resumes it. A stopped or killed
+# study loses at most the current epoch of each running run.
 # Exit: 0 every run finished, 3 some unfinished (run the same command again), 1 or 2 an error.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,14 +37,12 @@ network=${1:-}
 [[ $network == resnet20 || $network == resnet56 || $network == resnet110 ]] ||
   { echo "usage: $0 resnet20|resnet56|resnet110 [--jobs J] [--program PATH] [--collect]" >&2; exit 2; }
 shift
-jobs=2 program="" collect=false background=false stop=false args=("$@")
+jobs=2 program="" args=("$@")
 while (($#)); do
   case "$1" in
-    --background) background=true; shift ;;
+    --background | --stop | --collect) shift ;;  # study_modes below
     --jobs) jobs=$2; shift 2 ;;
     --program) program=$2; shift 2 ;;
-    --collect) collect=true; shift ;;
-    --stop) stop=true; shift ;;
     *) echo "pb_depth_study: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -55,34 +53,8 @@ case $network in
 esac
 out=bench/results/$network-gn-depth
 title="$network (gn), Fashion-MNIST, $epochs x 60000 samples, warm-up 6000 + cosine; PB: --stages layer, b = 1"
-if $background; then
-  mkdir -p "$out"
-  rest=()
-  for a in "${args[@]}"; do [[ $a == --background ]] || rest+=("$a"); done
-  # setsid makes a new scheduling autogroup, in which nice alone does not yield to the other sessions' work (builds):
-  # the autogroup's own nice value (/proc/self/autogroup, Linux) does.
-  setsid nohup sh -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec nice -n 19 "$0" "$@"' "$0" "$network" \
-    "${rest[@]}" >>"$out/driver.log" 2>&1 </dev/null &
-  echo "$!" >"$out/driver.pid"  # setsid: the process group of the study (setsid does not fork here)
-  echo "pb_depth_study: $network study running in the background (process group $!, log $out/driver.log)"
-  exit 0
-fi
-if $stop; then
-  pid=$(cat "$out/driver.pid" 2>/dev/null || true)
-  if [[ -n $pid && "$(ps -o pgid= -p "$pid" 2>/dev/null | tr -d ' ')" == "$pid" ]]; then
-    kill -TERM -- "-$pid"
-    for _ in $(seq 30); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 1; done
-    echo "pb_depth_study: stopped process group $pid (the same command with --background resumes)"
-  else
-    echo "pb_depth_study: no $network study running from $out/driver.pid" >&2
-  fi
-  exit 0
-fi
-if $collect; then
-  /usr/bin/python3 bench/fidelity_table.py "$out"
-  /usr/bin/python3 bench/plot_fidelity.py "$out" "$out/curves.png" --title "$title"
-  exit 0
-fi
+source bench/study_background.sh
+study_modes "$out" "$network" "$title" "$0" "${args[@]}"  # --background, --stop, --collect
 
 build=build-study-r${network#resnet}
 if [[ -z "$program" ]]; then

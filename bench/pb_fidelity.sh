@@ -43,11 +43,16 @@
 #   sgd1      --mode sgd --batch 1 --optimizer sgd, lr and momentum scaled from B to 1 as for PB: batch 1 without
 #             delays, the control that separates PB's staleness from the cost of b = 1 itself
 #   adamw1    --mode sgd --batch 1 --optimizer adamw with PB AdamW's scaled hyperparameters (the same control)
-#   adamw_none adamw_stash adamw_pipemare
-#             --mode pb --stages fine --batch 1 --optimizer adamw --mitigation <none|stash|pipemare>, AdamW's
-#             hyperparameters scaled from B to b = 1 by the square-root rule (Malladi et al., NeurIPS 2022, "On the
-#             SDEs and scaling rules for adaptive gradient algorithms"): lr = ADAMW_LR sqrt(b / B), and each beta
+#   adamw_none adamw_stash adamw_pipemare adamw_lwp_opt adamw_nesterov
+#             --mode pb --stages fine --batch 1 --optimizer adamw --mitigation <none|stash|pipemare|lwp_opt|nesterov>,
+#             AdamW's hyperparameters scaled from B to b = 1 by the square-root rule (Malladi et al., NeurIPS 2022, "On
+#             the SDEs and scaling rules for adaptive gradient algorithms"): lr = ADAMW_LR sqrt(b / B), and each beta
 #             raised to the power b / B (the momentum rule of docs/pb-semantics.md §4: the same decay per sample)
+#   adamw_2bw --mode pb --stages fine --batch 1 --optimizer adamw --mitigation 2bw --2bw-accumulation N (N = 40, at
+#             least D_0 of both text networks' fine cuts): one update per N micro-batches with their mean gradient,
+#             so AdamW's hyperparameters scaled from B to N by the same rule
+# --network llama-4x128 (4 blocks of width 128, 19 stages with --stages fine, delays 36 ... 0) takes the same
+# variants and defaults.
 # bench/fidelity_table.py then tabulates the validation loss per byte and its perplexity (mean, min, max over seeds)
 # and the difference to the reference of the same optimizer (adamw for AdamW rows, sgd for momentum-SGD rows).
 # study.txt gets one header per invocation (appended): runs of an earlier invocation into OUT stay in OUT/runs/ and
@@ -101,7 +106,7 @@ while (($#)); do
   esac
 done
 text=false
-if [[ $network == llama-tiny ]]; then  # the text network: its variants and defaults (see the header)
+if [[ $network == llama-tiny || $network == llama-4x128 ]]; then  # the text networks: variants, defaults (header)
   text=true variants="adamw sgd sgd1 adamw1 none sc lwp sc_lwp adamw_none adamw_stash" epochs=1 samples=36000
   : "${batch:=8}" "${test_samples:=4096}"
   [[ -n "$out" ]] || out=bench/results/$network${label:+-$label}
@@ -141,6 +146,9 @@ if $text; then
   # AdamW from B to b = 1: lr sqrt(1 / B), betas to the power 1 / B (the header's rule).
   read -r lr_b1 beta1_b1 beta2_b1 < <(awk -v lr="$adamw_lr" -v B="$batch" 'BEGIN {
     printf "%.10g %.10g %.10g\n", lr * sqrt(1 / B), 0.9 ^ (1 / B), 0.99 ^ (1 / B) }')
+  two_bw=40  # adamw_2bw: micro-batches per update; AdamW from B to 40 by the same rule
+  read -r lr_2bw beta1_2bw beta2_2bw < <(awk -v lr="$adamw_lr" -v B="$batch" -v N="$two_bw" 'BEGIN {
+    printf "%.10g %.10g %.10g\n", lr * sqrt(N / B), 0.9 ^ (N / B), 0.99 ^ (N / B) }')
   # Momentum SGD from B to 1 (docs/pb-semantics.md §4, what --reference-batch B does in --mode pb).
   read -r lr1 m1 < <(awk -v lr="$lr" -v m="$momentum" -v B="$batch" 'BEGIN {
     r = 1 / B; mb = m ^ r; printf "%.10g %.10g\n", r * lr * (1 - mb) / (1 - m), mb }')
@@ -165,9 +173,12 @@ text_args_of() {  # the pipeprop_train options of variant $1 of the text network
     none | sc | lwp | lwp_wd | sc_lwp | stash | pipemare)
       echo --mode pb --stages fine --executor sequential --batch 1 --optimizer sgd --mitigation "$1" \
         --reference-batch "$batch" --lr "$lr" --momentum "$momentum" ;;
-    adamw_none | adamw_stash | adamw_pipemare)
+    adamw_none | adamw_stash | adamw_pipemare | adamw_lwp_opt | adamw_nesterov)
       echo --mode pb --stages fine --executor sequential --batch 1 --optimizer adamw --mitigation "${1#adamw_}" \
         --lr "$lr_b1" --beta1 "$beta1_b1" --beta2 "$beta2_b1" ;;
+    adamw_2bw)
+      echo --mode pb --stages fine --executor sequential --batch 1 --optimizer adamw --mitigation 2bw \
+        --2bw-accumulation "$two_bw" --lr "$lr_2bw" --beta1 "$beta1_2bw" --beta2 "$beta2_2bw" ;;
     *) echo "pb_fidelity: unknown variant '$1' for $network" >&2; return 2 ;;
   esac
 }

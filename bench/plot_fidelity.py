@@ -3,7 +3,7 @@
 
 For a study directory OUT (runs/<variant>-seed<k>.metrics.jsonl) it draws two panels into one PNG: the training
 loss against samples (the --log-every interval lines) and the test accuracy against samples (one point per epoch;
-for a text network, --network llama-tiny, the validation loss per byte), one curve per variant: the mean over the seeds, with a band from the lowest to the highest seed. Debian's
+for a text network, --network llama-tiny or llama-4x128, the validation loss per byte), one curve per variant: the mean over the seeds, with a band from the lowest to the highest seed. Debian's
 python3-matplotlib (hence /usr/bin/python3).
 
 Usage: bench/plot_fidelity.py OUT PNG [--title TEXT] [--variants "sgd32 none sc_lwp"]

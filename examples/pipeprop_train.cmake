@@ -15,15 +15,15 @@ set(PIPEPROP_TRAIN_FLAGS "" CACHE STRING "Extra compile options of the main prog
 target_compile_options(pipeprop_train PRIVATE ${PIPEPROP_TRAIN_FLAGS})
 
 # Which network types the program compiles: network type keys (train::network_type_key: cnn cnn32 cnn-on mlp
-# llama-tiny, and resnetD[-on][-cifar] for D = 20, 32, 44, 56, 110), or "all". Empty (the default): every type
-# except the ResNet variants of depth 32, 44 and 110 on CIFAR-10 or with Online Norm and ResNet-56 on CIFAR-10 with
-# Online Norm (each network type is a copy of the engines' code, so the default keeps the build within CI's time;
-# the program names the option for a type it was not built with, exit 2). A build that needs a few, like the main
-# job's, is minutes faster.
+# llama-tiny llama-4x128, and resnetD[-on][-cifar] for D = 20, 32, 44, 56, 110), or "all". Empty (the default): every
+# type except the ResNet variants of depth 32, 44 and 110 on CIFAR-10 or with Online Norm, ResNet-56 on CIFAR-10 with
+# Online Norm and llama-4x128 (each network type is a copy of the engines' code, so the default keeps the build within
+# CI's time; the program names the option for a type it was not built with, exit 2). A build that needs a few, like
+# the main job's, is minutes faster.
 set(PIPEPROP_TRAIN_NETWORKS "" CACHE STRING
     "Network type keys the main program compiles, ;-separated (empty: the default set; all: every one)")
 set(pipeprop_train_default_off resnet32-on resnet32-cifar resnet32-on-cifar resnet44-on resnet44-cifar
-    resnet44-on-cifar resnet110-on resnet110-cifar resnet110-on-cifar resnet56-on-cifar)
+    resnet44-on-cifar resnet110-on resnet110-cifar resnet110-on-cifar resnet56-on-cifar llama-4x128)
 set(pipeprop_train_generated ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_units)
 target_include_directories(pipeprop_train PRIVATE ${pipeprop_train_generated})
 set(pipeprop_train_compiled_sgd "")
@@ -56,6 +56,14 @@ function(pipeprop_train_unit unit_mode pair)
     set(executors_file ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_units/${unit_file_name}_executors.cpp)
     configure_file(${CMAKE_CURRENT_SOURCE_DIR}/train/pb_executors.cpp.in ${executors_file} @ONLY)
     list(APPEND unit_files ${executors_file})
+    if(unit_network MATCHES "^llama-")
+      # A text network with AdamW: a unit of its own as well (train/mode_pb_text.hpp).
+      string(APPEND unit_extra "\nextern template train::json_line train::mode_pb::run_text<train::${unit_type}, "
+                               "pipeprop::optim::adamw<float>>(const train::common_options&);")
+      set(adamw_file ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_units/${unit_file_name}_adamw.cpp)
+      configure_file(${CMAKE_CURRENT_SOURCE_DIR}/train/pb_text_adamw.cpp.in ${adamw_file} @ONLY)
+      list(APPEND unit_files ${adamw_file})
+    endif()
   endif()
   configure_file(${CMAKE_CURRENT_SOURCE_DIR}/train/unit.cpp.in ${unit_file} @ONLY)
   target_sources(pipeprop_train PRIVATE ${unit_files})
@@ -82,16 +90,12 @@ foreach(unit_mode IN ITEMS sgd pb)
     endforeach()
   endforeach()
 endforeach()
-pipeprop_train_unit(sgd llama-tiny:llama_tiny)
-pipeprop_train_unit(pb llama-tiny:llama_tiny)
-if(NOT PIPEPROP_TRAIN_NETWORKS OR "llama-tiny" IN_LIST PIPEPROP_TRAIN_NETWORKS)
-  # --mode pb on llama-tiny with AdamW: a unit of its own (train/pb_text_adamw.cpp).
-  target_sources(pipeprop_train PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/train/pb_text_adamw.cpp)
-  if(TARGET pipeprop_train_asan)
-    target_sources(pipeprop_train_asan PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/train/pb_text_adamw.cpp)
-  endif()
-endif()
-pipeprop_train_unit(sync llama-tiny:llama_tiny)
+# The text networks: llama-tiny, and llama-4x128 (off by default: four units for the transformer study only).
+foreach(unit_mode IN ITEMS sgd pb sync)
+  foreach(pair IN ITEMS llama-tiny:llama_tiny llama-4x128:llama_4x128)
+    pipeprop_train_unit(${unit_mode} ${pair})
+  endforeach()
+endforeach()
 # The compiled types per mode, for the program's dispatch (pipeprop_train.cpp: train::compiled).
 foreach(unit_mode IN ITEMS sgd pb sync)
   list(JOIN pipeprop_train_compiled_${unit_mode} ", " pipeprop_train_list_${unit_mode})

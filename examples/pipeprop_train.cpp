@@ -160,7 +160,7 @@ void train::mode_pb::validate(const train::common_options& o) const {
     const std::string optimizer = value_of(optimizer_opt_, optimizer_);
     if (optimizer == "adamw" && !text)
         throw CLI::ValidationError("--optimizer", "adamw is not available for the image networks yet (only for "
-                                                  "llama-tiny); use --optimizer sgd");
+                                                  "the text networks); use --optimizer sgd");
     if (uses_adamw(o)) {
         reject_sgd_options_with_adamw(o);
         const std::string m = mitigation(o);

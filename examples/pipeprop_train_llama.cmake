@@ -105,4 +105,17 @@ if(PIPEPROP_BUILD_TESTS)
   pipeprop_train_test(llama_missing_corpus EXPECT 1
     ARGS --network llama-tiny --data ${CMAKE_CURRENT_BINARY_DIR}/no-such-corpus
     REGEX "no-such-corpus: text corpus directory not found")
+  # llama-4x128 (4 blocks of width 128: 19 stages under --stages fine, first delay 36), in builds that compile it
+  # (off by default): PB with AdamW and the optimizer-aware prediction, below the baseline after a short epoch; a
+  # build without it names the CMake option (exit 2).
+  if(PIPEPROP_TRAIN_NETWORKS STREQUAL "all" OR "llama-4x128" IN_LIST PIPEPROP_TRAIN_NETWORKS)
+    pipeprop_train_test(llama_4x128_pb EXPECT 0
+      ARGS --network llama-4x128 --mode pb --stages fine --mitigation lwp_opt --max-samples 320 --max-test-samples 64
+           --progress log --data ${pipeprop_text_data}
+      LAST_LINE_REGEX "^\\{\"mode\":\"pb\",\"network\":\"llama-4x128\",.*\"validation_loss\":${below_uniform},.*\"parameters\":857216,.*\"mitigation\":\"lwp_opt\",.*\"stages\":19,\"delays\":\"36,34,.*\"optimizer\":\"adamw\".*\\}$")
+    set_tests_properties(pipeprop_train_llama_4x128_pb PROPERTIES TIMEOUT 180)
+  elseif(NOT PIPEPROP_TRAIN_NETWORKS)
+    pipeprop_train_test(llama_4x128_not_compiled EXPECT 2 ARGS --network llama-4x128 --data ${pipeprop_text_data}
+      REGEX "--network: llama-4x128 is not compiled into this build.*PIPEPROP_TRAIN_NETWORKS")
+  endif()
 endif()

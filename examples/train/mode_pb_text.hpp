@@ -1,5 +1,7 @@
-// examples/train/mode_pb_text.hpp: --mode pb on the text networks (llama-tiny): the definition of
-// mode_pb::run_text, included by train/mode_pb.hpp after the class (not on its own).
+// examples/train/mode_pb_text.hpp: --mode pb on the text networks (llama-tiny, llama-4x128): the definition of
+// mode_pb::run_text, included by train/mode_pb.hpp after the class (not on its own). Its AdamW instantiation is
+// compiled in a unit of its own per network (examples/pipeprop_train.cmake: train/pb_text_adamw.cpp.in), declared
+// extern in the network's --mode pb unit.
 #pragma once
 
 #include <fmt/format.h>
@@ -41,8 +43,5 @@ json_line mode_pb::run_text(const common_options& o) {
         return run_policy<Net, loss>(o, m, data).add("optimizer", "sgd");
     }
 }
-
-// Compiled in train/pb_text_adamw.cpp, not in the unit of --mode pb on llama-tiny.
-extern template json_line mode_pb::run_text<llama_tiny, pipeprop::optim::adamw<float>>(const common_options&);
 
 }  // namespace train

@@ -40,15 +40,15 @@ public:
     [[nodiscard]] std::string name() const override { return mode_name; }
     [[nodiscard]] std::string description() const override {
         return "sequential mini-batch training, batch size --batch (the reference): momentum SGD, or AdamW for "
-               "llama-tiny";
+               "the text networks";
     }
     [[nodiscard]] bool supports_text_networks() const override { return true; }
 
     void add_options(CLI::Option_group& g) override {
         g.add_option("--optimizer", optimizer_,
                      "Optimizer: sgd (momentum SGD; --momentum, --nesterov, --weight-decay as L2), adamw (AdamW, "
-                     "decoupled --weight-decay, --beta1/--beta2/--eps; --lr default 3e-3; llama-tiny only for now), "
-                     "auto (adamw for llama-tiny, sgd otherwise)")
+                     "decoupled --weight-decay, --beta1/--beta2/--eps; --lr default 3e-3; text networks only for now), "
+                     "auto (adamw for the text networks, sgd otherwise)")
             ->check(CLI::IsMember({"auto", "sgd", "adamw"}))
             ->capture_default_str();
         g.add_option("--beta1", beta1_, "AdamW: decay of the first moment, in [0, 1)")
@@ -67,7 +67,7 @@ public:
         const bool text = is_text_network(o.network);
         if (optimizer_ == "adamw" && !text)
             throw CLI::ValidationError("--optimizer", "adamw is not available for the image networks yet (only for "
-                                                      "llama-tiny); use --optimizer sgd");
+                                                      "the text networks); use --optimizer sgd");
         if (!std::isfinite(eps_)) throw CLI::ValidationError("--eps", "must be a finite number");
         if (text && optimizer_ != "sgd") reject_sgd_options_with_adamw(o);
     }

@@ -130,7 +130,7 @@ public:
             is_text_network(o.network) ? with_text_network(o.network, count) : with_network(o.network_type, count);
         if (value_of(optimizer_opt_, optimizer_) == "adamw" && !is_text_network(o.network))
             throw CLI::ValidationError("--optimizer", "adamw is not available for the image networks yet (only for "
-                                                      "llama-tiny); use --optimizer sgd");
+                                                      "the text networks); use --optimizer sgd");
         if (is_text_network(o.network) && value_of(optimizer_opt_, optimizer_) != "sgd")
             reject_sgd_options_with_adamw(o);
         const stage_spec spec = parse_stages(value_of(stages_opt_, stages_), layers);

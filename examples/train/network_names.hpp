@@ -36,7 +36,7 @@ inline std::string network_type_key(const std::string& network, const std::strin
 /// which train in --mode sgd and --mode pb only (compile time: examples/pipeprop_train.cmake).
 inline bool sync_mode_trains(std::string_view key) { return !key.starts_with("resnet") || key == "resnet20"; }
 /// Names of the text (next-token) networks (modes whose supports_text_networks() is true).
-inline std::vector<std::string> text_network_names() { return {"llama-tiny"}; }
+inline std::vector<std::string> text_network_names() { return {"llama-tiny", "llama-4x128"}; }
 /// Names accepted by --network, in the order shown in the help.
 inline std::vector<std::string> network_names() {
     auto names = image_network_names();
@@ -44,5 +44,5 @@ inline std::vector<std::string> network_names() {
     return names;
 }
 /// True for a text network name (train::with_text_network).
-inline bool is_text_network(std::string_view name) { return name == "llama-tiny"; }
+inline bool is_text_network(std::string_view name) { return name == "llama-tiny" || name == "llama-4x128"; }
 }  // namespace train

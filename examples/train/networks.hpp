@@ -97,6 +97,8 @@ using resnet110_on_cifar = resnet_depth<110, on, cifar_input>;
 inline constexpr std::size_t llama_tiny_length = pp::models::llama_tiny_length;
 inline constexpr std::size_t llama_tiny_vocabulary = pp::models::llama_tiny_vocabulary;
 using llama_tiny = pp::models::llama_tiny;
+/// llama-4x128: 4 blocks of width 128 (pipeprop/models/llama_tiny.hpp).
+using llama_4x128 = pp::models::llama_4x128;
 
 /// True for a network type whose output is per-token logits [L, V] (a sequence model, trained on text).
 template <class Net>
@@ -138,6 +140,7 @@ decltype(auto) with_network(std::string_view name, F&& f) {
 template <class F>
 decltype(auto) with_text_network(std::string_view name, F&& f) {
     if (name == "llama-tiny") return f.template operator()<llama_tiny>();
+    if (name == "llama-4x128") return f.template operator()<llama_4x128>();
     throw std::logic_error("train::with_text_network: unknown text network '" + std::string(name) + "'");
 }
 

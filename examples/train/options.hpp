@@ -160,7 +160,7 @@ inline void add_common_options(CLI::App& app, common_options& o, const std::vect
                    "Network: cnn (small CNN with group norm, 1x28x28: MNIST / Fashion-MNIST), cnn32 (the same layers "
                    "for 3x32x32: CIFAR-10), cnn-on (with Online Norm), mlp (784-256-256-10), resnet20, resnet56 "
                    "(--norm; 1x28x28, or 3x32x32 when --data holds CIFAR-10 binary batches), llama-tiny (2-block "
-                   "LLaMA-like byte-level decoder on a text corpus)")
+                   "LLaMA-like byte-level decoder on a text corpus), llama-4x128 (the same with 4 blocks of width 128)")
         ->check(CLI::IsMember(networks))
         ->capture_default_str();
     app.add_option("--norm", o.norm,
@@ -188,20 +188,20 @@ inline void add_common_options(CLI::App& app, common_options& o, const std::vect
         ->check(CLI::Range(std::size_t(0), std::size_t(1000000)))
         ->capture_default_str();
     app.add_option("--max-samples", o.max_samples,
-                   "Use at most this many training samples (llama-tiny: sequences) per epoch (the first ones of the "
+                   "Use at most this many training samples (text networks: sequences) per epoch (the first ones of the "
                    "epoch's shuffled order; 0 = all), for quick runs")
         ->check(not_negative())
         ->capture_default_str();
     app.add_option("--max-test-samples", o.max_test_samples,
-                   "Evaluate on at most this many test samples (llama-tiny: the first validation sequences; 0 = all)")
+                   "Evaluate on at most this many test samples (text networks: the first validation sequences; 0 = all)")
         ->check(not_negative())
         ->capture_default_str();
     app.add_option("--seed", o.seed, "Seed of the parameter initialization and of the per-epoch shuffling")
         ->check(not_negative())
         ->capture_default_str();
     app.add_option("--data", o.data, "Dataset directory (MNIST / Fashion-MNIST IDX files, gzip or plain, for the "
-                                     "1x28x28 networks; CIFAR-10 binary batches for --network cnn32; for llama-tiny "
-                                     "a text corpus directory of fortune files (default there: /usr/share/games/fortunes))")
+                                     "1x28x28 networks; CIFAR-10 binary batches for --network cnn32; for the text "
+                                     "networks a text corpus directory of fortune files (default there: /usr/share/games/fortunes))")
         ->check(not_empty("a dataset directory"))
         ->capture_default_str();
     app.add_option("--metrics", o.metrics, "Write per-epoch metrics as JSON lines to this file (a run resumed with --checkpoint-in "

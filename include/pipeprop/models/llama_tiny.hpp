@@ -1,11 +1,15 @@
-// pipeprop/models/llama_tiny.hpp: llama-tiny, a 2-block LLaMA-like byte-level decoder (Touvron et al. 2023, arXiv
-// 2302.13971, §2: pre-norm RMSNorm, rotary embeddings in causal multi-head attention, SwiGLU), small enough to
-// train in minutes on 2 cores.
+// pipeprop/models/llama_tiny.hpp: LLaMA-like byte-level decoders (Touvron et al. 2023, arXiv 2302.13971, §2:
+// pre-norm RMSNorm, rotary embeddings in causal multi-head attention, SwiGLU) over 64-byte sequences: the family
+// template llama_decoder and two members, small enough to train on 2 cores.
 //
-// token ids [64] -> token_embedding<256, 64> [64, 64] -> 2 x prenorm_transformer_block<4 heads, SwiGLU hidden 172>
-// -> rms_norm -> token_linear<256, false> (LM head, no bias) -> logits [64, 256]. Sequence length L = 64, byte
-// vocabulary V = 256, width D = 64 (head dimension 16): 16,384 + 2 x 49,536 + 64 + 16,384 = 131,904 parameters
-// (embedding and head not tied). Train it with token_cross_entropy<float, 64, 256> (mean over tokens).
+// llama_tiny: token ids [64] -> token_embedding<256, 64> [64, 64] -> 2 x prenorm_transformer_block<4 heads, SwiGLU
+// hidden 172> -> rms_norm -> token_linear<256, false> (LM head, no bias) -> logits [64, 256]. Sequence length L = 64,
+// byte vocabulary V = 256, width D = 64 (head dimension 16): 16,384 + 2 x 49,536 + 64 + 16,384 = 131,904 parameters
+// (embedding and head not tied); trains in minutes.
+// llama_4x128: the same with 4 blocks of width 128 (4 heads of dimension 32, SwiGLU hidden 344 = 8/3 x 128 rounded
+// up to a multiple of 8): 32,768 + 4 x 197,888 + 128 + 32,768 = 857,216 parameters, twice the stages of llama_tiny
+// under a fine cut (the first stage's delay twice as large).
+// Train them with token_cross_entropy<float, 64, 256> (mean over tokens).
 #pragma once
 
 #include <boost/mp11/algorithm.hpp>
@@ -38,5 +42,7 @@ using llama_decoder = boost::mp11::mp_apply<
 
 /// llama-tiny (see the file comment).
 using llama_tiny = llama_decoder<2, 64, 4, 172>;
+/// The 4-block, width-128 member (see the file comment).
+using llama_4x128 = llama_decoder<4, 128, 4, 344>;
 
 }  // namespace pipeprop::models
