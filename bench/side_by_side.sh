@@ -8,11 +8,18 @@
 #      per network and b (the same-math check: the three must report the same losses to ~1e-10); with this core's
 #      fp32 peak (measured before and after), what the project's speed targets ask of it: each side's GFLOP/s and the
 #      highest ratio a step of the same multiply-adds could reach against PyTorch and libtorch;
-#   2. layers_bench: conv2d and dense layers vs OpenBLAS sgemm at the GEMM-equivalent shapes, and the training step;
-#   3. gemm_choice: OpenBLAS sgemm vs pipeprop's xsimd GEMM at the layers' GEMM shapes.
-# Usage: bench/side_by_side.sh [--quick] [--rounds R] [--build-dir DIR] [--data DIR] [--no-gbench]
+#   2. llama-tiny's whole training step (forward, backward-p1, backward-p2, AdamW; pipeprop/models/llama_tiny.hpp)
+#      side by side with PyTorch and libtorch in the same way: bench/llama_side_by_side_train.cpp,
+#      bench/torch_llama_side_by_side.py, bench/libtorch/libtorch_llama_side_by_side.cpp on the same initial weights
+#      and the same stream of fortunes sequences (64 tokens each; a sample is a sequence), one thread, b = 1 and b = 8
+#      sequences, float32 rounds plus one float64 run per b (same-math check, first / last / eval loss to 1e-9);
+#   3. layers_bench: conv2d and dense layers vs OpenBLAS sgemm at the GEMM-equivalent shapes, and the training step;
+#   4. gemm_choice: OpenBLAS sgemm vs pipeprop's xsimd GEMM at the layers' GEMM shapes.
+# Usage: bench/side_by_side.sh [--quick] [--rounds R] [--build-dir DIR] [--data DIR] [--text DIR] [--no-cnn]
+#                              [--no-llama] [--no-gbench]
 #   --quick: fewer samples, one round, fewer repetitions (a smoke run: about 2 minutes after the build); the default
-#   (3 rounds) takes 5-6 minutes after the build on 2 cores (--rounds 5: 6.5), the build of its four programs 3-4.
+#   (3 rounds) takes 5-6 minutes after the build on 2 cores (--rounds 5: 6.5) plus about 1.5 for llama-tiny, the
+#   build of its six programs 4-5. --no-cnn, --no-llama, --no-gbench leave out section 1, 2, or 3 and 4.
 # Prints the load average (uptime) and the CPU's model and flags (lscpu: avx2, avx512f, fma) first. Installs what it
 # needs first (scripts/install-deps.sh --with-torch). Run on a quiet machine: the ratios are medians (samples/s from
 # CPU time), but other load on the cores still moves them.
@@ -27,14 +34,24 @@ cnn_b1=2000
 cnn_b32=3200        # 100 steps at b = 32
 resnet20_b1=500
 resnet20_b32=960    # 30 steps at b = 32
+# llama-tiny, sequences per b (float32 and float64 alike). The float64 runs of pipeprop and PyTorch drift apart by
+# about 10x per 70 AdamW steps at b = 1 (1e-16 after 30 steps, ~1e-10 after 400): more steps would fail the 1e-9 gate.
+llama_b1=400        # 400 steps
+llama_b8=800        # 100 steps
+text=/usr/share/games/fortunes
+cnn=1
+llama=1
 reps=10
 gbench=1
 while (($#)); do
   case "$1" in
-    --quick) rounds=1; cnn_b1=500; resnet20_b1=100; resnet20_b32=320; reps=3; shift ;;
+    --quick) rounds=1; cnn_b1=500; resnet20_b1=100; resnet20_b32=320; llama_b1=100; llama_b8=160; reps=3; shift ;;
     --rounds) rounds=$2; shift 2 ;;
     --build-dir) build=$2; shift 2 ;;
     --data) data=$2; shift 2 ;;
+    --text) text=$2; shift 2 ;;
+    --no-cnn) cnn=0; shift ;;
+    --no-llama) llama=0; shift ;;
     --no-gbench) gbench=0; shift ;;
     *) echo "side_by_side.sh: unknown argument $1 (see the usage at the top of the script)" >&2; exit 2 ;;
   esac
@@ -53,7 +70,11 @@ if ! grep -q '^Torch_DIR:PATH=/' "$build/CMakeCache.txt"; then
        "bench/libtorch.cmake builds libtorch_side_by_side only when find_package(Torch) succeeds" >&2
   exit 2
 fi
-cmake --build "$build" -j"$(nproc)" --target side_by_side_train libtorch_side_by_side layers_bench gemm_choice >/dev/null
+targets=(side_by_side_train)  # --peak for every section
+((cnn)) && targets+=(libtorch_side_by_side)
+((llama)) && targets+=(llama_side_by_side_train libtorch_llama_side_by_side)
+((gbench)) && targets+=(layers_bench gemm_choice)
+cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" >/dev/null
 
 flags=$(lscpu | sed -n 's/^Flags:[[:space:]]*//p' | tr ' ' '\n' | grep -x -E 'avx2|avx512f|fma' | tr '\n' ' ')
 echo "side_by_side.sh at $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null ||
@@ -68,6 +89,9 @@ results="$work/results.txt"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 train="$build/bench/side_by_side_train"
 libtorch="$build/bench/libtorch_side_by_side"
+same_math=0
+torch_versions="PyTorch $("$python" -c 'import torch; print(torch.__version__)') and libtorch \
+$(dpkg-query -W -f='${Version}' libtorch-dev 2>/dev/null)"
 
 # Runs the three sides on one exported configuration: $1 = export directory, the rest = side_by_side_train options.
 three_sides() {
@@ -77,44 +101,89 @@ three_sides() {
   "$libtorch" --data "$dir" | tee -a "$results" >&2
 }
 
-# Export once per configuration (initial weights, inputs, labels, hyperparameters), then interleave the three sides.
-configurations=()
-for network in cnn resnet20; do
-  for b in 1 32; do
-    samples_var="${network}_b${b}"
-    configurations+=("$network $b ${!samples_var}")
+# Section 1: the small CNN and ResNet-20.
+if ((cnn)); then
+  # Export once per configuration (initial weights, inputs, labels, hyperparameters), then interleave the three sides.
+  configurations=()
+  for network in cnn resnet20; do
+    for b in 1 32; do
+      samples_var="${network}_b${b}"
+      configurations+=("$network $b ${!samples_var}")
+    done
   done
-done
-for c in "${configurations[@]}"; do
-  read -r network b samples <<<"$c"
-  for precision in float double; do
-    "$train" --data "$data" --network "$network" --batch "$b" --samples "$samples" --precision "$precision" \
-      --export "$work/$network-b$b-$precision" >/dev/null
-  done
-done
-# This core's fp32 peak before and after the timed runs (ratios.py takes the best): what the targets ask of it.
-"$train" --peak | tee -a "$results" >&2
-for ((r = 1; r <= rounds; r++)); do
-  echo "side_by_side.sh: round $r of $rounds" >&2
   for c in "${configurations[@]}"; do
     read -r network b samples <<<"$c"
-    three_sides "$work/$network-b$b-float" --network "$network" --batch "$b" --samples "$samples"
+    for precision in float double; do
+      "$train" --data "$data" --network "$network" --batch "$b" --samples "$samples" --precision "$precision" \
+        --export "$work/$network-b$b-$precision" >/dev/null
+    done
   done
-done
-"$train" --peak | tee -a "$results" >&2
-echo "side_by_side.sh: float64 same-math check" >&2
-for c in "${configurations[@]}"; do
-  read -r network b samples <<<"$c"
-  three_sides "$work/$network-b$b-double" --network "$network" --batch "$b" --samples "$samples" --precision double
-done
+  # This core's fp32 peak before and after the timed runs (ratios.py takes the best): what the targets ask of it.
+  "$train" --peak | tee -a "$results" >&2
+  for ((r = 1; r <= rounds; r++)); do
+    echo "side_by_side.sh: round $r of $rounds" >&2
+    for c in "${configurations[@]}"; do
+      read -r network b samples <<<"$c"
+      three_sides "$work/$network-b$b-float" --network "$network" --batch "$b" --samples "$samples"
+    done
+  done
+  "$train" --peak | tee -a "$results" >&2
+  echo "side_by_side.sh: float64 same-math check" >&2
+  for c in "${configurations[@]}"; do
+    read -r network b samples <<<"$c"
+    three_sides "$work/$network-b$b-double" --network "$network" --batch "$b" --samples "$samples" --precision double
+  done
 
-echo
-echo "## pipeprop vs PyTorch $("$python" -c 'import torch; print(torch.__version__)') and libtorch" \
-     "$(dpkg-query -W -f='${Version}' libtorch-dev 2>/dev/null) (1 thread each)"
-echo
-same_math=0
-"$python" bench/ratios.py side-by-side "$results" || same_math=$?
-echo
+  echo
+  echo "## pipeprop vs $torch_versions (1 thread each)"
+  echo
+  "$python" bench/ratios.py side-by-side "$results" || same_math=$?
+  echo
+fi
+
+# Section 2: llama-tiny's training step, the same way (its own export directories and results file).
+if ((llama)); then
+  llama_results="$work/results_llama.txt"
+  : >"$llama_results"
+  llama_train="$build/bench/llama_side_by_side_train"
+  llama_libtorch="$build/bench/libtorch_llama_side_by_side"
+  llama_three_sides() {  # $1 = export directory, the rest = llama_side_by_side_train options
+    local dir=$1; shift
+    "$llama_train" --text "$text" "$@" | tee -a "$llama_results" >&2
+    "$python" bench/torch_llama_side_by_side.py --data "$dir" | tee -a "$llama_results" >&2
+    "$llama_libtorch" --data "$dir" | tee -a "$llama_results" >&2
+  }
+  llama_configurations=("1 $llama_b1" "8 $llama_b8")
+  for c in "${llama_configurations[@]}"; do
+    read -r b samples <<<"$c"
+    for precision in float double; do
+      "$llama_train" --text "$text" --batch "$b" --samples "$samples" --precision "$precision" \
+        --export "$work/llama-tiny-b$b-$precision" >/dev/null
+    done
+  done
+  "$train" --peak | tee -a "$llama_results" >&2
+  for ((r = 1; r <= rounds; r++)); do
+    echo "side_by_side.sh: llama-tiny round $r of $rounds" >&2
+    for c in "${llama_configurations[@]}"; do
+      read -r b samples <<<"$c"
+      llama_three_sides "$work/llama-tiny-b$b-float" --batch "$b" --samples "$samples"
+    done
+  done
+  "$train" --peak | tee -a "$llama_results" >&2
+  echo "side_by_side.sh: llama-tiny float64 same-math check" >&2
+  for c in "${llama_configurations[@]}"; do
+    read -r b samples <<<"$c"
+    llama_three_sides "$work/llama-tiny-b$b-double" --batch "$b" --samples "$samples" --precision double
+  done
+  echo
+  echo "## llama-tiny's training step (forward, backward, AdamW): pipeprop vs $torch_versions (1 thread each;" \
+       "a sample is a sequence of 64 tokens)"
+  echo
+  llama_same_math=0
+  "$python" bench/ratios.py side-by-side "$llama_results" || llama_same_math=$?
+  ((llama_same_math)) && same_math=$llama_same_math
+  echo
+fi
 
 if ((gbench)); then
   gb_args=(--benchmark_repetitions="$reps" --benchmark_enable_random_interleaving=true

@@ -57,6 +57,7 @@
 #include "pipeprop/optim/scaling_rules.hpp"
 #include "pipeprop/sequential_trainer.hpp"
 #include "fp32_peak.hpp"
+#include "side_by_side_export.hpp"
 #include "small_cnn.hpp"
 #include "step_cost.hpp"
 #include "train/networks.hpp"
@@ -66,33 +67,6 @@
 #endif
 
 namespace {
-
-/// Writes every parameter tensor of w (Net's parameter block, value type T) as dir/<node name>.<tensor>.npy with
-/// its shape, and the list of them as dir/parameters.txt ("<node name> <tensor> <dims...>" per line, node order).
-/// Throws std::runtime_error when a file cannot be written.
-template <class Net, class T>
-void export_parameters(const std::filesystem::path& dir, std::span<const T> w) {
-    using stack_type = pipeprop::layer_stack<Net, T>;
-    std::ofstream manifest(dir / "parameters.txt");
-    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<stack_type::layer_count>>([&](auto I) {
-        using layer = typename stack_type::template layer_type<I>;
-        if constexpr (layer::parameter_count > 0) {
-            std::size_t offset = stack_type::parameter_offset[I];
-            const std::string node(stack_type::node_names[I]);
-            for (const auto& t : layer::parameter_tensors()) {
-                std::vector<std::size_t> shape(t.dims.begin(), t.dims.begin() + t.rank);
-                const auto view = xt::adapt(w.data() + offset, t.size(), xt::no_ownership(), shape);
-                const std::string tensor(t.name);
-                xt::dump_npy((dir / (node + "." + tensor + ".npy")).string(), view);
-                manifest << node << ' ' << tensor;
-                for (const std::size_t d : shape) manifest << ' ' << d;
-                manifest << '\n';
-                offset += t.size();
-            }
-        }
-    });
-    if (!manifest.flush()) throw std::runtime_error("cannot write " + (dir / "parameters.txt").string());
-}
 
 struct options {
     std::size_t batch = 32, samples = 3200, eval = 1000;
@@ -118,7 +92,7 @@ void run(const options& opt, const pipeprop::data::dataset& train) {
     if (!opt.export_dir.empty()) {
         const std::filesystem::path dir(opt.export_dir);
         std::filesystem::create_directories(dir);
-        export_parameters<Net, T>(dir, trainer.parameters());
+        pipeprop::bench::export_parameters<Net, T>(dir, trainer.parameters());
         xt::dump_npy((dir / "x.npy").string(), xt::adapt(train.images.data(), opt.samples * sample_size,
                                                          xt::no_ownership(),
                                                          std::vector<std::size_t>{opt.samples, 1, 28, 28}));
