@@ -18,7 +18,7 @@
 # Usage: bench/side_by_side.sh [--quick] [--rounds R] [--build-dir DIR] [--data DIR] [--text DIR] [--no-cnn]
 #                              [--no-llama] [--no-gbench]
 #   --quick: fewer samples, one round, fewer repetitions (a smoke run: about 2 minutes after the build); the default
-#   (3 rounds) takes 5-6 minutes after the build on 2 cores (--rounds 5: 6.5) plus about 1.5 for llama-tiny, the
+#   (3 rounds) takes 5-6 minutes after the build on 2 cores (--rounds 5: 6.5) plus about 2 for llama-tiny, the
 #   build of its six programs 4-5. --no-cnn, --no-llama, --no-gbench leave out section 1, 2, or 3 and 4.
 # Prints the load average (uptime) and the CPU's model and flags (lscpu: avx2, avx512f, fma) first. Installs what it
 # needs first (scripts/install-deps.sh --with-torch). Run on a quiet machine: the ratios are medians (samples/s from
@@ -35,7 +35,8 @@ cnn_b32=3200        # 100 steps at b = 32
 resnet20_b1=500
 resnet20_b32=960    # 30 steps at b = 32
 # llama-tiny, sequences per b (float32 and float64 alike). The float64 runs of pipeprop and PyTorch drift apart by
-# about 10x per 70 AdamW steps at b = 1 (1e-16 after 30 steps, ~1e-10 after 400): more steps would fail the 1e-9 gate.
+# about 10x per 50 AdamW steps at b = 1 (1.4e-16 after 100 steps, 1.4e-10 after 400): many more steps would fail the
+# 1e-9 gate although the sides compute the same function.
 llama_b1=400        # 400 steps
 llama_b8=800        # 100 steps
 text=/usr/share/games/fortunes

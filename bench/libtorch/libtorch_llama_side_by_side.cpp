@@ -133,7 +133,8 @@ struct llama_tiny_impl : torch::nn::Module {
         : embedding(register_module("embedding", torch::nn::Embedding(vocab, width))),
           norm(register_module("norm", rms_norm(width))),
           head(register_module("head", linear(width, vocab))) {
-        for (std::int64_t i = 0; i < blocks; ++i) layers.push_back(register_module("block" + std::to_string(i), block()));
+        for (std::int64_t i = 0; i < blocks; ++i)
+            layers.push_back(register_module("block" + std::to_string(i), block()));
     }
     torch::Tensor forward(const torch::Tensor& ids) {
         auto x = embedding->forward(ids);
