@@ -4,7 +4,8 @@
 # What it runs: about 860 short cases against the main program (build/examples/pipeprop_train) and the library
 # headers, in eight categories: bad data (corrupt / truncated / odd IDX files), options and numerics (nan, inf,
 # huge, negative, empty values; runs that diverge in the first or last step, every mode and executor; --mode pb's
-# --log-stage-norms: refusals, the norms in every executor / mitigation / cut, resumed, under mpirun), checkpoints
+# --log-stage-norms: refusals (under mpirun too), the norms in every executor / mitigation / cut, resumed;
+# --log-every's completed_samples: per epoch they sum to its samples, their weighted mean is its train_loss), checkpoints
 # (truncated, flipped, swapped, edited, missing, wrong network / mode / cut, symlinks, user files, a full tmpfs,
 # ulimit -f, leftovers of killed saves), resharding (other cut, schedule, executor; bit-identical where the cut is
 # the same), signals (SIGINT / SIGTERM at random times in every mode and executor, SIGKILL then resume), limits
@@ -139,6 +140,29 @@ for l in lines:
 if len(lines) >= 2:  # the weights train: every stage with parameters has another weight norm in the last line
     for s, (a, b) in enumerate(zip(lines[0]["stage_weight_norm"], lines[-1]["stage_weight_norm"])):
         if a == b and a != 0: sys.exit(f"{f}: stage {s}'s weight norm stays {a} from samples {lines[0]['samples']} to {lines[-1]['samples']}")
+EOF
+}
+# intervals_ok FILE: in FILE (a --metrics file of uninterrupted epochs), every epoch has at least one interval line,
+# the completed_samples of its interval lines sum to its samples, and their completed_samples-weighted mean train_loss
+# is the epoch line's (relative 1e-6: a batch's loss is a float).
+intervals_ok() {
+    $PY - "$1" <<'EOF'
+import json, sys
+f = sys.argv[1]
+acc, prev = {}, 0
+for l in (json.loads(s) for s in open(f) if s.strip()):
+    if l.get("interval"):
+        a = acc.setdefault(l["epoch"], [0, 0.0, 0])
+        k = l.get("completed_samples")
+        if not isinstance(k, int) or k <= 0: sys.exit(f"{f}: samples {l['samples']}: completed_samples = {k}")
+        a[0] += k; a[1] += k * l["train_loss"]; a[2] += 1
+        continue
+    n, prev = l["samples"] - prev, l["samples"]
+    k, w, lines = acc.get(l["epoch"], [0, 0.0, 0])
+    if lines == 0: sys.exit(f"{f}: epoch {l['epoch']}: no interval line")
+    if k != n: sys.exit(f"{f}: epoch {l['epoch']}: completed_samples sum to {k} for {n} samples")
+    if abs(w / k - l["train_loss"]) > 1e-6 * abs(l["train_loss"]):
+        sys.exit(f"{f}: epoch {l['epoch']}: the lines' weighted mean {w / k} is not its train_loss {l['train_loss']}")
 EOF
 }
 no_leftovers() {  # DIR: no DIR.tmp-* / DIR.old-* next to it
@@ -437,8 +461,8 @@ cat_options() {
     run_case numerics "pb --2bw-accumulation 1 (< D_0)" 60 2 "2bw|accumulation" "$PT" "${MLP[@]}" "${PBL[@]}" --mitigation 2bw --2bw-accumulation 1
 
     # --mode pb's --log-stage-norms (per-stage weight and velocity norms in the --log-every lines): refused without
-    # its companions, in other modes, with a value; in every executor, mitigation and cut one finite positive norm per
-    # stage; the same lines after a resume; under --transport mpi the norms of every stage, not only rank 0's
+    # its companions, in other modes, with a value, and under --transport mpi (a rank holds only its own stages' norms);
+    # in every executor, mitigation and cut one finite positive norm per stage; the same lines after a resume
     local LF=$W/tmp/lsn.jsonl LS=(--log-stage-norms --metrics "$W/tmp/lsn.jsonl")
     run_case options "pb --log-stage-norms alone" 30 2 "log-stage-norms" "$PT" "${MLP[@]}" "${PBL[@]}" --log-stage-norms
     run_case options "pb --log-stage-norms --metrics F (no --log-every)" 30 2 "log-stage-norms" "$PT" "${MLP[@]}" "${PBL[@]}" "${LS[@]}"
@@ -471,9 +495,25 @@ cat_options() {
     run_case numerics "pb --log-stage-norms --log-every 1099511627776 (one line, at the epoch's end)" 60 0 "" "$PT" "${MLP[@]}" "${PBL[@]}" "${LS[@]}" --log-every 1099511627776 --max-samples 300
     [ "$LAST_RC" != 0 ] || norms_ok "$LF" 3 1 > "$W/tmp/norms.log" 2>&1 || fail_last "$(tail -n 1 "$W/tmp/norms.log")"
     rm -f "$LF"
-    # the epoch (300 micro-batches) is shorter than the push buffer: no loss is known before the epoch's drain
+    # the epoch (300 micro-batches) is shorter than the push buffer: no loss is known before the epoch's drain, and the
+    # epoch's one interval line comes after it, with all 300 losses
     run_case numerics "pb --log-stage-norms --push-buffer 1000 (epoch inside one graph run)" 60 0 "" "$PT" "${MLP[@]}" "${PBL[@]}" --push-buffer 1000 "${LS[@]}" --log-every 50 --max-samples 300
     [ "$LAST_RC" != 0 ] || norms_ok "$LF" 3 1 > "$W/tmp/norms.log" 2>&1 || fail_last "$(tail -n 1 "$W/tmp/norms.log")"
+    [ "$(grep -c '"interval":true' "$LF")" = 1 ] || fail_last "$(grep -c '"interval":true' "$LF") interval lines, expected 1"
+    intervals_ok "$LF" > "$W/tmp/intervals.log" 2>&1 || fail_last "$(tail -n 1 "$W/tmp/intervals.log")"
+    # --log-every without norms (the re-trial's failure 2): 2000 samples at b = 32 are 63 micro-batches, one graph run
+    # of the default --push-buffer 64 (one line per epoch), or eight of --push-buffer 8 (a line at 512, 1024, 1536
+    # and 2000); sequential: lines at the same samples, every loss known at its backward
+    local x2
+    for x2 in "concurrent, one graph run per epoch|1 1|" "concurrent --push-buffer 8|4 4|--push-buffer 8" \
+              "sequential|4 4|--executor sequential"; do
+        IFS='|' read -r mode n args <<< "$x2"
+        rm -f "$LF"
+        run_case numerics "pb b=32 --log-every 500 $mode: 2 epochs" 60 0 "" "$PT" "${MLP[@]}" --mode pb --batch 32 --lr 0.01 $args --log-every 500 --max-samples 2000 --epochs 2 --metrics "$LF"
+        [ "$LAST_RC" != 0 ] || [ "$(grep '"interval":true' "$LF" | grep -c '"epoch":1,')$(grep '"interval":true' "$LF" | grep -c '"epoch":2,')" = "${n% *}${n#* }" ] ||
+            fail_last "$(grep -c '"interval":true' "$LF") interval lines in 2 epochs, expected ${n% *} per epoch"
+        [ "$LAST_RC" != 0 ] || intervals_ok "$LF" > "$W/tmp/intervals.log" 2>&1 || fail_last "$(tail -n 1 "$W/tmp/intervals.log")"
+    done
     rm -f "$LF"
     run_case numerics "pb --log-stage-norms --epochs 0 (no interval line)" 60 0 "" "$PT" "${MLP[@]}" "${PBL[@]}" "${LS[@]}" --log-every 50 --epochs 0
     ! grep -q '"interval":true' "$LF" || fail_last "an interval line without training"
@@ -514,17 +554,28 @@ WRAP
         chmod +x "$wrap"
         run_case options "np 2 rank 1 adds --log-stage-norms" 90 2 "command line|rank" env EXTRA=--log-stage-norms "${MPIRUN[@]}" 2 -x EXTRA "$wrap" "${MA[@]}" --metrics "$LF" --log-every 100
         run_case options "np 2 rank 1 adds --log-stage-norms (no --metrics)" 90 2 "log-stage-norms" env EXTRA=--log-stage-norms "${MPIRUN[@]}" 2 -x EXTRA "$wrap" "${MA[@]}"
-        # every stage's norms on rank 0's lines: the same as one process with the same cut (same bits otherwise)
-        rm -f "$W/tmp/lsn-1p.jsonl" "$LF"
-        "$PT" "${MLP[@]}" "${PBL[@]}" --max-samples 300 --stages 2,4 --log-stage-norms --metrics "$W/tmp/lsn-1p.jsonl" --log-every 100 > /dev/null 2>&1
-        run_case numerics "np 2 pb --log-stage-norms --stages 2,4" 120 0 "" "${MPIRUN[@]}" 2 "$PT" "${MA[@]}" --stages 2,4 "${LS[@]}" --log-every 100
-        [ "$LAST_RC" != 0 ] || norms_ok "$LF" 3 3 "$W/tmp/lsn-1p.jsonl" > "$W/tmp/norms.log" 2>&1 || fail_last "$(tail -n 1 "$W/tmp/norms.log" | cut -c1-160)"
-        rm -f "$LF"
-        run_case numerics "np 3 pb --log-stage-norms --stages fine" 120 0 "" "${MPIRUN[@]}" 3 "$PT" "${MA[@]}" --stages fine "${LS[@]}" --log-every 100
-        [ "$LAST_RC" != 0 ] || norms_ok "$LF" 3 3 > "$W/tmp/norms.log" 2>&1 || fail_last "$(tail -n 1 "$W/tmp/norms.log" | cut -c1-160)"
-        rm -f "$LF"
-        run_case numerics "np 2 pb --log-stage-norms resumes a one-process checkpoint" 120 0 "" "${MPIRUN[@]}" 2 "$PT" "${MA[@]}" --stages 2,4 "${LS[@]}" --log-every 100 --epochs 2 --checkpoint-in "$lc"
-        [ "$LAST_RC" != 0 ] || norms_ok "$LF" 3 3 > "$W/tmp/norms.log" 2>&1 || fail_last "$(tail -n 1 "$W/tmp/norms.log" | cut -c1-160)"
+        # refused with --transport mpi (exit 2, said once, within seconds, no metrics file): a rank holds only its own
+        # stages, and rank 0 would write the other ranks' stages at their initial norms (the re-trial's failure 1)
+        local lch
+        lch=$(ckhash "$lc")
+        for x in "np 2 --stages 2,4|2|--stages 2,4" "np 3 --stages fine|3|--stages fine" \
+                 "np 2 resuming a one-process checkpoint|2|--stages 2,4 --epochs 2 --checkpoint-in $lc"; do
+            IFS='|' read -r mode n args <<< "$x"
+            rm -f "$LF"
+            run_case numerics "pb --log-stage-norms --transport mpi refused: $mode" 60 2 "log-stage-norms: is not available with --transport mpi" "${MPIRUN[@]}" "$n" "$PT" "${MA[@]}" $args "${LS[@]}" --log-every 100
+            [ "$(grep -c 'is not available with --transport mpi' "$LAST_LOG")" -le 1 ] || fail_last "the error is said more than once"
+            [ ! -e "$LF" ] || fail_last "a metrics file was written"
+        done
+        [ "$(ckhash "$lc")" = "$lch" ] || fail_last "the checkpoint given to --checkpoint-in was changed"
+        # --log-stage-norms=false is not the option: the job runs, rank 0's lines have no norms, the same losses as one process
+        rm -f "$LF" "$W/tmp/lsn-1p.jsonl"
+        "$PT" "${MLP[@]}" "${PBL[@]}" --max-samples 300 --stages 2,4 --metrics "$W/tmp/lsn-1p.jsonl" --log-every 100 > /dev/null 2>&1
+        run_case numerics "np 2 pb --log-stage-norms=false --log-every 100" 120 0 "" "${MPIRUN[@]}" 2 "$PT" "${MA[@]}" --stages 2,4 --log-stage-norms=false --metrics "$LF" --log-every 100
+        if [ "$LAST_RC" = 0 ]; then
+            ! grep -q stage_weight_norm "$LF" || fail_last "norms written without --log-stage-norms"
+            diff <(sed 's/,"seconds.*//' "$LF") <(sed 's/,"seconds.*//' "$W/tmp/lsn-1p.jsonl") > /dev/null || fail_last "the metrics lines differ from one process's"
+            intervals_ok "$LF" > "$W/tmp/intervals.log" 2>&1 || fail_last "$(tail -n 1 "$W/tmp/intervals.log")"
+        fi
     fi
 }
 
