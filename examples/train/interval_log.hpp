@@ -3,8 +3,10 @@
 // "completed_samples":k,"train_loss":...,"lr":...}, plus every stage's weight and velocity L2 norms with
 // --log-stage-norms). PB learns a micro-batch's loss at its backward, up to 2 (S - 1) micro-batches after its push
 // (the concurrent executor: once per graph run of --push-buffer micro-batches), so k can differ from the samples
-// trained since the last line; the epoch's last line comes after its drain, so that an epoch's lines hold every one
-// of its losses: their k sum to the epoch's samples and their k-weighted mean is its train_loss.
+// trained since the last line; the epoch's last line comes after its drain, so that the lines of an epoch trained in
+// one run hold every one of its losses: their k sum to the epoch's samples and their k-weighted mean is its
+// train_loss. An epoch stopped by a signal and resumed lacks the lines of the losses known between its last line and
+// the stop (the resumed run keeps only the metrics lines of the epochs its checkpoint completed).
 #pragma once
 
 #include <cstddef>
