@@ -2,6 +2,7 @@
 // select (the types themselves: networks.hpp).
 #pragma once
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -44,5 +45,8 @@ inline std::vector<std::string> network_names() {
     return names;
 }
 /// True for a text network name (train::with_text_network).
-inline bool is_text_network(std::string_view name) { return name == "llama-tiny" || name == "llama-4x128"; }
+inline bool is_text_network(std::string_view name) {
+    const auto names = text_network_names();
+    return std::find(names.begin(), names.end(), name) != names.end();
+}
 }  // namespace train
