@@ -18,7 +18,8 @@
 # checkpoints/ not committed). The program: build-study-llama (a Release build, -O3, of both models), built with -j1 when
 # missing.
 #
-# Usage: bench/transformer_study.sh llama-tiny|llama-4x128 [--jobs J] [--program PATH] [--background]
+# --runs "VARIANT:SEED ...": run these instead (a session's share of the study; finished runs are skipped either way).
+# Usage: bench/transformer_study.sh llama-tiny|llama-4x128 [--jobs J] [--program PATH] [--runs LIST] [--background]
 #        bench/transformer_study.sh llama-tiny|llama-4x128 --collect   (the table and figure of the finished runs)
 #        bench/transformer_study.sh llama-tiny|llama-4x128 --stop      (SIGTERM to a --background study)
 # --background: start the study detached (bench/study_background.sh) and return; the same command resumes it.
@@ -30,12 +31,13 @@ network=${1:-}
 [[ $network == llama-tiny || $network == llama-4x128 ]] ||
   { echo "usage: $0 llama-tiny|llama-4x128 [--jobs J] [--program PATH] [--background|--collect|--stop]" >&2; exit 2; }
 shift
-jobs=1 program="" args=("$@")
+jobs=1 program="" only_runs="" args=("$@")
 while (($#)); do
   case "$1" in
     --background | --stop | --collect) shift ;;  # study_modes below
     --jobs) jobs=$2; shift 2 ;;
     --program) program=$2; shift 2 ;;
+    --runs) only_runs=$2; shift 2 ;;
     *) echo "transformer_study: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -59,5 +61,6 @@ for seed in 1 2 3; do
     runs+="$v:$seed "
   done
 done
+[[ -n $only_runs ]] && runs=$only_runs
 exec nice -n 19 bench/pb_fidelity.sh --program "$program" --network "$network" --epochs 3 --samples 36000 \
   --test-samples 4096 --batch 8 --jobs "$jobs" --out "$out" --runs "${runs% }" -- --warmup 0.05
