@@ -23,6 +23,7 @@
 #include <span>
 
 #include "pipeprop/detail/image_dims.hpp"
+#include "pipeprop/kernels/exp_kernels.hpp"
 #include "pipeprop/kernels/gemm.hpp"
 #include "pipeprop/layer_concept.hpp"
 #include "pipeprop/parameter_tensor.hpp"
@@ -294,15 +295,8 @@ private:
     /// Row i of the scaled scores -> causal softmax probabilities, in place: entries j <= i are normalized
     /// (maximum subtracted before exp), entries j > i set to 0.
     static void causal_softmax_row(T* r, std::size_t i) noexcept {
-        T mx = r[0];
-        for (std::size_t j = 1; j <= i; ++j) mx = std::max(mx, r[j]);
-        T sum = 0;
-        for (std::size_t j = 0; j <= i; ++j) {
-            r[j] = std::exp(r[j] - mx);
-            sum += r[j];
-        }
-        const T inv = T(1) / sum;
-        for (std::size_t j = 0; j <= i; ++j) r[j] *= inv;
+        const T sum = kernels::exp_sum(r, kernels::row_max(r, i + 1), i + 1, r);
+        kernels::scale_row(r, i + 1, T(1) / sum);
         std::fill(r + i + 1, r + seq, T(0));
     }
 

@@ -5,31 +5,23 @@
 // silu(g) = g sigmoid(g) (Swish with beta = 1; Hendrycks & Gimpel 2016, Ramachandran et al. 2017).
 #pragma once
 
-#include <cmath>
 #include <cstddef>
 #include <span>
 
 #include "pipeprop/detail/sequence_dims.hpp"
+#include "pipeprop/kernels/exp_kernels.hpp"
 #include "pipeprop/layer_concept.hpp"
 #include "pipeprop/shape.hpp"
 
 namespace pipeprop {
 
 namespace detail {
-/// sigmoid(g) = 1 / (1 + exp(-g)); 0 for g -> -inf, 1 for g -> +inf (exp overflow to inf gives 0, not NaN).
-template <class T>
-[[nodiscard]] inline T sigmoid(T g) noexcept {
-    return T(1) / (T(1) + std::exp(-g));
-}
-
 /// h[r, j] = silu(gu[r, j]) * gu[r, H + j] for r < rows, j < H. gu: [rows, 2H] (gate then up per row), h: [rows, H].
 template <class T>
 void swiglu_gate_forward(std::size_t rows, std::size_t hidden, const T* gu, T* h) noexcept {
     for (std::size_t r = 0; r < rows; ++r) {
         const T* g = gu + r * 2 * hidden;
-        const T* u = g + hidden;
-        T* hr = h + r * hidden;
-        for (std::size_t j = 0; j < hidden; ++j) hr[j] = g[j] * sigmoid(g[j]) * u[j];
+        kernels::swiglu_gate_row(hidden, g, g + hidden, h + r * hidden);
     }
 }
 
@@ -41,15 +33,8 @@ template <class T>
 void swiglu_gate_backward(std::size_t rows, std::size_t hidden, const T* gu, const T* dh, T* dgu) noexcept {
     for (std::size_t r = 0; r < rows; ++r) {
         const T* g = gu + r * 2 * hidden;
-        const T* u = g + hidden;
-        const T* dhr = dh + r * hidden;
         T* dg = dgu + r * 2 * hidden;
-        T* du = dg + hidden;
-        for (std::size_t j = 0; j < hidden; ++j) {
-            const T s = sigmoid(g[j]);
-            dg[j] = dhr[j] * u[j] * s * (T(1) + g[j] * (T(1) - s));
-            du[j] = dhr[j] * g[j] * s;
-        }
+        kernels::swiglu_gate_row_backward(hidden, g, g + hidden, dh + r * hidden, dg, dg + hidden);
     }
 }
 }  // namespace detail

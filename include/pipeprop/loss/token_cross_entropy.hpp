@@ -26,8 +26,6 @@
 // has loss 0 and a zero gradient; pass any gradient_scale.
 #pragma once
 
-#include <xsimd/xsimd.hpp>
-
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -36,6 +34,7 @@
 #include <string>
 #include <type_traits>
 
+#include "pipeprop/kernels/exp_kernels.hpp"
 #include "pipeprop/loss/loss_policy.hpp"
 #include "pipeprop/shape.hpp"
 
@@ -49,73 +48,6 @@ struct token_loss {
     /// Mean loss per non-ignored token (nats); 0 when tokens == 0.
     [[nodiscard]] double mean() const noexcept { return tokens ? loss_sum / static_cast<double>(tokens) : 0.0; }
 };
-
-namespace detail {
-
-// GCC 12 reports -Wuninitialized inside its own AVX-512 intrinsics (the masked-rounding helpers of xsimd::exp's
-// range reduction, an uninitialized pass-through operand that is never read); not a bug of this code.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-
-/// max_c z[c] over n values (xsimd body + scalar tail). n >= 1.
-template <class T>
-[[nodiscard]] T row_max(const T* z, std::size_t n) noexcept {
-    using batch = xsimd::batch<T>;
-    constexpr std::size_t w = batch::size;
-    std::size_t c = 0;
-    T mx = -std::numeric_limits<T>::infinity();
-    if (n >= w) {
-        batch acc = batch::load_unaligned(z);
-        for (c = w; c + w <= n; c += w) acc = xsimd::max(acc, batch::load_unaligned(z + c));
-        alignas(batch::arch_type::alignment()) T lanes[w];  // xsimd 8.1 has no horizontal max
-        acc.store_aligned(lanes);
-        for (std::size_t k = 0; k < w; ++k) mx = lanes[k] > mx ? lanes[k] : mx;
-    }
-    for (; c < n; ++c) mx = z[c] > mx ? z[c] : mx;
-    return mx;
-}
-
-/// sum_c exp(z[c] - mx) over n values; when out != nullptr also writes out[c] = exp(z[c] - mx). xsimd body with one
-/// vector accumulator + scalar tail (fixed order: deterministic).
-template <class T>
-[[nodiscard]] T exp_sum(const T* z, T mx, std::size_t n, T* out) noexcept {
-    using batch = xsimd::batch<T>;
-    constexpr std::size_t w = batch::size;
-    const batch vmx(mx);
-    batch acc(T(0));
-    std::size_t c = 0;
-    for (; c + w <= n; c += w) {
-        const batch e = xsimd::exp(batch::load_unaligned(z + c) - vmx);
-        if (out != nullptr) e.store_unaligned(out + c);
-        acc += e;
-    }
-    T s = xsimd::hadd(acc);
-    for (; c < n; ++c) {
-        const T e = std::exp(z[c] - mx);
-        if (out != nullptr) out[c] = e;
-        s += e;
-    }
-    return s;
-}
-
-/// d[c] *= f over n values.
-template <class T>
-void scale_row(T* d, std::size_t n, T f) noexcept {
-    using batch = xsimd::batch<T>;
-    constexpr std::size_t w = batch::size;
-    const batch vf(f);
-    std::size_t c = 0;
-    for (; c + w <= n; c += w) (batch::load_unaligned(d + c) * vf).store_unaligned(d + c);
-    for (; c < n; ++c) d[c] *= f;
-}
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
-}  // namespace detail
 
 /// Per-token softmax cross-entropy over logits [b, Length, Vocab] with int32 targets [b, Length] in [0, Vocab) or
 /// equal to IgnoreIndex (see the file comment for the loss, the gradient scale and the all-ignored case).
@@ -171,8 +103,8 @@ struct token_cross_entropy {
             const std::int32_t y = targets[i];
             if (y == IgnoreIndex) continue;
             const T* z = logits + i * Vocab;
-            const T mx = detail::row_max(z, Vocab);
-            const T s = detail::exp_sum(z, mx, Vocab, static_cast<T*>(nullptr));
+            const T mx = kernels::row_max(z, Vocab);
+            const T s = kernels::exp_sum(z, mx, Vocab, static_cast<T*>(nullptr));
             r.loss_sum += static_cast<double>(std::log(s) + mx - z[y]);
             ++r.tokens;
             r.correct += first_max(z, mx) == y ? 1 : 0;
@@ -199,12 +131,12 @@ struct token_cross_entropy {
                 continue;
             }
             const T* z = logits + i * Vocab;
-            const T mx = detail::row_max(z, Vocab);
-            const T s = detail::exp_sum(z, mx, Vocab, d);
+            const T mx = kernels::row_max(z, Vocab);
+            const T s = kernels::exp_sum(z, mx, Vocab, d);
             r.loss_sum += static_cast<double>(std::log(s) + mx - z[y]);
             ++r.tokens;
             r.correct += first_max(z, mx) == y ? 1 : 0;
-            detail::scale_row(d, Vocab, scale / s);
+            kernels::scale_row(d, Vocab, scale / s);
             d[y] -= scale;
         }
         return r;
@@ -219,7 +151,7 @@ struct token_cross_entropy {
             const std::int32_t y = targets[i];
             if (y == IgnoreIndex) continue;
             const T* z = logits + i * Vocab;
-            hits += first_max(z, detail::row_max(z, Vocab)) == y ? 1 : 0;
+            hits += first_max(z, kernels::row_max(z, Vocab)) == y ? 1 : 0;
         }
         return hits;
     }
