@@ -23,7 +23,8 @@
 # checkpoints/ not committed). The program: build-study-r20 / build-study-r56 (-O3, that one network type, as
 # scripts/main-job.sh builds it), built here with -j1 when missing.
 #
-# Usage: bench/pb_depth_study.sh resnet20|resnet56|resnet110 [--jobs J] [--program PATH] [--background]
+# --runs "VARIANT:SEED ...": run these instead of the list below (a session's share; finished runs are skipped).
+# Usage: bench/pb_depth_study.sh resnet20|resnet56|resnet110 [--jobs J] [--program PATH] [--runs LIST] [--background]
 #        bench/pb_depth_study.sh resnet20|resnet56|resnet110 --collect   (the table and figure of the finished runs)
 #        bench/pb_depth_study.sh resnet20|resnet56|resnet110 --stop      (SIGTERM to a --background study)
 # --background: start the study detached (bench/study_background.sh: nice 19, output appended to OUT/driver.log, its
@@ -37,12 +38,13 @@ network=${1:-}
 [[ $network == resnet20 || $network == resnet56 || $network == resnet110 ]] ||
   { echo "usage: $0 resnet20|resnet56|resnet110 [--jobs J] [--program PATH] [--collect]" >&2; exit 2; }
 shift
-jobs=2 program="" args=("$@")
+jobs=2 program="" only_runs="" args=("$@")
 while (($#)); do
   case "$1" in
     --background | --stop | --collect) shift ;;  # study_modes below
     --jobs) jobs=$2; shift 2 ;;
     --program) program=$2; shift 2 ;;
+    --runs) only_runs=$2; shift 2 ;;
     *) echo "pb_depth_study: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -67,5 +69,6 @@ fi
 
 runs="sgd32:1 none:1 sc_lwp:1 sgd32:2 none:2 sc_lwp:2 sgd32:3 none:3 sc_lwp:3 sc:1 lwp:1 stash:1 pipemare:1"
 [[ $network == resnet110 ]] && runs="sgd32:1 none:1 sc_lwp:1 sgd32:2 none:2 sc_lwp:2"
+[[ -n $only_runs ]] && runs=$only_runs
 exec nice -n 19 bench/pb_fidelity.sh --program "$program" --network "$network" --norm gn --epochs "$epochs" \
   --samples 60000 --lr 0.05 --momentum 0.9 --jobs "$jobs" --out "$out" --runs "$runs" -- --warmup 0.1
