@@ -16,7 +16,13 @@
 namespace pipeprop::kernels {
 
 // GCC 12 reports -Wuninitialized inside its own AVX-512 intrinsics (the masked-rounding helpers of xsimd::exp's
-// range reduction, an uninitialized pass-through operand that is never read); not a bug of this code.
+// range reduction, an uninitialized pass-through operand that is never read); not a bug of this code. The kernels
+// that call xsimd::exp are flattened (every call inlined), so that the pragma below covers the inlined exp too.
+#if defined(__GNUC__)
+#define PIPEPROP_EXP_KERNEL [[gnu::flatten]]
+#else
+#define PIPEPROP_EXP_KERNEL
+#endif
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -53,23 +59,23 @@ template <class T>
 [[nodiscard]] T row_max(const T* z, std::size_t n) noexcept {
     using batch = xsimd::batch<T>;
     constexpr std::size_t w = batch::size;
-    std::size_t c = 0;
+    const std::size_t vector_end = n - n % w;
     T mx = -std::numeric_limits<T>::infinity();
-    if (n >= w) {
+    if (vector_end > 0) {
         batch acc = batch::load_unaligned(z);
-        for (c = w; c + w <= n; c += w) acc = xsimd::max(acc, batch::load_unaligned(z + c));
+        for (std::size_t c = w; c < vector_end; c += w) acc = xsimd::max(acc, batch::load_unaligned(z + c));
         alignas(batch::arch_type::alignment()) T lanes[w];  // xsimd 8.1 has no horizontal max
         acc.store_aligned(lanes);
         for (std::size_t k = 0; k < w; ++k) mx = lanes[k] > mx ? lanes[k] : mx;
     }
-    for (; c < n; ++c) mx = z[c] > mx ? z[c] : mx;
+    for (std::size_t c = vector_end; c < n; ++c) mx = z[c] > mx ? z[c] : mx;
     return mx;
 }
 
 /// Returns sum_c exp(z[c] - shift) over n values; when out != nullptr also writes out[c] = exp(z[c] - shift)
 /// (out may equal z). With shift = row_max(z, n) every term is in (0, 1] and the sum in [1, n].
 template <class T>
-[[nodiscard]] T exp_sum(const T* z, T shift, std::size_t n, T* out) noexcept {
+PIPEPROP_EXP_KERNEL [[nodiscard]] T exp_sum(const T* z, T shift, std::size_t n, T* out) noexcept {
     using batch = xsimd::batch<T>;
     constexpr std::size_t w = batch::size;
     const batch vs(shift);
@@ -106,7 +112,7 @@ void scale_row(T* d, std::size_t n, T f) noexcept {
 
 /// The SwiGLU gate of one row: h[j] = silu(g[j]) u[j] = g[j] sigmoid(g[j]) u[j] for j < n.
 template <class T>
-void swiglu_gate_row(std::size_t n, const T* g, const T* u, T* h) noexcept {
+PIPEPROP_EXP_KERNEL void swiglu_gate_row(std::size_t n, const T* g, const T* u, T* h) noexcept {
     using batch = xsimd::batch<T>;
     constexpr std::size_t w = batch::size;
     std::size_t j = 0;
@@ -124,7 +130,8 @@ void swiglu_gate_row(std::size_t n, const T* g, const T* u, T* h) noexcept {
 /// Backward of swiglu_gate_row, s = sigmoid(g[j]): dg[j] = dh[j] u[j] s (1 + g[j] (1 - s)) (d silu / dg) and
 /// du[j] = dh[j] g[j] s, assigned, for j < n.
 template <class T>
-void swiglu_gate_row_backward(std::size_t n, const T* g, const T* u, const T* dh, T* dg, T* du) noexcept {
+PIPEPROP_EXP_KERNEL void swiglu_gate_row_backward(std::size_t n, const T* g, const T* u, const T* dh, T* dg,
+                                              T* du) noexcept {
     using batch = xsimd::batch<T>;
     constexpr std::size_t w = batch::size;
     const batch one(T(1));
@@ -152,5 +159,6 @@ void swiglu_gate_row_backward(std::size_t n, const T* g, const T* u, const T* dh
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+#undef PIPEPROP_EXP_KERNEL
 
 }  // namespace pipeprop::kernels
