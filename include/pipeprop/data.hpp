@@ -1,6 +1,6 @@
 // pipeprop/data.hpp: datasets: Fashion-MNIST / MNIST IDX files, CIFAR-10 binary batches, byte-level text corpora
 // (plain or gzip), in-memory datasets with micro-batch gathering, and the per-epoch sample permutation. Needs zlib
-// and {fmt}, not oneTBB.
+// only, neither oneTBB, xsimd nor {fmt}.
 #pragma once
 
 #include "pipeprop/data/cifar10_reader.hpp"

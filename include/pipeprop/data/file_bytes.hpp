@@ -5,8 +5,6 @@
 
 #include <zlib.h>
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -115,7 +113,7 @@ public:
         file_ = nullptr;
         if (closed == Z_BUF_ERROR) throw data_error(name_ + ": gzip stream is truncated (unexpected end of file)");
         if (closed != Z_OK)
-            throw data_error(fmt::format("{}: error while closing the file (zlib code {})", name_, closed));
+            throw data_error(name_ + ": error while closing the file (zlib code " + std::to_string(closed) + ")");
     }
 
 private:

@@ -5,9 +5,6 @@
 // uint32 sizes; then the elements, row-major. Images: d = 3, [count, rows, cols]; labels: d = 1, [count].
 #pragma once
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -45,6 +42,19 @@ struct idx_content {
     std::vector<std::uint8_t> elements;  ///< product of dims bytes, row-major
 };
 
+/// The byte v as two lower-case hex digits (the caller writes the "0x").
+inline std::string hex_byte(std::uint8_t v) {
+    const char* digits = "0123456789abcdef";
+    return {digits[v >> 4], digits[v & 15]};
+}
+
+/// The sizes as "a, b, c".
+inline std::string joined(const std::vector<std::size_t>& v) {
+    std::string out;
+    for (std::size_t i = 0; i < v.size(); ++i) out += (i > 0 ? ", " : "") + std::to_string(v[i]);
+    return out;
+}
+
 /// Reads the IDX file `path` (plain or gzip) for `want_dims` dimensions of unsigned bytes: the header first, then
 /// exactly the bytes it implies. The element count is overflow-checked and checked against what the file can hold
 /// (its size when plain; deflate's maximal ratio when gzip) before anything is allocated for the elements, and the
@@ -57,24 +67,25 @@ inline idx_content read_idx_file(const std::filesystem::path& path, std::size_t 
     const std::size_t got_magic = in.read(magic, 4);
     if (got_magic < 4) {
         if (in.is_gzip()) in.close();  // reports a truncated gzip stream as such
-        throw data_error(fmt::format("{}: truncated IDX file ({} bytes, shorter than the 4-byte magic number)", name,
-                                     got_magic));
+        throw data_error(name + ": truncated IDX file (" + std::to_string(got_magic) +
+                         " bytes, shorter than the 4-byte magic number)");
     }
     if (magic[0] != 0 || magic[1] != 0)
         throw data_error(name + ": bad magic number (first two bytes must be zero; not an IDX file)");
     if (magic[2] != 0x08)
-        throw data_error(fmt::format("{}: unsupported IDX element type 0x{:02x} (expected 0x08, unsigned byte)", name,
-                                     magic[2]));
+        throw data_error(name + ": unsupported IDX element type 0x" + hex_byte(magic[2]) +
+                         " (expected 0x08, unsigned byte)");
     const std::size_t dims = magic[3];
     if (dims != want_dims)
-        throw data_error(fmt::format("{}: IDX file has {} dimensions, {} need {}", name, dims, what, want_dims));
+        throw data_error(name + ": IDX file has " + std::to_string(dims) + " dimensions, " + what + " need " +
+                         std::to_string(want_dims));
     const std::size_t header = 4 + 4 * dims;
     std::uint8_t sizes[4 * 255];
     const std::size_t got_sizes = in.read(sizes, 4 * dims);
     if (got_sizes < 4 * dims) {
         if (in.is_gzip()) in.close();
-        throw data_error(fmt::format("{}: truncated IDX header ({} bytes, the header of a {}-dimensional file has {})",
-                                     name, 4 + got_sizes, dims, header));
+        throw data_error(name + ": truncated IDX header (" + std::to_string(4 + got_sizes) + " bytes, the header of a " +
+                         std::to_string(dims) + "-dimensional file has " + std::to_string(header) + ")");
     }
     idx_content out;
     out.dims.resize(dims);
@@ -85,30 +96,31 @@ inline idx_content read_idx_file(const std::filesystem::path& path, std::size_t 
         overflow = overflow || __builtin_mul_overflow(elements, out.dims[i], &elements);
     }
     if (overflow)
-        throw data_error(fmt::format("{}: corrupt IDX header: the sizes [{}] declare more than 2^64 bytes", name,
-                                     fmt::join(out.dims, ", ")));
+        throw data_error(name + ": corrupt IDX header: the sizes [" + joined(out.dims) +
+                         "] declare more than 2^64 bytes");
     if (out.dims[0] == 0) throw data_error(name + ": IDX file holds 0 items");
     const std::uintmax_t limit = in.max_content_bytes();
     const auto promised = [&] {
-        return fmt::format("the header promises {} items [{}] = {} bytes", out.dims[0], fmt::join(out.dims, ", "),
-                           header + static_cast<std::uintmax_t>(elements));
+        return "the header promises " + std::to_string(out.dims[0]) + " items [" + joined(out.dims) + "] = " +
+               std::to_string(header + static_cast<std::uintmax_t>(elements)) + " bytes";
     };
     if (elements > limit || header > limit - elements)
-        throw data_error(fmt::format("{}: truncated IDX file ({} a {} file of {} bytes cannot hold)", name, promised(),
-                                     in.is_gzip() ? "gzip" : "plain", in.file_size()));
+        throw data_error(name + ": truncated IDX file (" + promised() + " a " + (in.is_gzip() ? "gzip" : "plain") +
+                         " file of " + std::to_string(in.file_size()) + " bytes cannot hold)");
     if (!in.append_exactly(out.elements, elements)) {
         if (in.is_gzip()) in.close();
-        throw data_error(fmt::format("{}: truncated IDX file ({} bytes, {})", name, header + out.elements.size(),
-                                     promised()));
+        throw data_error(name + ": truncated IDX file (" + std::to_string(header + out.elements.size()) + " bytes, " +
+                         promised() + ")");
     }
     if (!in.at_end()) {
         const std::uintmax_t extra = in.is_gzip() ? 0 : in.file_size() - header - elements;
-        throw data_error(extra > 0 ? fmt::format("{}: wrong item count in the IDX header (file has {} bytes after the "
-                                                 "{} items it declares)",
-                                                 name, extra, out.dims[0])
-                                   : fmt::format("{}: wrong item count in the IDX header (the gzip data go on after "
-                                                 "the {} items = {} bytes it declares; not read further)",
-                                                 name, out.dims[0], header + elements));
+        throw data_error(extra > 0 ? name + ": wrong item count in the IDX header (file has " +
+                                         std::to_string(extra) + " bytes after the " + std::to_string(out.dims[0]) +
+                                         " items it declares)"
+                                   : name + ": wrong item count in the IDX header (the gzip data go on after the " +
+                                         std::to_string(out.dims[0]) + " items = " +
+                                         std::to_string(header + elements) +
+                                         " bytes it declares; not read further)");
     }
     in.close();
     return out;
