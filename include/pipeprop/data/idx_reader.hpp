@@ -84,8 +84,9 @@ inline idx_content read_idx_file(const std::filesystem::path& path, std::size_t 
     const std::size_t got_sizes = in.read(sizes, 4 * dims);
     if (got_sizes < 4 * dims) {
         if (in.is_gzip()) in.close();
-        throw data_error(name + ": truncated IDX header (" + std::to_string(4 + got_sizes) + " bytes, the header of a " +
-                         std::to_string(dims) + "-dimensional file has " + std::to_string(header) + ")");
+        throw data_error(name + ": truncated IDX header (" + std::to_string(4 + got_sizes) +
+                         " bytes, the header of a " + std::to_string(dims) + "-dimensional file has " +
+                         std::to_string(header) + ")");
     }
     idx_content out;
     out.dims.resize(dims);
