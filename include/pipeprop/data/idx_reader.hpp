@@ -60,7 +60,8 @@ inline std::string joined(const std::vector<std::size_t>& v) {
 /// (its size when plain; deflate's maximal ratio when gzip) before anything is allocated for the elements, and the
 /// elements are read in steps of at most 1 MiB, so neither a lying header nor a gzip bomb makes it allocate more than
 /// the header implies (plus one step). Throws data_error naming the file (see read_idx_images).
-inline idx_content read_idx_file(const std::filesystem::path& path, std::size_t want_dims, const char* what) {
+[[gnu::cold]] inline idx_content read_idx_file(const std::filesystem::path& path, std::size_t want_dims,
+                                               const char* what) {
     file_byte_stream in(path);
     const std::string& name = in.name();
     std::uint8_t magic[4] = {0, 0, 0, 0};
@@ -134,7 +135,7 @@ inline idx_content read_idx_file(const std::filesystem::path& path, std::size_t 
 /// promises), has trailing bytes (wrong item count), a bad magic number, an element type other than unsigned byte,
 /// a dimension count other than 3, 0 items, or sizes whose product overflows 64 bits. Allocates at most what the
 /// header implies (checked against the file first; gzip data beyond it are never decompressed).
-[[nodiscard]] inline idx_images read_idx_images(const std::filesystem::path& path) {
+[[nodiscard, gnu::cold]] inline idx_images read_idx_images(const std::filesystem::path& path) {
     const std::string name = path.string();
     detail::idx_content c = detail::read_idx_file(path, 3, "images");
     const auto& d = c.dims;
@@ -151,8 +152,8 @@ inline idx_content read_idx_file(const std::filesystem::path& path, std::size_t 
 /// Reads an IDX label file (1 dimension [count], unsigned bytes), plain or gzip, into int32 labels [count].
 /// Throws data_error naming the file for every problem read_idx_images reports (with 1 dimension instead of 3) and
 /// for a label outside [0, classes) (naming the label and its item index).
-[[nodiscard]] inline std::vector<std::int32_t> read_idx_labels(const std::filesystem::path& path,
-                                                               std::size_t classes) {
+[[nodiscard, gnu::cold]] inline std::vector<std::int32_t> read_idx_labels(const std::filesystem::path& path,
+                                                                          std::size_t classes) {
     const std::string name = path.string();
     const detail::idx_content c = detail::read_idx_file(path, 1, "labels");
     std::vector<std::int32_t> labels(c.dims[0]);
@@ -174,8 +175,9 @@ struct idx_split {
 
 /// Reads an image file and its label file and checks that they hold the same number of items.
 /// Throws data_error (see read_idx_images / read_idx_labels); for a count mismatch the message names both files.
-[[nodiscard]] inline idx_split read_idx_split(const std::filesystem::path& images_path,
-                                              const std::filesystem::path& labels_path, std::size_t classes) {
+[[nodiscard, gnu::cold]] inline idx_split read_idx_split(const std::filesystem::path& images_path,
+                                                         const std::filesystem::path& labels_path,
+                                                         std::size_t classes) {
     idx_split s{read_idx_images(images_path), read_idx_labels(labels_path, classes)};
     if (s.labels.size() != s.images.count)
         throw data_error(labels_path.string() + ": wrong item count: " + std::to_string(s.labels.size()) +
