@@ -7,6 +7,5 @@ find_dependency(xsimd)
 find_dependency(TBB)
 find_dependency(Boost 1.74)
 find_dependency(ZLIB)
-find_dependency(fmt)  # {fmt} (libfmt-dev): messages of the library and the main program
 set(BLA_VENDOR OpenBLAS)
 find_dependency(BLAS)

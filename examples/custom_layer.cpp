@@ -13,7 +13,7 @@
 // The program puts the layer inside a network (flatten - dense - scaled_tanh - dense), checks it with
 // pipeprop::testing::check_gradients at micro-batch sizes 1 and 3, runs one forward / loss / backward pass of the
 // whole network in float, prints the results and exits with 1 when a check fails.
-#include <pipeprop/pipeprop.hpp>
+#include <pipeprop/core.hpp>  // the layer contract, networks, layer_stack, layers, losses, check_gradients
 
 #include <algorithm>
 #include <array>

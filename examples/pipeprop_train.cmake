@@ -4,7 +4,8 @@
 # diverging run (NaN / inf loss).
 # The helpers live in examples/train/ (not globbed as example extras).
 find_package(CLI11 REQUIRED)
-target_link_libraries(pipeprop_train PRIVATE CLI11::CLI11)
+find_package(fmt REQUIRED)  # {fmt} (libfmt-dev): the main program's messages and files (the library needs none)
+target_link_libraries(pipeprop_train PRIVATE CLI11::CLI11 fmt::fmt)
 # The network-independent parts, compiled once instead of in every per-(mode, network) unit: the file input and
 # output (checkpoints, data, metrics: train/run_files.hpp) and the epoch loop over type-erased engines
 # (train/training_loop.cpp, train/run_engine.hpp).

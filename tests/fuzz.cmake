@@ -54,10 +54,11 @@ if(PIPEPROP_BUILD_EXAMPLES)
   # The main program with ASan + UBSan, for scripts/fuzz.sh's long option run only (not built by default: its
   # compile costs minutes).
   find_package(CLI11 REQUIRED)
+  find_package(fmt REQUIRED)
   add_executable(pipeprop_train_asan EXCLUDE_FROM_ALL ${PROJECT_SOURCE_DIR}/examples/pipeprop_train.cpp
                                                   ${PROJECT_SOURCE_DIR}/examples/train/run_files.cpp
                                                   ${PROJECT_SOURCE_DIR}/examples/train/training_loop.cpp)
-  target_link_libraries(pipeprop_train_asan PRIVATE pipeprop::pipeprop CLI11::CLI11)
+  target_link_libraries(pipeprop_train_asan PRIVATE pipeprop::pipeprop CLI11::CLI11 fmt::fmt)
   target_include_directories(pipeprop_train_asan PRIVATE ${PROJECT_SOURCE_DIR}/examples)
   target_compile_options(pipeprop_train_asan PRIVATE -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined
                          -fno-sanitize-recover=all)

@@ -39,7 +39,7 @@ struct cifar10_images {
 /// Appends the records of one CIFAR-10 binary batch file (plain or gzip) to `out`.
 /// Throws data_error naming the file when it is missing, unreadable, empty, not a whole number of 3073-byte records
 /// (truncated or corrupt), or holds a label outside [0, 10) (naming the record).
-inline void append_cifar10_batch(const std::filesystem::path& path, cifar10_images& out) {
+[[gnu::cold]] inline void append_cifar10_batch(const std::filesystem::path& path, cifar10_images& out) {
     using f = cifar10_format;
     const std::string name = path.string();
     const std::vector<std::uint8_t> bytes = read_file_bytes(path);
@@ -63,7 +63,7 @@ inline void append_cifar10_batch(const std::filesystem::path& path, cifar10_imag
 }
 
 /// Reads one CIFAR-10 binary batch file. Throws as append_cifar10_batch.
-[[nodiscard]] inline cifar10_images read_cifar10_batch(const std::filesystem::path& path) {
+[[nodiscard, gnu::cold]] inline cifar10_images read_cifar10_batch(const std::filesystem::path& path) {
     cifar10_images out;
     append_cifar10_batch(path, out);
     return out;
@@ -71,7 +71,7 @@ inline void append_cifar10_batch(const std::filesystem::path& path, cifar10_imag
 
 /// Reads several batch files, concatenated in the given order (e.g. data_batch_1.bin .. data_batch_5.bin).
 /// Throws as append_cifar10_batch for the first file with a problem.
-[[nodiscard]] inline cifar10_images read_cifar10_batches(const std::vector<std::filesystem::path>& paths) {
+[[nodiscard, gnu::cold]] inline cifar10_images read_cifar10_batches(const std::vector<std::filesystem::path>& paths) {
     cifar10_images out;
     for (const auto& p : paths) append_cifar10_batch(p, out);
     return out;

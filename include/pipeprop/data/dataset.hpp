@@ -74,8 +74,8 @@ inline bool holds_images(std::size_t pixels, std::size_t count, image_geometry g
 /// Per-channel statistics of byte images pixels [count, C, H, W]. A channel with zero spread gets stddev 1 (so the
 /// normalization never divides by zero). Throws std::invalid_argument when pixels.size() != count * g.size() (the
 /// product overflow-checked) or count == 0.
-[[nodiscard]] inline channel_statistics compute_channel_statistics(std::span<const std::uint8_t> pixels,
-                                                                   std::size_t count, image_geometry g) {
+[[nodiscard, gnu::cold]] inline channel_statistics compute_channel_statistics(std::span<const std::uint8_t> pixels,
+                                                                              std::size_t count, image_geometry g) {
     if (count == 0 || !detail::holds_images(pixels.size(), count, g))
         throw std::invalid_argument("pipeprop::data::compute_channel_statistics: " + std::to_string(pixels.size()) +
                                     " pixels do not hold " + std::to_string(count) + " images of " + g.to_string());
@@ -105,8 +105,9 @@ inline bool holds_images(std::size_t pixels, std::size_t count, image_geometry g
 /// Builds a dataset from byte images pixels [count, C, H, W] and labels [count] in [0, classes), normalized with
 /// `stats`. Throws std::invalid_argument for inconsistent sizes (overflow-checked), statistics of the wrong channel
 /// count, or a label outside [0, classes) (naming the sample and the label).
-[[nodiscard]] inline dataset make_dataset(std::span<const std::uint8_t> pixels, std::vector<std::int32_t> labels,
-                                          image_geometry g, std::size_t classes, const channel_statistics& stats) {
+[[nodiscard, gnu::cold]] inline dataset make_dataset(std::span<const std::uint8_t> pixels,
+                                                     std::vector<std::int32_t> labels, image_geometry g,
+                                                     std::size_t classes, const channel_statistics& stats) {
     const std::size_t count = labels.size();
     if (!detail::holds_images(pixels.size(), count, g) || stats.mean.size() != g.channels || stats.stddev.size() != g.channels)
         throw std::invalid_argument("pipeprop::data::make_dataset: sizes do not match (" +
@@ -161,7 +162,7 @@ inline bool is_file(const std::filesystem::path& p) {
 /// a directory, not <what>", or "<p>: exists but is not a regular file (a FIFO / a character device / ...), not
 /// <what>". Reads the file's type only (stat): a FIFO is never opened, so this cannot block. A name that does not
 /// exist (also a dangling link or a link loop) is left to the caller.
-inline void refuse_not_regular(const std::filesystem::path& p, const std::string& what) {
+[[gnu::cold]] inline void refuse_not_regular(const std::filesystem::path& p, const std::string& what) {
     namespace fs = std::filesystem;
     std::error_code ec;
     const fs::file_type type = fs::status(p, ec).type();
@@ -179,8 +180,8 @@ inline void refuse_not_regular(const std::filesystem::path& p, const std::string
 /// First existing file among the usual names of an MNIST-family file (gz or not, '-' or '.' before idx). Throws
 /// data_error (refuse_not_regular) when one of those names is a directory, a FIFO, a device or a socket: it names that
 /// file instead of reporting the file missing.
-inline std::filesystem::path find_idx_file(const std::filesystem::path& dir, const std::string& stem,
-                                           const std::string& kind) {
+[[gnu::cold]] inline std::filesystem::path find_idx_file(const std::filesystem::path& dir, const std::string& stem,
+                                                         const std::string& kind) {
     for (const std::string sep : {"-", "."})
         for (const std::string ext : {".gz", ""}) {
             const auto p = dir / (stem + sep + kind + ext);
@@ -190,7 +191,7 @@ inline std::filesystem::path find_idx_file(const std::filesystem::path& dir, con
     return {};
 }
 
-inline void check_geometry(const std::string& source, image_geometry got, image_geometry want) {
+[[gnu::cold]] inline void check_geometry(const std::string& source, image_geometry got, image_geometry want) {
     if (got != want)
         throw data_error(source + ": image size " + got.to_string() + " (channels x rows x cols) does not match the "
                          "network input " + want.to_string());
@@ -206,7 +207,8 @@ inline void check_geometry(const std::string& source, image_geometry got, image_
 /// Throws data_error naming the directory when it does not exist or holds neither format (or only part of one),
 /// and naming the file for every reader error, for a directory, FIFO, device or socket where a data file should be
 /// (never opened) and for an image size that differs from `expected`.
-[[nodiscard]] inline dataset_pair load_image_dataset(const std::filesystem::path& dir, image_geometry expected) {
+[[nodiscard, gnu::cold]] inline dataset_pair load_image_dataset(const std::filesystem::path& dir,
+                                                                image_geometry expected) {
     constexpr std::size_t classes = 10;
     std::error_code ec;
     if (!std::filesystem::is_directory(dir, ec))

@@ -5,8 +5,6 @@
 
 #include <zlib.h>
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -21,7 +19,7 @@ namespace pipeprop::data {
 
 namespace detail {
 /// zlib's error text without the "<path>: " prefix gzerror puts in front of it.
-inline std::string zlib_problem(gzFile file, const std::string& name) {
+[[gnu::cold]] inline std::string zlib_problem(gzFile file, const std::string& name) {
     int errnum = Z_OK;
     const char* msg = gzerror(file, &errnum);
     std::string m = msg != nullptr ? msg : "unknown zlib error";
@@ -115,7 +113,7 @@ public:
         file_ = nullptr;
         if (closed == Z_BUF_ERROR) throw data_error(name_ + ": gzip stream is truncated (unexpected end of file)");
         if (closed != Z_OK)
-            throw data_error(fmt::format("{}: error while closing the file (zlib code {})", name_, closed));
+            throw data_error(name_ + ": error while closing the file (zlib code " + std::to_string(closed) + ")");
     }
 
 private:
@@ -128,7 +126,7 @@ private:
 /// (zlib's gzread passes non-gzip data through unchanged). Setup-time function: allocates.
 /// Throws data_error naming the file when it does not exist, is not a regular file, cannot be opened or read, or is a
 /// gzip stream that is truncated or corrupt.
-[[nodiscard]] inline std::vector<std::uint8_t> read_file_bytes(const std::filesystem::path& path) {
+[[nodiscard, gnu::cold]] inline std::vector<std::uint8_t> read_file_bytes(const std::filesystem::path& path) {
     const std::string name = path.string();
     std::error_code ec;
     const auto status = std::filesystem::status(path, ec);

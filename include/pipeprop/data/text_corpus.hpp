@@ -100,7 +100,8 @@ struct text_corpus {
 /// The fortune text files of `directory` that load_text_corpus reads, sorted by name (file comment: *.dat, *.u8,
 /// hidden files and subdirectories are skipped). Throws data_error naming the directory when it does not exist, is
 /// not a directory, cannot be listed, or holds no such file.
-[[nodiscard]] inline std::vector<std::filesystem::path> list_text_files(const std::filesystem::path& directory) {
+[[nodiscard, gnu::cold]] inline std::vector<std::filesystem::path> list_text_files(
+    const std::filesystem::path& directory) {
     namespace fs = std::filesystem;
     const std::string name = directory.string();
     std::error_code ec;
@@ -132,8 +133,8 @@ struct text_corpus {
 namespace detail {
 
 /// Appends the fortunes of one file's bytes (see the file comment) to `out`, each ending in '\n'.
-inline void split_fortunes(const std::vector<std::uint8_t>& bytes, const std::string& name,
-                           std::vector<std::string>& out) {
+[[gnu::cold]] inline void split_fortunes(const std::vector<std::uint8_t>& bytes, const std::string& name,
+                                         std::vector<std::string>& out) {
     if (const auto nul = std::find(bytes.begin(), bytes.end(), std::uint8_t(0)); nul != bytes.end())
         throw data_error(name + ": not a plain-text fortune file (NUL byte at offset " +
                          std::to_string(nul - bytes.begin()) + ")");
@@ -164,8 +165,9 @@ inline void split_fortunes(const std::vector<std::uint8_t>& bytes, const std::st
 /// Throws data_error whose message starts with the path: a missing directory, no text files, a file that cannot be
 /// read or holds a NUL byte, an empty corpus (no fortune text at all), or a corpus vocabulary larger than
 /// model_vocabulary. Throws std::invalid_argument when options.validation_every < 2.
-[[nodiscard]] inline text_corpus load_text_corpus(const std::filesystem::path& directory, std::size_t model_vocabulary,
-                                                  const text_corpus_options& options = {}) {
+[[nodiscard, gnu::cold]] inline text_corpus load_text_corpus(const std::filesystem::path& directory,
+                                                             std::size_t model_vocabulary,
+                                                             const text_corpus_options& options = {}) {
     if (options.validation_every < 2)
         throw std::invalid_argument("pipeprop::data::load_text_corpus: validation_every " +
                                     std::to_string(options.validation_every) +

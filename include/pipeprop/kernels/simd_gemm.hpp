@@ -83,10 +83,13 @@ inline void simd_gemm_nn(std::size_t m, std::size_t n, std::size_t k, T alpha, c
     if (k <= 2) {
         // Rank-1 / rank-2 updates (weight gradients at b = 1) are memory bound on C: stream C one row at a time.
         if (n < simd_long_row<T>)
-            simd_rank_update_short_rows<T, TransA>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+            simd_rank_update_short_rows<T>(m, n, k, alpha, a, TransA ? 1 : lda, TransA ? lda : 1, b, ldb, beta, c,
+                                           ldc);
         else
-            for (std::size_t i = 0; i < m; ++i)
-                simd_rank_update_row<T, TransA>(k, n, alpha, a_rows(i), lda, b, ldb, beta, c + i * ldc);
+            for (std::size_t i = 0; i < m; ++i) {
+                const auto s = rank_update_scalars<TransA>(k, a, lda, i);
+                simd_rank_update_row<T>(k, n, alpha, s[0], s[1], b, ldb, beta, c + i * ldc);
+            }
         return;
     }
     if (m < 4 && n >= w) {

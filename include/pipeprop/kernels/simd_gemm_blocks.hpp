@@ -10,6 +10,7 @@
 #include "pipeprop/kernels/fma.hpp"
 
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <utility>
@@ -102,19 +103,25 @@ template <class T, std::size_t MR, std::size_t NV, bool TransA>
     }
 }
 
-/// Calls f.template operator()<MR>(i) for row blocks [i, i + MR) covering [0, m): blocks of MaxRows, then one
-/// smaller block for the remainder (MR a compile-time constant in every call).
+/// The rows [i, m) (fewer than 2 Rows) of for_row_blocks in blocks of Rows, Rows / 2, ..., 1 (at most one each).
+template <std::size_t Rows, class F>
+inline void for_remainder_blocks(std::size_t m, std::size_t i, F& f) {
+    if (m - i >= Rows) {
+        f.template operator()<Rows>(i);
+        i += Rows;
+    }
+    if constexpr (Rows > 1) for_remainder_blocks<Rows / 2>(m, i, f);
+}
+
+/// Calls f.template operator()<MR>(i) for row blocks [i, i + MR) covering [0, m): blocks of MaxRows, then the
+/// remainder (< MaxRows rows) as at most one block of each power of two below MaxRows, largest first (MR a
+/// compile-time constant in every call). Powers of two only, so that a kernel is compiled for about log2(MaxRows)
+/// block heights instead of MaxRows: every element of C is the same arithmetic whatever block computes it.
 template <std::size_t MaxRows, class F>
 inline void for_row_blocks(std::size_t m, F&& f) {
     std::size_t i = 0;
     for (; i + MaxRows <= m; i += MaxRows) f.template operator()<MaxRows>(i);
-    if constexpr (MaxRows > 1) {
-        if (i < m) {
-            [&]<std::size_t... R>(std::index_sequence<R...>) {
-                ((m - i == R + 1 ? (f.template operator()<R + 1>(i), 0) : 0), ...);
-            }(std::make_index_sequence<MaxRows - 1>{});
-        }
-    }
+    if constexpr (MaxRows > 1) for_remainder_blocks<std::bit_floor(MaxRows - 1)>(m, i, f);
 }
 
 /// Copies columns [j0, j0 + cols) of rows [p0, p0 + kk) of B (row-major, stride ldb) into a panel of width

@@ -105,18 +105,18 @@ inline void simd_row_dots_remainder(std::size_t r, std::size_t k, T alpha, const
 /// One row [N] of C = alpha op(A) B + beta C for K <= 2: the rank-1 / rank-2 updates of dense backward-p2 at b = 1, 2
 /// (dW += dy x^T), memory bound on C, which is streamed once, 256 bytes per step, from the first vector-aligned
 /// element of the row when the row has simd_long_row elements or more (the elements before it and after the last
-/// whole vector one at a time). a points at the row's first element of op(A) (op(A)(i, p) = a[p lda] when TransA,
-/// else a[p]). Every element is the same arithmetic, vector lane or scalar (std::fma rounds once, as kernels::fma
+/// whole vector one at a time). s0, s1: the row's elements of op(A) (op(A)(i, 0) and op(A)(i, 1); only the first k
+/// are read). Every element is the same arithmetic, vector lane or scalar (std::fma rounds once, as kernels::fma
 /// does), so the result does not depend on C's alignment: with alpha = beta = 1, fused multiply-adds over k starting
 /// from c; otherwise fused multiply-adds from 0 over k, then alpha acc + beta c with one rounding (alpha acc when
-/// beta == 0; C not read). Called through simd_rank_update_row (one call per row: with the loop over rows inside,
-/// GCC 12 compiled the unrolled loop a third slower) or, for short rows, simd_rank_update_short_rows.
-template <class T, bool TransA>
-inline void simd_rank_update_row_body(std::size_t k, std::size_t n, T alpha, const T* a, std::size_t lda,
-                                      const T* __restrict b, std::size_t ldb, T beta, T* __restrict c) noexcept {
+/// beta == 0; C not read). K = 0 runs the scalar form only (C = beta C, no vector loop to compile). Called through
+/// simd_rank_update_row (one call per row: with the loop over rows inside, GCC 12 compiled the unrolled loop a third
+/// slower) or, for short rows, simd_rank_update_short_rows.
+template <class T>
+inline void simd_rank_update_row_body(std::size_t k, std::size_t n, T alpha, T s0, T s1, const T* __restrict b,
+                                      std::size_t ldb, T beta, T* __restrict c) noexcept {
     using batch = xsimd::batch<T>;
     constexpr std::size_t w = batch::size;
-    const T s0 = k > 0 ? a[0] : T(0), s1 = k > 1 ? (TransA ? a[lda] : a[1]) : T(0);
     const batch a0(s0), a1(s1), va(alpha), vb(beta);
     // Elements before the first vector-aligned one; not worth it for short rows (dense -> 10 outputs: n = 64, 128).
     const std::size_t head =
@@ -137,25 +137,29 @@ inline void simd_rank_update_row_body(std::size_t k, std::size_t n, T alpha, con
             else
                 c[j] = alpha * acc;
         };
-        const auto vector = [&](std::size_t j) {
-            batch acc(T(0));
-            if constexpr (Mode == 2) acc = batch::load_unaligned(c + j);
-            if constexpr (K > 0) acc = kernels::fma(a0, batch::load_unaligned(b + j), acc);
-            if constexpr (K > 1) acc = kernels::fma(a1, batch::load_unaligned(b + ldb + j), acc);
-            if constexpr (Mode == 2)
-                acc.store_unaligned(c + j);
-            else if constexpr (Mode == 1)
-                kernels::fma(va, acc, vb * batch::load_unaligned(c + j)).store_unaligned(c + j);
-            else
-                (va * acc).store_unaligned(c + j);
-        };
-        std::size_t j = 0;
-        for (; j < head; ++j) scalar(j);
-        constexpr std::size_t unroll = 256 / sizeof(batch) > 0 ? 256 / sizeof(batch) : 1;  // 256 bytes per step
-        for (; j + unroll * w <= n; j += unroll * w)
-            for (std::size_t u = 0; u < unroll; ++u) vector(j + u * w);
-        for (; j + w <= n; j += w) vector(j);
-        for (; j < n; ++j) scalar(j);
+        if constexpr (K == 0) {
+            for (std::size_t j = 0; j < n; ++j) scalar(j);
+        } else {
+            const auto vector = [&](std::size_t j) {
+                batch acc(T(0));
+                if constexpr (Mode == 2) acc = batch::load_unaligned(c + j);
+                acc = kernels::fma(a0, batch::load_unaligned(b + j), acc);
+                if constexpr (K > 1) acc = kernels::fma(a1, batch::load_unaligned(b + ldb + j), acc);
+                if constexpr (Mode == 2)
+                    acc.store_unaligned(c + j);
+                else if constexpr (Mode == 1)
+                    kernels::fma(va, acc, vb * batch::load_unaligned(c + j)).store_unaligned(c + j);
+                else
+                    (va * acc).store_unaligned(c + j);
+            };
+            std::size_t j = 0;
+            for (; j < head; ++j) scalar(j);
+            constexpr std::size_t unroll = 256 / sizeof(batch) > 0 ? 256 / sizeof(batch) : 1;  // 256 bytes per step
+            for (; j + unroll * w <= n; j += unroll * w)
+                for (std::size_t u = 0; u < unroll; ++u) vector(j + u * w);
+            for (; j + w <= n; j += w) vector(j);
+            for (; j < n; ++j) scalar(j);
+        }
     };
     const int mode = beta == T(0) ? 0 : alpha == T(1) && beta == T(1) ? 2 : 1;
     [&]<std::size_t... K>(std::index_sequence<K...>) {
@@ -168,22 +172,33 @@ inline void simd_rank_update_row_body(std::size_t k, std::size_t n, T alpha, con
 }
 
 /// simd_rank_update_row_body for one row, a function of its own (see there).
-template <class T, bool TransA>
-[[gnu::noinline]] inline void simd_rank_update_row(std::size_t k, std::size_t n, T alpha, const T* a, std::size_t lda,
-                                                   const T* b, std::size_t ldb, T beta, T* c) noexcept {
-    simd_rank_update_row_body<T, TransA>(k, n, alpha, a, lda, b, ldb, beta, c);
+template <class T>
+[[gnu::noinline]] inline void simd_rank_update_row(std::size_t k, std::size_t n, T alpha, T s0, T s1, const T* b,
+                                                   std::size_t ldb, T beta, T* c) noexcept {
+    simd_rank_update_row_body<T>(k, n, alpha, s0, s1, b, ldb, beta, c);
 }
 
-/// simd_rank_update_row_body for rows i < m of C (row stride ldc; op(A)'s row i at a + i when TransA, else
-/// a + i lda) in one call: for short rows (a dense layer to 10 outputs, rows of 64 or 128), where a call per row
-/// costs as much as the row.
-template <class T, bool TransA>
+/// The elements op(A)(i, 0), op(A)(i, 1) of row i that a rank-k update (k <= 2) reads (0 beyond k): A stored
+/// [K x M] when TransA (op(A)(i, p) = a[p lda + i]), else [M x K] (a[i lda + p]).
+template <bool TransA, class T>
+[[nodiscard]] inline std::array<T, 2> rank_update_scalars(std::size_t k, const T* a, std::size_t lda,
+                                                          std::size_t i) noexcept {
+    const T* ai = TransA ? a + i : a + i * lda;
+    return {k > 0 ? ai[0] : T(0), k > 1 ? (TransA ? ai[lda] : ai[1]) : T(0)};
+}
+
+/// simd_rank_update_row_body for rows i < m of C (row stride ldc; op(A)(i, p) = a[i a_row + p a_col]) in one call:
+/// for short rows (a dense layer to 10 outputs, rows of 64 or 128), where a call per row costs as much as the row.
+template <class T>
 [[gnu::noinline]] inline void simd_rank_update_short_rows(std::size_t m, std::size_t n, std::size_t k, T alpha,
-                                                          const T* a, std::size_t lda, const T* b, std::size_t ldb,
-                                                          T beta, T* c, std::size_t ldc) noexcept {
-    for (std::size_t i = 0; i < m; ++i)
-        simd_rank_update_row_body<T, TransA>(k, n, alpha, TransA ? a + i : a + i * lda, lda, b, ldb, beta,
-                                             c + i * ldc);
+                                                          const T* a, std::size_t a_row, std::size_t a_col,
+                                                          const T* b, std::size_t ldb, T beta, T* c,
+                                                          std::size_t ldc) noexcept {
+    for (std::size_t i = 0; i < m; ++i) {
+        const T* ai = a + i * a_row;
+        simd_rank_update_row_body<T>(k, n, alpha, k > 0 ? ai[0] : T(0), k > 1 ? ai[a_col] : T(0), b, ldb, beta,
+                                     c + i * ldc);
+    }
 }
 
 }  // namespace pipeprop::kernels::detail

@@ -15,6 +15,8 @@
 // other rank and waits a few seconds at most for their acknowledgements; their receive() throws
 // remote_peer_error naming it, so a job whose rank throws ends with the survivors naming the failed rank and
 // stages (tests/mpi/fault.cmake), before the failed rank's MPI_Abort ends the job.
+// Including this header registers the executors' exchange with other processes (pb/remote_stages.hpp,
+// sync/remote_stages.hpp), which a program without a transport does not compile.
 #pragma once
 
 #ifndef OMPI_SKIP_MPICXX
@@ -42,6 +44,8 @@
 #include <thread>
 #include <vector>
 
+#include "pipeprop/pb/remote_stages.hpp"    // registers the PB executor's exchange with other processes
+#include "pipeprop/sync/remote_stages.hpp"  // and the synchronous schedule executor's
 #include "pipeprop/remote_transport.hpp"
 
 namespace pipeprop::mpi {

@@ -5,9 +5,9 @@
 //
 // When an op runs, the ops themselves (pb/concurrent_stage_ops.hpp), lanes and the inline alternative under load
 // (pb/lane_plan.hpp, pb/load_adaptation.hpp), the bounds of every buffer and channel, how push() and drain() drive
-// the graph, and stages in other processes (pb/remote_stages.hpp): docs/pb-semantics.md §9. A layer that throws makes
-// push() / drain() throw pipeprop::stage_error and the executor refuse every later call with std::logic_error
-// (docs/pb-semantics.md §8).
+// the graph, and stages in other processes (pb/remote_stages.hpp, which a program that uses them includes; the seam:
+// pb/remote_part.hpp): docs/pb-semantics.md §9. A layer that throws makes push() / drain() throw
+// pipeprop::stage_error and the executor refuse every later call with std::logic_error (docs/pb-semantics.md §8).
 #pragma once
 
 #include <algorithm>
@@ -33,7 +33,7 @@
 #include "pipeprop/pb/lane_plan.hpp"
 #include "pipeprop/pb/load_adaptation.hpp"
 #include "pipeprop/pb/op_stream.hpp"
-#include "pipeprop/pb/remote_stages.hpp"
+#include "pipeprop/pb/remote_part.hpp"
 #include "pipeprop/pb/stage_state.hpp"
 #include "pipeprop/remote_transport.hpp"
 #include "pipeprop/stage_error.hpp"
@@ -83,10 +83,15 @@ public:
         check_lane_plan(lanes.first_stage, stages.size());
         const std::size_t count = stages.size();
         local_.assign(count, true);
-        if (remote_ != nullptr)
-            remote_stages_.setup_remote();
-        else
+        if (remote_ != nullptr) {  // the exchange (pb/remote_stages.hpp) says which stages run here
+            remote_stages_ = detail::make_remote_part<T>(remote_host_);
+            detail::remote_layout layout = remote_stages_->setup();
+            local_ = std::move(layout.local);
+            first_local_ = layout.first;
+            last_local_ = layout.last;
+        } else {
             last_local_ = count - 1;
+        }
         per_.reserve(count);
         for (std::size_t s = 0; s < count; ++s) {
             const stage_type& st = stages[s];
@@ -227,7 +232,7 @@ public:
 
     /// A message for stage `to`, which another process runs: its payload (and targets, and on a backward message
     /// the micro-batch's loss) goes to the transport; the channel's buffer is released (pb/remote_stages.hpp).
-    void send_remote(std::size_t to, const boundary_message& msg) { remote_stages_.send_remote(to, msg); }
+    void send_remote(std::size_t to, const boundary_message& msg) { remote_stages_->send_remote(to, msg); }
 
     /// Runs stage s's next op (ready(s) holds); send(to, message) passes each outgoing message on.
     template <class Send>
@@ -247,8 +252,8 @@ public:
     }
 
 private:
-    using remote_type = detail::remote_stages<concurrent_executor, T>;
-    friend remote_type;  // the part for stages in other processes (pb/remote_stages.hpp) reads the state below
+    using remote_host_type = detail::remote_host_of<concurrent_executor, T>;
+    friend remote_host_type;  // what the exchange with other processes (pb/remote_part.hpp) reads of the state below
     using ops_type = detail::concurrent_stage_ops<concurrent_executor, stack_type, stage_type, T, Loss>;
     friend ops_type;  // the ops F, BW, U (pb/concurrent_stage_ops.hpp) run on the state below
 
@@ -278,10 +283,10 @@ private:
                 for (const boundary_message& m : pending_) graph_->put(0, m);
                 pending_.clear();
                 pushes_since_run_ = 0;
-                if (remote_ != nullptr) remote_stages_.deliver_backlog();
+                if (remote_ != nullptr) remote_stages_->deliver_backlog();
                 if (closing) graph_->wake_all();
                 graph_->wait();
-                if (remote_ != nullptr) remote_stages_.run_with_remote();
+                if (remote_ != nullptr) remote_stages_->run_with_remote();
             }
         } catch (...) {
             failed_ = true;
@@ -338,7 +343,8 @@ private:
     std::vector<bool> local_;     // [S]: the stage runs in this process
     std::size_t first_local_ = 0;  // this process's stages: [first_local_, last_local_]
     std::size_t last_local_ = 0;
-    remote_type remote_stages_{*this};  // the exchange with other processes (pb/remote_stages.hpp)
+    remote_host_type remote_host_{*this};
+    std::unique_ptr<detail::remote_part<T>> remote_stages_;  // with a transport: the exchange (pb/remote_stages.hpp)
     std::size_t pushes_since_run_ = 0;
     std::size_t push_buffer_;
     bool flush_ = false;

@@ -101,7 +101,20 @@ public:
     /// As the constructor above (on the caller's `storage`), with each stage's code given (stage_program.hpp).
     /// Throws as above.
     engine(std::vector<stage_program<stack_type>> programs, const options_type& opt, std::span<T> storage)
+        : engine(std::move(programs), opt, storage, stage_bound<std::dynamic_extent>{}) {}
+
+protected:
+    /// A compile-time bound on the number of stages (pb::pipeline passes its stage count: lane_plan_for).
+    template <std::size_t MaxStages>
+    struct stage_bound {};
+    /// The constructor above for at most MaxStages stages (checked: std::invalid_argument).
+    template <std::size_t MaxStages>
+    engine(std::vector<stage_program<stack_type>> programs, const options_type& opt, std::span<T> storage,
+           stage_bound<MaxStages>)
         : options_(opt), ranges_(ranges_of(programs)) {
+        if (ranges_.size() > MaxStages)
+            throw std::invalid_argument("pipeprop::pb::engine: more stages than the pipeline type's " +
+                                        std::to_string(MaxStages));
         check_partition(ranges_, stack_type::layer_count, "pipeprop::pb");
         check_cuts_allowed<stack_type>(ranges_);
         if (opt.max_batch == 0) throw std::invalid_argument("pipeprop::pb::engine: max_batch must be >= 1");
@@ -118,8 +131,9 @@ public:
             std::copy(storage.begin(), storage.end(), block.begin());
         // The concurrent executor's lane plan first: its cost probe allocates every stage's activation slots once
         // more, and freed before the stages allocate theirs it does not add to the peak.
-        const lane_plan lanes = opt.executor == executor_kind::concurrent ? lane_plan_for<Net, Policy, T>(opt, ranges_)
-                                                                          : lane_plan{};
+        const lane_plan lanes = opt.executor == executor_kind::concurrent
+                                    ? lane_plan_for<Net, Policy, T, MaxStages>(opt, ranges_)
+                                    : lane_plan{};
         stages_.reserve(ranges_.size());
         for (std::size_t s = 0; s < ranges_.size(); ++s)
             stages_.emplace_back(s, ranges_.size(), programs[s], std::span<const T>(block), opt.policy, storage,
@@ -128,6 +142,7 @@ public:
         executor_ = make_executor<Net, Policy, T, Loss, Optimizer>(stack_, stages_, opt, lanes);
     }
 
+public:
     /// The dynamic programs of runtime ranges, after the partition checks (a bad range must not reach the stack).
     static std::vector<stage_program<stack_type>> checked_programs(const std::vector<layer_range>& stages) {
         check_partition(stages, stack_type::layer_count, "pipeprop::pb");

@@ -12,7 +12,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <memory>
+#include <span>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <oneapi/tbb/task_arena.h>
@@ -30,9 +32,10 @@ namespace pipeprop::pb {
 /// The lanes the concurrent executor gets for the cut `ranges` (S stages): options::lane_starts as given (checked
 /// by check_lane_plan), else options::lanes lanes (0: the task arena's concurrency) clamped to [1, S]: one per
 /// stage when S, one when 1, otherwise plan_lanes over measure_tick_costs<Net, T, Policy> of the cut (a few ticks
-/// per stage timed on scratch buffers, micro-batches of options::max_batch samples). Throws std::invalid_argument
-/// for a bad options::lane_starts.
-template <network_type Net, mitigation_policy Policy, class T>
+/// per stage timed on scratch buffers, micro-batches of options::max_batch samples). MaxStages: a bound on S known
+/// at compile time (a static pipeline's stage count); at most 2 stages never need the cost probe, which is then
+/// not compiled. Throws std::invalid_argument for a bad options::lane_starts.
+template <network_type Net, mitigation_policy Policy, class T, std::size_t MaxStages = std::dynamic_extent>
 lane_plan lane_plan_for(const options<Policy>& opt, const std::vector<layer_range>& ranges) {
     const std::size_t S = ranges.size();
     if (opt.remote != nullptr) return {};  // one lane of this process's stages (concurrent_executor)
@@ -45,7 +48,11 @@ lane_plan lane_plan_for(const options<Policy>& opt, const std::vector<layer_rang
     n = std::min(n, S);
     if (n == S) return one_lane_per_stage(S);
     if (n == 1) return {};
-    return plan_lanes(measure_tick_costs<Net, T, Policy>(ranges, opt.max_batch, 9, opt.seed), n);
+    if constexpr (MaxStages > 2)  // 1 < n < S
+        return plan_lanes(measure_tick_costs<Net, T, Policy>(ranges, opt.max_batch, 9, opt.seed), n);
+    else
+        throw std::logic_error("pipeprop::pb::lane_plan_for: more stages than the pipeline type's " +
+                               std::to_string(MaxStages));
 }
 
 /// The executor options::executor names, running the stages `stages` (cut `ranges`) of `stack`, both owned by the

@@ -87,9 +87,13 @@ public:
 
     /// The stages' code is instantiated from the stage types (static_stage_programs<layout>: each stage's passes
     /// over exactly its layers).
-    explicit pipeline(const options<Policy>& opt = {}) : base(static_stage_programs<layout>(), opt) {}
+    /// The stage count bounds the lane plan at compile time: a pipeline of at most 2 stages does not compile the
+    /// lane-placement cost probe (pb/make_executor.hpp, lane_plan_for).
+    explicit pipeline(const options<Policy>& opt = {})
+        : base(static_stage_programs<layout>(), opt, {}, typename base::template stage_bound<stage_count>{}) {}
     /// On parameter storage the caller owns [parameter_count] (see pb::engine's embedding constructor).
-    pipeline(const options<Policy>& opt, std::span<T> storage) : base(static_stage_programs<layout>(), opt, storage) {}
+    pipeline(const options<Policy>& opt, std::span<T> storage)
+        : base(static_stage_programs<layout>(), opt, storage, typename base::template stage_bound<stage_count>{}) {}
 };
 
 /// Spike-compensation coefficients a_s = m^D_s, b_s = (1 - m^D_s)/(1 - m) of every stage of a static pipeline

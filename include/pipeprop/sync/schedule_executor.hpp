@@ -8,7 +8,7 @@
 // processes and global gradient clipping: docs/schedules.md §3. Its parts: the op interpreter
 // (sync/op_runner.hpp), the plans and buffer sizes (sync/step_plan_cache.hpp), the whole-network state accessors
 // (sync/whole_network_state.hpp), the non-finite-loss policy (sync/non_finite_undo.hpp), the exchange with other
-// processes (sync/remote_stages.hpp).
+// processes (sync/remote_stages.hpp, which a program that uses them includes; the seam: sync/remote_part.hpp).
 #pragma once
 
 #include <chrono>
@@ -47,7 +47,7 @@
 #include "pipeprop/sync/whole_network_state.hpp"
 #include "pipeprop/sync/executor_options.hpp"
 #include "pipeprop/sync/non_finite_undo.hpp"
-#include "pipeprop/sync/remote_stages.hpp"
+#include "pipeprop/sync/remote_part.hpp"
 #include "pipeprop/sync/stage.hpp"
 
 namespace pipeprop::sync {
@@ -147,7 +147,11 @@ private:
         std::vector<std::size_t> lane_of(p);
         for (std::size_t s = 0; s < p; ++s) lane_of[s] = full.sc.device_of_stage(s);
         local_.assign(p, true);
-        if (opt_.remote != nullptr) remote_.setup_remote(lane_of);
+        if (opt_.remote != nullptr) {  // the exchange (sync/remote_stages.hpp) says which stages run here
+            remote_ = detail::make_remote_part<T>(remote_host_);
+            local_ = remote_->setup(lane_of, opt_.executor, opt_.max_gradient_norm,
+                                    lane_graph<graph_runner>::remote_lane);
+        }
         graph_ = std::make_unique<lane_graph<graph_runner>>(graph_runner_,
                                                             typename lane_graph<graph_runner>::lane_map{lane_of});
     }
@@ -257,8 +261,8 @@ private:
     using clock = std::chrono::steady_clock;
     using runner_type = op_runner<T, stage_type, Loss>;
     using input_type = typename runner_type::step_input;
-    using remote_type = detail::remote_stages<schedule_executor>;
-    friend remote_type;  // the part for stages in other processes (sync/remote_stages.hpp) reads the state below
+    using remote_host_type = detail::remote_host_of<schedule_executor, T>;
+    friend remote_host_type;  // what the exchange with other processes (sync/remote_part.hpp) reads of the state below
     using state_type = detail::whole_network_state<schedule_executor, stack_type, stage_type, Optimizer, T>;
     friend state_type;  // the whole-network state accessors (sync/whole_network_state.hpp)
     friend detail::non_finite_steps<schedule_executor, T>;  // the non-finite-loss policy (sync/non_finite_undo.hpp)
@@ -273,7 +277,7 @@ private:
         void run_next(std::size_t s, Send& send) {
             ex.runner_.run_next(s, send);
         }
-        void send_remote(std::size_t to, const boundary_message& m) { ex.remote_.send_remote(to, m); }
+        void send_remote(std::size_t to, const boundary_message& m) { ex.remote_->send_remote(to, m); }
     };
 
     // Runs the plan's steps on `in` (one per step, batches of `batch` samples): the graph (or the sequential order),
@@ -286,14 +290,14 @@ private:
         remote_stages_current_ = false;
         ++run_;
         const std::size_t m = pl.sc.micro_batches_per_step();
-        if (opt_.remote != nullptr) remote_.begin_steps(steps_, in.size(), m);
+        if (opt_.remote != nullptr) remote_->begin_steps(steps_, in.size(), m);
         const auto t0 = clock::now();
         try {
             if (opt_.executor == executor_kind::concurrent) {
-                if (opt_.remote != nullptr) remote_.deliver_backlog();
+                if (opt_.remote != nullptr) remote_->deliver_backlog();
                 graph_->wake_all();
                 graph_->wait();
-                if (opt_.remote != nullptr) remote_.run_with_remote();
+                if (opt_.remote != nullptr) remote_->run_with_remote();
             } else {
                 runner_.run_in_global_order(pl);
             }
@@ -309,7 +313,7 @@ private:
                 } catch (...) {
                 }
                 report_exception(*opt_.remote, std::current_exception());  // the other ranks name this one and stop
-                remote_.clear_backlog();
+                remote_->clear_backlog();
             }
             graph_->reset();
             make_channels();
@@ -320,7 +324,10 @@ private:
         runner_.check_finished(local_);
         steps_ += in.size();
         detail::reduce_step_results(results_, in, batch, m, seconds, local_.back(),
-                                    [this](std::size_t g) -> const loss_totals& { return remote_.totals_of(g); },
+                                    [this](std::size_t g) -> const loss_totals& {
+                                        return remote_ != nullptr ? remote_->totals_of(g)
+                                                                  : runner_.runtimes().back().totals[g];
+                                    },
                                     runner_.runtimes());
     }
 
@@ -369,7 +376,8 @@ private:
     std::vector<bool> local_;                  // [p]: the stage runs here (all, without a transport)
     bool remote_stages_current_ = false;       // load_remote_stages since the last step
     std::uint64_t run_ = 0;                    // run_plan calls (the same on every process: messages carry it)
-    remote_type remote_{*this};                // the running steps' notes and backlog (sync/remote_stages.hpp)
+    remote_host_type remote_host_{*this};
+    std::unique_ptr<detail::remote_part<T>> remote_;  // with a transport: the exchange (sync/remote_stages.hpp)
 };
 
 }  // namespace pipeprop::sync
