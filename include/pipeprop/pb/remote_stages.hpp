@@ -24,6 +24,7 @@
 
 #include "pipeprop/boundary_channel.hpp"
 #include "pipeprop/op.hpp"
+#include "pipeprop/pb/forward_channel.hpp"
 #include "pipeprop/remote_backlog.hpp"
 #include "pipeprop/remote_receive.hpp"
 #include "pipeprop/remote_transport.hpp"
@@ -63,22 +64,23 @@ public:
     }
 
     /// A message for stage `to`, which another process runs: its payload (and targets, and on a backward message
-    /// the micro-batch's loss) goes to the transport; the channel's buffer is released.
+    /// the micro-batch's loss) goes to the transport; a backward channel's buffer is released (a forward channel's
+    /// is the sending stage's output until its BW: pb/forward_channel.hpp).
     void send_remote(std::size_t to, const boundary_message& msg) {
-        boundary_channel<T>& ch = msg.dir == direction::forward ? *ex_.forward_[to - 1] : *ex_.backward_[to];
-        const std::size_t elems = Executor::stack_type::activation_size[msg.dir == direction::forward
-                                                                            ? ex_.stages_[to].range().begin
-                                                                            : ex_.stages_[to].range().end];
-        boundary_note note{};
-        std::span<const std::int32_t> labels;
         if (msg.dir == direction::forward) {
-            labels = {ch.labels(msg.buffer), msg.batch * Executor::targets_per_sample};
-        } else {
-            const auto& r = ex_.results_[msg.micro_batch % ex_.ring_];
-            note = {static_cast<double>(r.loss), r.correct, r.targets};
+            forward_channel<T>& ch = *ex_.forward_[to - 1];
+            const std::size_t k = ch.buffer_of(msg.micro_batch);
+            ex_.remote_->send(to, msg,
+                              std::as_bytes(std::span<const T>(ch.values(k), msg.batch * ch.sample_elements())),
+                              {ch.labels(k), msg.batch * Executor::targets_per_sample}, boundary_note{});
+            return;
         }
-        ex_.remote_->send(to, msg, std::as_bytes(std::span<const T>(ch.values(msg.buffer), msg.batch * elems)),
-                          labels, note);
+        boundary_channel<T>& ch = *ex_.backward_[to];
+        const std::size_t elems = Executor::stack_type::activation_size[ex_.stages_[to].range().end];
+        const auto& r = ex_.results_[msg.micro_batch % ex_.ring_];
+        const boundary_note note{static_cast<double>(r.loss), r.correct, r.targets};
+        ex_.remote_->send(to, msg, std::as_bytes(std::span<const T>(ch.values(msg.buffer), msg.batch * elems)), {},
+                          note);
         ch.release(msg.buffer);
     }
 
@@ -155,12 +157,18 @@ private:
             backlog_.keep(m);
             return;
         }
-        boundary_channel<T>& ch = fwd ? *ex_.forward_[m.to - 1] : *ex_.backward_[m.to];
         boundary_message h = m.header;
-        h.buffer = ch.acquire();
-        std::memcpy(static_cast<void*>(ch.values(h.buffer)), m.values.data(), m.values.size());
-        if (fwd) std::copy(m.labels.begin(), m.labels.end(), ch.labels(h.buffer));
-        else ex_.results_[h.micro_batch % ex_.ring_] = {static_cast<T>(m.note.loss), m.note.correct, m.note.targets};
+        if (fwd) {  // into the buffer the stage's F binds as its input; its BW releases it
+            forward_channel<T>& ch = *ex_.forward_[m.to - 1];
+            h.buffer = ch.claim(h.micro_batch);
+            std::memcpy(static_cast<void*>(ch.values(h.buffer)), m.values.data(), m.values.size());
+            std::copy(m.labels.begin(), m.labels.end(), ch.labels(h.buffer));
+        } else {
+            boundary_channel<T>& ch = *ex_.backward_[m.to];
+            h.buffer = ch.acquire();
+            std::memcpy(static_cast<void*>(ch.values(h.buffer)), m.values.data(), m.values.size());
+            ex_.results_[h.micro_batch % ex_.ring_] = {static_cast<T>(m.note.loss), m.note.correct, m.note.targets};
+        }
         ex_.graph_->put(m.to, h);
     }
 
