@@ -136,13 +136,14 @@ public:
 private:
     friend Stack;
     void* stash_at(std::size_t k) noexcept { return stashes_[k - range_.begin].get(); }
+    const void* stash_at(std::size_t k) const noexcept { return stashes_[k - range_.begin].get(); }
+    // Points the external boundary `at` (0: a(begin), size(): a(end)) at values; throws as bind_input.
     void bind(bool external, std::size_t at, T* values, const char* what) {
         if (!external || values == nullptr)
             throw std::logic_error(std::string("pipeprop::stack_activations::") + what +
                                    (values == nullptr ? ": no buffer given" : ": that boundary is not external"));
         a_at_[at] = values;
     }
-    const void* stash_at(std::size_t k) const noexcept { return stashes_[k - range_.begin].get(); }
     layer_range range_{};
     std::size_t max_b_ = 0;
     std::size_t bytes_ = 0;
