@@ -116,12 +116,13 @@ protected:
             rethrow_as_stage_error(who, s, id, "backward");
         }
         st.record_delay(st.updates() - sl.forward_version);
-        if (s > 0) send(s - 1, ex.backward_[s - 1]->send(direction::backward, id, 0, b, sl.act.input_gradient()));
-        // The forward channels' buffers of micro-batch id that this process reads last: the output's (stage s + 1's
-        // BW(id) came first: it sent the gradient this BW waited for), and the input's when stage s - 1 runs in
-        // another process (here the buffer is this stage's alone).
+        // The forward channels' buffers of micro-batch id that this process reads last, released before the input
+        // gradient goes out (after it, stage s - 1 may already send micro-batch id + D_{s-1} + 1 into the input's): the
+        // output's (stage s + 1's BW(id) came first: it sent the gradient this BW waited for), and the input's when
+        // stage s - 1 runs in another process (here the buffer is this stage's alone).
         if (!last) ex.forward_[s]->release(id);
         if (s > 0 && !ex.local_[s - 1]) ex.forward_[s - 1]->release(id);
+        if (s > 0) send(s - 1, ex.backward_[s - 1]->send(direction::backward, id, 0, b, sl.act.input_gradient()));
         if (s == ex.first_local_) {  // stage 0, or this process's first stage (remote_transport)
             const loss_result<T>& r = ex.results_[id % ex.ring_];
             ex.completed_.push_back({id, b, r.loss, r.correct, r.targets});
