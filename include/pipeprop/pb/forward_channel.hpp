@@ -9,9 +9,8 @@
 // that buffer is its F(n + D_s + 1), which its op stream (pb/op_stream.hpp) runs after its BW(n): a claim never
 // meets a buffer in use. When stage s runs in another process, the receiving process claims the buffer when the
 // message arrives (pb/remote_stages.hpp) and stage s + 1's BW(n) releases it, before it sends the gradient that lets
-// stage s go on to F(n + D_s + 1). The message that crosses the boundary
-// is still the header (micro-batch id, b, buffer): the payload is in the channel, never in a neighbour's slot.
-// PB-paper (Kosson et al., arXiv 2003.11666) §3.
+// stage s go on to F(n + D_s + 1). The message that crosses the boundary is still the header (micro-batch id, b,
+// buffer): the payload is in the channel, never in a neighbour's slot. PB-paper (Kosson et al., arXiv 2003.11666) §3.
 #pragma once
 
 #include <xsimd/memory/xsimd_aligned_allocator.hpp>
