@@ -5,6 +5,9 @@
 //   g_k for k in [begin, end]: the gradient w.r.t. a_k; g_end is written by the caller (loss or next stage),
 //                              g_begin is the range's input gradient (sent to the previous stage).
 //   one stash per layer of the range (the layer's own stash type, held behind an untyped owner).
+// A range's input a_begin or output a_end may be external (external_boundaries): not allocated here but bound by the
+// caller to a buffer it owns (bind_input / bind_output), so that a pipeline keeps one copy of a boundary tensor for
+// the stage that writes it and the stage that reads it (pb/forward_channel.hpp).
 // Inference buffers (layer_stack::make_inference_activations) have no g_k, and their a_k alternate between two
 // buffers the caller owns: a_k and a_k+1 never alias, a_k and a_k+2 do, so only infer may run on them.
 // stack_workspaces: each layer's scratch memory, owned by whoever runs the range.
@@ -15,6 +18,8 @@
 #include <xsimd/memory/xsimd_aligned_allocator.hpp>
 
 #include <cstddef>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "pipeprop/layer_concept.hpp"
@@ -44,6 +49,14 @@ struct static_range {
     static constexpr layer_range value{B, E};  ///< The range [B, E) as a value.
 };
 
+/// Which boundary activations of a range the caller provides instead of the buffers allocating them: the input
+/// a(begin) and / or the output a(end) (layer_stack::make_activations; bound with stack_activations::bind_input /
+/// bind_output before a pass runs).
+struct external_boundaries {
+    bool input = false;   ///< a(begin) is the caller's: bind_input before forward
+    bool output = false;  ///< a(end) is the caller's: bind_output before forward
+};
+
 /// Aligned storage for values of type T.
 template <class T>
 using aligned_vector = std::vector<T, xsimd::aligned_allocator<T>>;
@@ -65,8 +78,17 @@ public:
     [[nodiscard]] std::size_t max_batch() const noexcept { return max_b_; }
     ///@{
     /// Input of layer k (k in [begin, end]), [b, Stack::activation_size[k]].
-    [[nodiscard]] T* a(std::size_t k) noexcept { return a_base_ + offset_[k - range_.begin]; }
-    [[nodiscard]] const T* a(std::size_t k) const noexcept { return a_base_ + offset_[k - range_.begin]; }
+    [[nodiscard]] T* a(std::size_t k) noexcept { return a_at_[k - range_.begin]; }
+    [[nodiscard]] const T* a(std::size_t k) const noexcept { return a_at_[k - range_.begin]; }
+    ///@}
+    /// The boundaries the caller provides (external_boundaries; none unless made with them).
+    [[nodiscard]] external_boundaries external() const noexcept { return external_; }
+    ///@{
+    /// Makes an external input a(begin) / output a(end) the caller's buffer `values` [max_batch(), input_size()] /
+    /// [max_batch(), output_size()], which must stay valid while passes run on these buffers (until it is bound
+    /// again). Throws std::logic_error when that boundary is not external or values is null.
+    void bind_input(T* values) { bind(external_.input, 0, values, "bind_input"); }
+    void bind_output(T* values) { bind(external_.output, range_.size(), values, "bind_output"); }
     ///@}
     ///@{
     /// Gradient w.r.t. a(k) (in the owner's buffers when made by make_activations_sharing_gradients).
@@ -93,8 +115,8 @@ public:
     ///@}
 
     /// Bytes this object holds for one micro-batch: its activations a(k) (none for inference buffers, which are
-    /// the caller's), its own gradients g(k) (none when it shares another's or is for inference) and its layers'
-    /// stashes (the "stash bytes" of PB).
+    /// the caller's, nor for external boundaries), its own gradients g(k) (none when it shares another's or is for
+    /// inference) and its layers' stashes (the "stash bytes" of PB).
     [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
     /// Bytes of the gradient buffers g(k) it owns: as many as of a(k), or 0 when it shares another's.
     [[nodiscard]] std::size_t gradient_bytes() const noexcept { return g_.size() * sizeof(T); }
@@ -115,12 +137,20 @@ private:
     friend Stack;
     void* stash_at(std::size_t k) noexcept { return stashes_[k - range_.begin].get(); }
     const void* stash_at(std::size_t k) const noexcept { return stashes_[k - range_.begin].get(); }
+    // Points the external boundary `at` (0: a(begin), size(): a(end)) at values; throws as bind_input.
+    void bind(bool external, std::size_t at, T* values, const char* what) {
+        if (!external || values == nullptr)
+            throw std::logic_error(std::string("pipeprop::stack_activations::") + what +
+                                   (values == nullptr ? ": no buffer given" : ": that boundary is not external"));
+        a_at_[at] = values;
+    }
     layer_range range_{};
     std::size_t max_b_ = 0;
     std::size_t bytes_ = 0;
-    std::vector<std::size_t> offset_;
-    aligned_vector<T> a_;  // empty when the activations are in another object's buffers (inference)
-    T* a_base_ = nullptr;  // a_.data(), or the caller's inference buffers
+    external_boundaries external_{};
+    std::vector<std::size_t> offset_;  // [k - begin]: g(k)'s offset in the gradient buffers
+    aligned_vector<T> a_;  // the a(k) allocated here (none for inference, nor for external boundaries)
+    std::vector<T*> a_at_;  // [k - begin]: a(k), in a_, the caller's inference buffers or an external boundary
     aligned_vector<T> g_;  // empty when the gradients are another object's
     T* g_base_ = nullptr;  // g_.data(), or the owner's (a moved vector keeps its buffer, so moves keep it valid)
     std::vector<detail::owned_object> stashes_;  // [k - begin]: the stash of layer k

@@ -66,19 +66,21 @@ public:
         return *static_cast<const typename base::template layer_type<I>*>(layers_.address(I));
     }
 
-    /// Buffers for one micro-batch of up to max_b samples of range r. Throws std::invalid_argument for an empty or
-    /// out-of-bounds range or max_b == 0.
-    [[nodiscard]] activations make_activations(layer_range r, std::size_t max_b) const {
-        return make_activations_with(r, max_b, nullptr);
+    /// Buffers for one micro-batch of up to max_b samples of range r; the boundaries named by `external` are not
+    /// allocated but bound by the caller before a pass (stack_activations::bind_input / bind_output). Throws
+    /// std::invalid_argument for an empty or out-of-bounds range or max_b == 0.
+    [[nodiscard]] activations make_activations(layer_range r, std::size_t max_b,
+                                               external_boundaries external = {}) const {
+        return make_activations_with(r, max_b, nullptr, nullptr, external);
     }
 
-    /// Buffers for one more micro-batch of owner's range and max_b whose gradients g(k) are owner's: only the
-    /// activations a(k) and the stashes are allocated. For a runner that keeps several micro-batches' activations of
-    /// one range (PB's activation slots) but runs at most one backward of the range at a time, and copies the input
-    /// gradient out before the next one (a PB stage). owner must outlive the result (and stay where it is: not moved
-    /// into or destroyed) and must not be one that shares itself.
+    /// Buffers for one more micro-batch of owner's range, max_b and external boundaries whose gradients g(k) are
+    /// owner's: only the activations a(k) and the stashes are allocated. For a runner that keeps several
+    /// micro-batches' activations of one range (PB's activation slots) but runs at most one backward of the range at
+    /// a time, and copies the input gradient out before the next one (a PB stage). owner must outlive the result (and
+    /// stay where it is: not moved into or destroyed) and must not be one that shares itself.
     [[nodiscard]] activations make_activations_sharing_gradients(activations& owner) const {
-        return make_activations_with(owner.range_, owner.max_b_, owner.g_base_);
+        return make_activations_with(owner.range_, owner.max_b_, owner.g_base_, nullptr, owner.external_);
     }
 
     /// Elements of the two inference buffers make_inference_activations needs for micro-batches of up to max_b
@@ -96,8 +98,9 @@ public:
     [[nodiscard]] activations make_inference_activations(layer_range r, std::size_t max_b, T* buffers) const {
         if (buffers == nullptr)
             throw std::invalid_argument("pipeprop::layer_stack::make_inference_activations: no buffers given");
-        activations act = make_activations_with(r, max_b, nullptr, buffers);
-        for (std::size_t k = r.begin; k <= r.end; ++k) act.offset_[k - r.begin] = (k % 2) * inference_stride(max_b);
+        activations act = make_activations_with(r, max_b, nullptr, buffers, {});
+        for (std::size_t k = r.begin; k <= r.end; ++k)
+            act.a_at_[k - r.begin] = buffers + (k % 2) * inference_stride(max_b);
         return act;
     }
 
@@ -116,16 +119,18 @@ public:
 
     /// The bytes() of activations of range r for max_b samples, computed without making them (memory_estimate.hpp):
     /// the layers' stashes (pipeprop::stash_bytes_for) plus, unless `inference` (make_inference_activations: a(k) in
-    /// the caller's buffers), a(k) for k in [begin, end], and g(k) as many again when own_gradients
-    /// (make_activations; false: make_activations_sharing_gradients). Throws as make_activations.
+    /// the caller's buffers), a(k) for k in [begin, end] but the `external` boundaries, and g(k) for every k when
+    /// own_gradients (make_activations; false: make_activations_sharing_gradients). Throws as make_activations.
     [[nodiscard]] std::size_t activation_bytes(layer_range r, std::size_t max_b, bool own_gradients,
-                                               bool inference = false) const {
+                                               bool inference = false, external_boundaries external = {}) const {
         check_range(r, "activation_bytes");
         std::size_t values = 0, stashes = 0;
         for (std::size_t k = r.begin; k <= r.end; ++k) values += activation_size[k] * max_b;
         for (std::size_t k = r.begin; k < r.end; ++k)
             stashes += entry_points[k].stash_bytes_for(layers_.address(k), max_b);
-        return (inference ? 0 : (own_gradients ? 2 : 1)) * values * sizeof(T) + stashes;
+        const std::size_t own = values - (external.input ? activation_size[r.begin] * max_b : 0) -
+                                (external.output ? activation_size[r.end] * max_b : 0);
+        return inference ? stashes : (own + (own_gradients ? values : 0)) * sizeof(T) + stashes;
     }
     /// The bytes() of make_workspaces(r, max_b), computed without making them (pipeprop::workspace_bytes_for).
     [[nodiscard]] std::size_t workspace_bytes(layer_range r, std::size_t max_b) const {
@@ -344,29 +349,33 @@ private:
         if (w.empty()) return {};
         return w.subspan(parameter_offset[i] - parameter_offset[r.begin], facts[i].parameter_count);
     }
-    // make_activations; with shared_gradients, g(k) points into those instead of buffers of its own.
-    // For inference (inference_buffers not null): no gradients, and a(k) in the caller's buffers (offsets set by the
-    // caller).
+    // make_activations; with shared_gradients, g(k) points into those instead of buffers of its own. For inference
+    // (inference_buffers not null): no gradients, a(k) in the caller's buffers (a_at_ set by the caller).
     [[nodiscard]] activations make_activations_with(layer_range r, std::size_t max_b, T* shared_gradients,
-                                                    T* inference_buffers = nullptr) const {
+                                                    T* inference_buffers, external_boundaries external) const {
         check_range(r, "make_activations");
         if (max_b == 0) throw std::invalid_argument("pipeprop::layer_stack::make_activations: max_b must be >= 1");
         activations act;
         act.range_ = r;
         act.max_b_ = max_b;
+        act.external_ = external;
         act.offset_.resize(r.size() + 2);
-        std::size_t off = 0;
+        act.a_at_.assign(r.size() + 1, inference_buffers);
+        const auto own = [e = external, r](std::size_t k) {  // a(k) allocated here
+            return !((k == r.begin && e.input) || (k == r.end && e.output));
+        };
+        std::size_t off = 0, own_values = 0;  // g(k)'s offsets; the values of the a(k) allocated here
         for (std::size_t k = r.begin; k <= r.end; ++k) {
             act.offset_[k - r.begin] = off;
             off += activation_size[k] * max_b;
+            own_values += own(k) ? activation_size[k] * max_b : 0;
         }
         if (inference_buffers == nullptr) {
-            act.a_.assign(off, T(0));
-            act.a_base_ = act.a_.data();
+            act.a_.assign(own_values, T(0));
+            for (std::size_t k = r.begin, at = 0; k <= r.end; at += own(k) ? activation_size[k] * max_b : 0, ++k)
+                if (own(k)) act.a_at_[k - r.begin] = act.a_.data() + at;
             if (shared_gradients == nullptr) act.g_.assign(off, T(0));
             act.g_base_ = shared_gradients == nullptr ? act.g_.data() : shared_gradients;
-        } else {
-            act.a_base_ = inference_buffers;
         }
         act.bytes_ = (act.a_.size() + act.g_.size()) * sizeof(T);
         act.stashes_.reserve(r.size());

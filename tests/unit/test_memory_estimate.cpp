@@ -6,7 +6,10 @@
 // executors, several cuts, policies and micro-batch sizes, and synchronous schedules with 2BP on and off. An
 // estimate far beyond the machine's memory is computed without allocating it. The synchronous buffer sizes the
 // estimate reads without building a plan per micro-batch count (sync/plan_sizes.hpp) equal the exact plans' sizes:
-// the closed form past the steady state and the maximum over every short step's plan.
+// the closed form past the steady state and the maximum over every short step's plan. The concurrent PB executor's
+// per-stage bytes also equal the formula of pb/memory_estimate.hpp computed from the layer tables alone (one copy of
+// each boundary activation, in the forward channel), and the bytes a built concurrent engine takes from the heap
+// (glibc's mallinfo2) its estimate.
 #include <catch2/catch.hpp>
 
 #include <pipeprop/memory_estimate.hpp>
@@ -21,6 +24,7 @@
 #include <pipeprop/sync/step_plan_cache.hpp>
 
 #include <cblas.h>
+#include <malloc.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -64,25 +68,34 @@ void check_pb(const std::vector<pp::layer_range>& cut, pb::executor_kind executo
     INFO("policy " << Policy::name << ", executor " << pp::to_string(executor) << ", S = " << cut.size()
                    << ", b = " << max_b);
     REQUIRE(e.stages.size() == st.stages.size());
-    std::size_t channels = 0;
-    for (std::size_t s = 0; s < cut.size(); ++s) {
+    const std::size_t S = cut.size(), t = engine::targets_per_sample;
+    for (std::size_t s = 0; s < S; ++s) {
         INFO("stage " << s << " layers [" << cut[s].begin << ", " << cut[s].end << ")");
         CHECK(e.stages[s].activation_slots == st.stages[s].activation_slots);
         CHECK(e.stages[s].activation_bytes == st.stages[s].stash_bytes);
         CHECK(e.stages[s].weight_bytes == st.stages[s].weight_bytes);
         CHECK(e.stages[s].workspace_bytes == built.stack().make_workspaces(cut[s], max_b).bytes());
-        // the channels into stage s, made as the concurrent executor makes them
-        if (executor == pb::executor_kind::concurrent) {
-            const std::size_t in = stack::activation_size[cut[s].begin], out = stack::activation_size[cut[s].end];
-            const std::size_t t = engine::targets_per_sample;
-            channels += pp::boundary_channel<float>("in", s == 0 ? opt.push_buffer : built.stage_delay(s - 1) + 1, in,
-                                                    max_b, t)
-                            .bytes();
-            if (s + 1 < cut.size())
-                channels += pp::boundary_channel<float>("back", built.stage_delay(s + 1) + 3, out, max_b, 0).bytes();
-        }
+        CHECK(e.stages[s].channel_bytes == st.stages[s].channel_bytes);  // the executor's channel objects
+        if (executor != pb::executor_kind::concurrent) continue;
+        // The formula of pb/memory_estimate.hpp from the layer tables alone: D_s + 1 slots of the stage's
+        // activations less the boundaries the forward channels hold (the input unless s = 0, the output unless
+        // s = S - 1), its stashes L_s and targets, plus one set of gradients (every slot's on the last stage); the
+        // forward channel into s holds D_{s-1} + 1 inputs of whole 64-byte lines.
+        const pp::layer_range r = cut[s];
+        const std::size_t D = built.stage_delay(s), in = stack::activation_size[r.begin] * max_b * sizeof(float),
+                          out = stack::activation_size[r.end] * max_b * sizeof(float);
+        std::size_t A = 0;
+        for (std::size_t k = r.begin; k <= r.end; ++k) A += stack::activation_size[k] * max_b * sizeof(float);
+        const std::size_t L = built.stack().make_activations(r, max_b).bytes() - 2 * A;  // the layers' stashes
+        const std::size_t slot = A - (s > 0 ? in : 0) - (s + 1 < S ? out : 0) + L + max_b * t * sizeof(std::int32_t);
+        CHECK(st.stages[s].stash_bytes == (D + 1) * slot + (s + 1 < S ? 1 : D + 1) * A);
+        const auto lines = [](std::size_t bytes) { return (bytes + 63) / 64 * 64; };
+        const std::size_t forward_in =
+            s == 0 ? opt.push_buffer * (in + max_b * t * sizeof(std::int32_t))
+                   : (built.stage_delay(s - 1) + 1) * (lines(in) + max_b * t * sizeof(std::int32_t));
+        const std::size_t backward_in = s + 1 < S ? (built.stage_delay(s + 1) + 3) * out : 0;
+        CHECK(st.stages[s].channel_bytes == forward_in + backward_in);
     }
-    CHECK(e.channel_bytes() == channels);
     CHECK(e.evaluation_bytes == pp::stage_inference<stack>(built.stack(), cut, opt.eval_batch).bytes());
     CHECK(e.construction_bytes == stack::parameter_count * sizeof(float));
     CHECK(e.activation_bytes() > 0);
@@ -161,6 +174,33 @@ TEST_CASE("PB estimate equals the engine's report: ResNet-20, several cuts", "[m
     check_pb<resnet20, pb::policy::sc_lwp<>>(cut_every<stack>(6), pb::executor_kind::concurrent, 2);
     check_pb<resnet20, pb::policy::weight_stashing>(cut_every<stack>(9), pb::executor_kind::concurrent, 1);
     check_pb<resnet20, pb::policy::weight_stashing>(cut_every<stack>(9), pb::executor_kind::sequential, 3);
+}
+
+TEST_CASE("PB estimate of the concurrent engine equals the bytes it takes from the heap", "[memory][pb]") {
+    // glibc's count of the bytes in use (mallinfo2: the heap's and the mmapped blocks') before and after building the
+    // engine: the estimate's built_bytes plus what the containers, names and the flow graph take besides the
+    // payloads (a few bytes per buffer), and the construction block freed before the constructor returns.
+    openblas_set_num_threads(1);
+    using stack = pp::layer_stack<resnet20, float>;
+    using engine = pb::engine<resnet20, pb::policy::sc_lwp<>>;
+    engine::options_type opt;
+    opt.executor = pb::executor_kind::concurrent;
+    opt.lanes = 1;
+    const auto in_use = [] {
+        const struct mallinfo2 m = mallinfo2();
+        return m.uordblks + m.hblkhd;
+    };
+    { engine warm({stack::all()}, opt); }  // oneTBB's and the program's first allocations, outside the count
+    for (const std::size_t every : {std::size_t{4}, std::size_t{2}}) {
+        const std::vector<pp::layer_range> cut = cut_every<stack>(every);
+        const pp::memory_estimate e = pb::estimate_memory<engine>(cut, opt);
+        const std::size_t before = in_use();
+        engine built(cut, opt);
+        const std::size_t taken = in_use() - before;
+        INFO("S = " << cut.size() << ": estimate " << e.built_bytes() << " B, taken from the heap " << taken << " B");
+        CHECK(taken >= e.built_bytes());
+        CHECK(taken <= e.built_bytes() + e.built_bytes() / 50 + (std::size_t{1} << 20));
+    }
 }
 
 TEST_CASE("sync estimate equals what the executor's stages hold", "[memory][sync]") {

@@ -292,13 +292,21 @@ TEST_CASE("stats report delays, slots and bytes per stage", "[pb][stats]") {
         CHECK(ss.stages[s].activation_slots == 1);
         // D_s + 1 slots of activations, stashes and labels (one per sample: cross-entropy), but one set of
         // gradient buffers per stage (slots 1 .. D_s share slot 0's); the last stage (D = 0) has one slot anyway.
-        // The sequential reference's one activations object has no labels.
-        const auto one = pp::layer_stack<probed, float>{}.make_activations(pipe::layout::stage(s), o.max_batch);
+        // A slot holds neither its input (but on stage 0) nor its output (but on the last stage): those are the
+        // forward channels' buffers (pb/forward_channel.hpp). The sequential reference's one activations object
+        // has no labels.
+        const pp::layer_range r = pipe::layout::stage(s);
+        const auto one = pp::layer_stack<probed, float>{}.make_activations(r, o.max_batch);
         REQUIRE(one.gradient_bytes() > 0);
         CHECK(ss.stages[s].stash_bytes == one.bytes());
         const std::size_t labels = o.max_batch * sizeof(std::int32_t);
+        using stack = pp::layer_stack<probed, float>;
+        const std::size_t boundaries =
+            o.max_batch * sizeof(float) *
+            ((s > 0 ? stack::activation_size[r.begin] : 0) +
+             (s + 1 < pipe::stage_count ? stack::activation_size[r.end] : 0));
         CHECK(sc.stages[s].stash_bytes ==
-              (pipe::delays[s] + 1) * (one.bytes() + labels) - pipe::delays[s] * one.gradient_bytes());
+              (pipe::delays[s] + 1) * (one.bytes() - boundaries + labels) - pipe::delays[s] * one.gradient_bytes());
         if (pipe::delays[s] > 0) CHECK(sc.stages[s].stash_bytes < (pipe::delays[s] + 1) * one.bytes());
         // w, v, g plus D_s + 1 stashed weight copies (none needed where D_s = 0); the reference keeps the same
         // number of versions as a history.

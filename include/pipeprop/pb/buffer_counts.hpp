@@ -6,6 +6,7 @@
 
 #include <cstddef>
 
+#include "pipeprop/layer_buffers.hpp"
 #include "pipeprop/pb/optimizer.hpp"
 #include "pipeprop/pb/policies.hpp"
 
@@ -41,6 +42,13 @@ template <mitigation_policy Policy, class T>
 /// 0's), every slot for the last stage (its forward writes the loss gradient of its micro-batch).
 [[nodiscard]] constexpr std::size_t gradient_set_count(std::size_t delay, bool last) noexcept {
     return last ? activation_slot_count(delay) : 1;
+}
+
+/// Concurrent executor: the boundaries of a stage's activation slots that are not the slots' own but the forward
+/// channels' buffers (pb/forward_channel.hpp): the input unless `first` (stage 0 copies its input out of the input
+/// channel), the output unless `last` (the loss reads the last stage's).
+[[nodiscard]] constexpr external_boundaries slot_boundaries(bool first, bool last) noexcept {
+    return {!first, !last};
 }
 
 /// Concurrent executor: weight copies [P] of a stage's weight stash (D_s + 1 under a stashing policy with D_s > 0).

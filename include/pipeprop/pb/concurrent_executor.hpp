@@ -30,6 +30,7 @@
 #include "pipeprop/pb/concurrent_stage_buffers.hpp"
 #include "pipeprop/pb/concurrent_stage_ops.hpp"
 #include "pipeprop/pb/executor.hpp"
+#include "pipeprop/pb/forward_channel.hpp"
 #include "pipeprop/pb/lane_plan.hpp"
 #include "pipeprop/pb/load_adaptation.hpp"
 #include "pipeprop/pb/op_stream.hpp"
@@ -103,7 +104,7 @@ public:
                 continue;
             }
             // D_s + 1 activation slots (one set of gradient buffers), workspaces, forward weights, stash, stream
-            detail::allocate_stage_buffers(*p, stack, st, s + 1 == count, max_b, targets_per_sample,
+            detail::allocate_stage_buffers(*p, stack, st, s == 0, s + 1 == count, max_b, targets_per_sample,
                                            weight_stash_copies<Policy>(st.delay()));
             p->forward_in.resize(s == 0 ? push_buffer : forward_capacity(stages[s - 1].delay()));
             p->backward_in.resize(s + 1 < count ? backward_capacity(stages[s + 1].delay()) : 1);
@@ -115,7 +116,7 @@ public:
         for (std::size_t s = 0; s + 1 < count; ++s) {
             const std::size_t elems = stack_type::activation_size[stages[s].range().end];
             const std::string where = "stage " + std::to_string(s) + " -> stage " + std::to_string(s + 1);
-            forward_.push_back(std::make_unique<boundary_channel<T>>(
+            forward_.push_back(std::make_unique<forward_channel<T>>(
                 "forward " + where, forward_capacity(stages[s].delay()), elems, max_b, targets_per_sample));
             backward_.push_back(std::make_unique<boundary_channel<T>>(
                 "backward stage " + std::to_string(s + 1) + " -> stage " + std::to_string(s),
@@ -190,6 +191,8 @@ public:
             std::size_t bytes = 0;
             for (const slot& sl : p.slots) bytes += sl.act.bytes() + sl.labels.size() * sizeof(std::int32_t);
             out[s].stash_bytes = bytes;
+            out[s].channel_bytes = (s == 0 ? input_->bytes() : forward_[s - 1]->bytes()) +
+                                   (s + 1 < per_.size() ? backward_[s]->bytes() : 0);
             const std::size_t pc = stages_[s].parameter_count();
             out[s].weight_bytes += (p.forward_weights.size() + p.stash.size()) * sizeof(T);
             out[s].weight_copies += pc == 0 ? 0 : (p.forward_weights.size() + p.stash.size()) / pc;
@@ -355,7 +358,7 @@ private:
     std::vector<loss_result> results_;
     std::vector<std::unique_ptr<per_stage>> per_;
     std::unique_ptr<boundary_channel<T>> input_;
-    std::vector<std::unique_ptr<boundary_channel<T>>> forward_;   // [S - 1]: s -> s + 1
+    std::vector<std::unique_ptr<forward_channel<T>>> forward_;    // [S - 1]: s -> s + 1, the slots' boundaries
     std::vector<std::unique_ptr<boundary_channel<T>>> backward_;  // [S - 1]: s + 1 -> s
     std::vector<boundary_message> pending_;                       // pushed, not yet put into the graph
     std::vector<completed_micro_batch<T>> completed_;             // completed during the current run

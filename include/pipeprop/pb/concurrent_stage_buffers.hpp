@@ -1,9 +1,9 @@
 // pipeprop/pb/concurrent_stage_buffers.hpp: what the concurrent PB executor (pb/concurrent_executor.hpp) keeps per
 // stage: D_s + 1 activation slots (micro-batch n in slot n mod (D_s + 1), each with its layers' inputs, stashes and
-// targets), the workspaces, the LWP forward weights and the weight stash, the stage's op stream and the rings of
-// messages that arrived for it (docs/pb-semantics.md §1; PB-paper, Kosson et al., arXiv 2003.11666, §3; the
-// bounds: docs/pb-semantics.md §9). Allocated once, when the executor is built: nothing grows with the number
-// of micro-batches.
+// targets; the stage's input and output boundary tensors are in the forward channels, pb/forward_channel.hpp, and bound
+// to the slot by F), the workspaces, the LWP forward weights and the weight stash, the stage's op stream and the rings
+// of messages that arrived for it (docs/pb-semantics.md §1; PB-paper, Kosson et al., arXiv 2003.11666, §3; the bounds:
+// docs/pb-semantics.md §9). Allocated once, when the executor is built: nothing grows with the number of micro-batches.
 #pragma once
 
 #include <chrono>
@@ -60,18 +60,19 @@ struct alignas(64) concurrent_stage_buffers {
 
 /// The buffers of stage `st` (a pb::stage_state) that this process runs, for up to max_b samples of
 /// targets_per_sample targets; `last`: the pipeline's last stage; stash_copies: the weight stash's copies of the
-/// stage's weights (pb::weight_stash_copies; 0: no stash). Counts: pb/buffer_counts.hpp.
+/// stage's weights (pb::weight_stash_copies; 0: no stash). Counts: pb/buffer_counts.hpp. The slots leave out the
+/// boundaries of slot_boundaries(first, last): every stage's but the first's input and the last's output.
 /// One set of gradient buffers per stage: the stage runs one BW at a time and sends its input gradient out before the
 /// next, so slots 1 .. D_s hold only activations and stashes. Not the last stage: its F writes the loss gradient of
 /// its micro-batch (it has D = 0 in PB's layout: one slot anyway). The message rings are the caller's.
 template <class Stack, class T, class Stage>
-void allocate_stage_buffers(concurrent_stage_buffers<Stack, T>& p, const Stack& stack, const Stage& st, bool last,
-                            std::size_t max_b, std::size_t targets_per_sample, std::size_t stash_copies) {
+void allocate_stage_buffers(concurrent_stage_buffers<Stack, T>& p, const Stack& stack, const Stage& st, bool first,
+                            bool last, std::size_t max_b, std::size_t targets_per_sample, std::size_t stash_copies) {
     p.slots.resize(activation_slot_count(st.delay()));
     const std::size_t own_gradients = gradient_set_count(st.delay(), last);  // slots 0 .. own_gradients - 1
     for (std::size_t k = 0; k < p.slots.size(); ++k) {
         concurrent_slot<Stack, T>& sl = p.slots[k];
-        sl.act = k < own_gradients ? stack.make_activations(st.range(), max_b)
+        sl.act = k < own_gradients ? stack.make_activations(st.range(), max_b, slot_boundaries(first, last))
                                    : stack.make_activations_sharing_gradients(p.slots[0].act);
         sl.labels.assign(max_b * targets_per_sample, 0);
     }

@@ -14,33 +14,40 @@
 #include "pipeprop/boundary_channel.hpp"
 #include "pipeprop/loss/loss_policy.hpp"
 #include "pipeprop/pb/concurrent_stage_buffers.hpp"
+#include "pipeprop/pb/forward_channel.hpp"
 #include "pipeprop/stage_error.hpp"
 
 namespace pipeprop::pb::detail {
 
 /// F, BW and U of Executor's stages (Executor derives from this class and befriends it: its stack_, stages_ [S] of
-/// Stage, per_ [S] buffers, channels input_, forward_, backward_, rings infos_ and results_ [ring_], first_local_ and
-/// completed_). Stack: the layer_stack, T its value type, Loss the loss policy. Each op throws
-/// pipeprop::stage_error naming the stage and the micro-batch when a layer throws, std::logic_error for a message
-/// of the wrong size.
+/// Stage, per_ [S] buffers, channels input_, forward_ (pb::forward_channel), backward_, rings infos_ and results_
+/// [ring_], local_, first_local_ and completed_). Stack: the layer_stack, T its value type, Loss the loss policy.
+/// Each op throws pipeprop::stage_error naming the stage and the micro-batch when a layer throws, std::logic_error
+/// for a message of the wrong size.
 template <class Executor, class Stack, class Stage, class T, class Loss>
 class concurrent_stage_ops {
 protected:
     using slot = concurrent_slot<Stack, T>;
     using per_stage = concurrent_stage_buffers<Stack, T>;
 
-    // The message's payload into dst (and its targets into labels_dst), checking the sample count (docs/pitfalls.md
-    // item 3); the buffer is released.
-    void receive(std::size_t s, boundary_channel<T>& ch, const boundary_message& msg, std::size_t b, T* dst,
-                 std::int32_t* labels_dst) {
+    // Checks a message's sample count against the micro-batch's (docs/pitfalls.md item 3).
+    static void check_batch(std::size_t s, const boundary_message& msg, std::size_t b) {
         if (msg.batch != b)
             throw std::logic_error(std::string(who) + ": stage " + std::to_string(s) + ", micro-batch " +
                                    std::to_string(msg.micro_batch) + ": a message of " + std::to_string(msg.batch) +
                                    " samples, expected " + std::to_string(b));
+    }
+    // The message's payload into dst (and its targets into labels_dst), checking the sample count; the buffer is
+    // released.
+    void receive(std::size_t s, boundary_channel<T>& ch, const boundary_message& msg, std::size_t b, T* dst,
+                 std::int32_t* labels_dst) {
+        check_batch(s, msg, b);
         ch.receive(msg, dst, labels_dst);
     }
 
-    // F(id) on stage s; send(to, message) passes the output on.
+    // F(id) on stage s; send(to, message) passes the output on. The slot's input (not stage 0's) and output (not
+    // the last stage's) are micro-batch id's buffers of the forward channels (pb/forward_channel.hpp); stage 0
+    // copies its input out of the input channel.
     template <class Send>
     void forward(std::size_t s, std::size_t id, Send& send) {
         Executor& ex = static_cast<Executor&>(*this);
@@ -50,8 +57,21 @@ protected:
         slot& sl = p.slots[id % p.slots.size()];
         sl.info = ex.infos_[id % ex.ring_];
         const std::size_t b = sl.info.batch;
-        receive(s, s == 0 ? *ex.input_ : *ex.forward_[s - 1], take(p.forward_in, id), b, sl.act.input(),
-                sl.labels.data());
+        const boundary_message in = take(p.forward_in, id);
+        if (s == 0) {
+            receive(s, *ex.input_, in, b, sl.act.input(), sl.labels.data());
+        } else {
+            check_batch(s, in, b);
+            forward_channel<T>& ch = *ex.forward_[s - 1];
+            const std::size_t k = ch.buffer_of(id);
+            sl.act.bind_input(ch.values(k));
+            std::copy_n(ch.labels(k), b * ch.labels_per_sample(), sl.labels.data());
+        }
+        std::size_t out = 0;  // the output's buffer in the forward channel s -> s + 1
+        if (!last) {
+            out = ex.forward_[s]->claim(id);
+            sl.act.bind_output(ex.forward_[s]->values(out));
+        }
         sl.forward_version = st.updates();
         p.in_flight_max = std::max(p.in_flight_max, ++p.in_flight);
         const std::size_t pc = st.parameter_count();
@@ -63,7 +83,8 @@ protected:
             rethrow_as_stage_error(who, s, id, "forward");
         }
         if (!last) {
-            send(s + 1, ex.forward_[s]->send(direction::forward, id, 0, b, sl.act.output(), sl.labels.data()));
+            std::copy_n(sl.labels.data(), b * ex.forward_[s]->labels_per_sample(), ex.forward_[s]->labels(out));
+            send(s + 1, ex.forward_[s]->message(id, b));
         } else {
             const loss_totals t =
                 Loss::totals_and_gradient(sl.act.output(), sl.labels.data(), b, sl.act.output_gradient(), T(0));
@@ -95,6 +116,12 @@ protected:
             rethrow_as_stage_error(who, s, id, "backward");
         }
         st.record_delay(st.updates() - sl.forward_version);
+        // The forward channels' buffers of micro-batch id that this process reads last, released before the input
+        // gradient goes out (after it, stage s - 1 may already send micro-batch id + D_{s-1} + 1 into the input's): the
+        // output's (stage s + 1's BW(id) came first: it sent the gradient this BW waited for), and the input's when
+        // stage s - 1 runs in another process (here the buffer is this stage's alone).
+        if (!last) ex.forward_[s]->release(id);
+        if (s > 0 && !ex.local_[s - 1]) ex.forward_[s - 1]->release(id);
         if (s > 0) send(s - 1, ex.backward_[s - 1]->send(direction::backward, id, 0, b, sl.act.input_gradient()));
         if (s == ex.first_local_) {  // stage 0, or this process's first stage (remote_transport)
             const loss_result<T>& r = ex.results_[id % ex.ring_];

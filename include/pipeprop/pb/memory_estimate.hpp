@@ -9,12 +9,16 @@
 //                sequential: forward_weight_versions(D_s) copies (the forward-weight history); concurrent: one copy
 //                of predicted forward weights (LWP, 2BW) and weight_stash_copies(D_s) (weight stashing)
 //   activations  sequential: one slot, 2 A_s + L_s;
-//                concurrent: D_s + 1 slots of A_s + L_s + 4 b t (targets), and A_s more per slot with its own
-//                gradients (gradient_set_count: one, every slot on the last stage)
+//                concurrent: D_s + 1 slots of A'_s + L_s + 4 b t (targets), A'_s = A_s less the boundaries the
+//                forward channels hold (pb::slot_boundaries: the input activation_size[begin] b unless s = 0, the
+//                output activation_size[end] b unless s = S - 1), and A_s of gradients per slot with its own
+//                (gradient_set_count: one, every slot on the last stage)
 //   workspaces   W_s (one set per stage)
-//   channels     concurrent: forward into s, (D_{s-1} + 1) b (activation_size[begin] sizeof(T) + 4 t) (stage 0: the
-//                input channel, options::push_buffer buffers), and backward into s, (D_{s+1} + 3) b
-//                activation_size[end] sizeof(T)
+//   channels     concurrent: forward into s, the D_{s-1} + 1 buffers that are stage s - 1's outputs and stage s's
+//                inputs, (D_{s-1} + 1) (activation_size[begin] b sizeof(T), rounded up to 64 bytes, + 4 b t)
+//                (pb/forward_channel.hpp; stage 0: the input channel, options::push_buffer buffers of
+//                activation_size[begin] b sizeof(T) + 4 b t), and backward into s, (D_{s+1} + 3) b activation_size[end]
+//                sizeof(T)
 // plus the evaluation buffers at options::eval_batch (stage_inference::bytes_for), the sequential executor's 4 b t
 // bytes of targets, and, during construction only, the network's initial parameter block. With options::remote, the
 // executor's buffers of stages other processes run are zero (their weights are still held here).
@@ -31,16 +35,17 @@
 #include "pipeprop/pb/buffer_counts.hpp"
 #include "pipeprop/pb/concurrent_executor.hpp"
 #include "pipeprop/pb/executor.hpp"
+#include "pipeprop/pb/forward_channel.hpp"
 #include "pipeprop/pipeline_layout.hpp"
 #include "pipeprop/stage_inference.hpp"
 
 namespace pipeprop::pb {
 
-/// The bytes the PB engine type Engine (a pb::engine or pb::pipeline) built with the cut `stages` and the options
-/// `opt` will allocate (see the file comment), computed without allocating them: the stages' buffers, the evaluation
-/// buffers, the construction block. Equal to the engine's own report (run_stats: stage_stats::stash_bytes and
-/// weight_bytes) for the stages it reports. Throws std::invalid_argument, as the engine's constructor does, for a
-/// cut that is not a partition of the network's layers or max_batch, push_buffer or eval_batch == 0.
+/// The bytes the PB engine type Engine (a pb::engine or pb::pipeline) built with the cut `stages` and the options `opt`
+/// will allocate (see the file comment), computed without allocating them: the stages' buffers, the evaluation buffers,
+/// the construction block. Equal to the engine's own report (run_stats: stage_stats::stash_bytes, weight_bytes and
+/// channel_bytes) for the stages it reports. Throws std::invalid_argument, as the engine's constructor does, for a cut
+/// that is not a partition of the network's layers or max_batch, push_buffer or eval_batch == 0.
 template <class Engine>
 [[nodiscard]] memory_estimate estimate_memory(const std::vector<layer_range>& stages,
                                               const typename Engine::options_type& opt) {
@@ -68,8 +73,8 @@ template <class Engine>
         o.weight_bytes = stage_weight_copies<Policy, Optimizer, T> * w;
         if (!sequential) {  // the channels: made for every stage, local or not
             o.channel_bytes = s == 0 ? channel::bytes_for(opt.push_buffer, stack_type::activation_size[r.begin], b, t)
-                                     : channel::bytes_for(concurrent::forward_capacity(pb_delay(s - 1, S)),
-                                                          stack_type::activation_size[r.begin], b, t);
+                                     : forward_channel<T>::bytes_for(concurrent::forward_capacity(pb_delay(s - 1, S)),
+                                                                     stack_type::activation_size[r.begin], b, t);
             if (s + 1 < S)
                 o.channel_bytes += channel::bytes_for(concurrent::backward_capacity(pb_delay(s + 1, S)),
                                                       stack_type::activation_size[r.end], b, 0);
@@ -83,9 +88,10 @@ template <class Engine>
             o.weight_bytes += forward_weight_versions(D, P, predicted) * w;
         } else {
             const std::size_t slots = activation_slot_count(D), own = gradient_set_count(D, s + 1 == S);
+            const external_boundaries ext = slot_boundaries(s == 0, s + 1 == S);
             o.activation_slots = slots;
-            o.activation_bytes = own * net.activation_bytes(r, b, true) +
-                                 (slots - own) * net.activation_bytes(r, b, false) + slots * targets;
+            o.activation_bytes = own * net.activation_bytes(r, b, true, false, ext) +
+                                 (slots - own) * net.activation_bytes(r, b, false, false, ext) + slots * targets;
             o.weight_bytes += ((predicted ? 1 : 0) + weight_stash_copies<Policy>(D)) * w;
         }
     }

@@ -20,6 +20,7 @@
 #include "pipeprop/boundary_channel.hpp"
 #include "pipeprop/op.hpp"
 #include "pipeprop/pb/concurrent_stage_buffers.hpp"
+#include "pipeprop/pb/forward_channel.hpp"
 #include "pipeprop/remote_transport.hpp"
 
 namespace pipeprop::pb::detail {
@@ -42,8 +43,10 @@ public:
     [[nodiscard]] virtual std::size_t targets_per_sample() const = 0;
     /// Values per sample of a message in direction dir to stage `to` (its input boundary forward, output backward).
     [[nodiscard]] virtual std::size_t message_size(direction dir, std::size_t to) const = 0;
-    /// The channel that carries the messages in direction dir to stage `to`.
-    [[nodiscard]] virtual boundary_channel<T>& channel(direction dir, std::size_t to) const = 0;
+    /// The channel that carries the forward messages to stage `to` > 0 (stage to - 1's output, stage to's input).
+    [[nodiscard]] virtual forward_channel<T>& forward_channel_to(std::size_t to) const = 0;
+    /// The channel that carries the backward messages to stage `to` < S - 1.
+    [[nodiscard]] virtual boundary_channel<T>& backward_channel_to(std::size_t to) const = 0;
     /// What the last stage found for `micro_batch` (its slot in the executor's ring).
     [[nodiscard]] virtual loss_result<T>& result(std::size_t micro_batch) const = 0;
     /// Stage s's next op (none: its stream is done).
@@ -66,8 +69,8 @@ public:
     /// Which stages run here (the transport's local ones). Throws std::invalid_argument when none does or they are
     /// not one contiguous group.
     virtual remote_layout setup() = 0;
-    /// A message for stage `to`, which another process runs: payload, targets or loss to the transport; the
-    /// channel's buffer is released.
+    /// A message for stage `to`, which another process runs: payload, targets or loss to the transport; a backward
+    /// channel's buffer is released (a forward channel's stays the sending stage's output until its BW).
     virtual void send_remote(std::size_t to, const boundary_message& msg) = 0;
     /// The graph is idle: receive from the other processes until the local stages are idle and the sends arrived.
     virtual void run_with_remote() = 0;
@@ -108,9 +111,8 @@ public:
         const auto r = ex_.stages_[to].range();
         return Executor::stack_type::activation_size[dir == direction::forward ? r.begin : r.end];
     }
-    boundary_channel<T>& channel(direction dir, std::size_t to) const override {
-        return dir == direction::forward ? *ex_.forward_[to - 1] : *ex_.backward_[to];
-    }
+    forward_channel<T>& forward_channel_to(std::size_t to) const override { return *ex_.forward_[to - 1]; }
+    boundary_channel<T>& backward_channel_to(std::size_t to) const override { return *ex_.backward_[to]; }
     loss_result<T>& result(std::size_t micro_batch) const override { return ex_.results_[micro_batch % ex_.ring_]; }
     std::optional<op> current_op(std::size_t s) const override { return ex_.per_[s]->stream.current(); }
     std::size_t next_id() const override { return ex_.next_id_; }

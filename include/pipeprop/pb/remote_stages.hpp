@@ -27,6 +27,7 @@
 
 #include "pipeprop/boundary_channel.hpp"
 #include "pipeprop/op.hpp"
+#include "pipeprop/pb/forward_channel.hpp"
 #include "pipeprop/pb/remote_part.hpp"
 #include "pipeprop/remote_backlog.hpp"
 #include "pipeprop/remote_receive.hpp"
@@ -62,19 +63,23 @@ public:
         return layout_;
     }
 
+    /// A message for stage `to`, which another process runs: its payload (and targets, and on a backward message
+    /// the micro-batch's loss) goes to the transport; a backward channel's buffer is released (a forward channel's
+    /// is the sending stage's output until its BW: pb/forward_channel.hpp).
     void send_remote(std::size_t to, const boundary_message& msg) override {
-        boundary_channel<T>& ch = ex_.channel(msg.dir, to);
         const std::size_t elems = ex_.message_size(msg.dir, to);
-        boundary_note note{};
-        std::span<const std::int32_t> labels;
         if (msg.dir == direction::forward) {
-            labels = {ch.labels(msg.buffer), msg.batch * ex_.targets_per_sample()};
-        } else {
-            const auto& r = ex_.result(msg.micro_batch);
-            note = {static_cast<double>(r.loss), r.correct, r.targets};
+            forward_channel<T>& ch = ex_.forward_channel_to(to);
+            const std::size_t k = ch.buffer_of(msg.micro_batch);
+            ex_.transport().send(to, msg, std::as_bytes(std::span<const T>(ch.values(k), msg.batch * elems)),
+                                 {ch.labels(k), msg.batch * ex_.targets_per_sample()}, boundary_note{});
+            return;
         }
-        ex_.transport().send(to, msg, std::as_bytes(std::span<const T>(ch.values(msg.buffer), msg.batch * elems)),
-                             labels, note);
+        boundary_channel<T>& ch = ex_.backward_channel_to(to);
+        const auto& r = ex_.result(msg.micro_batch);
+        const boundary_note note{static_cast<double>(r.loss), r.correct, r.targets};
+        ex_.transport().send(to, msg, std::as_bytes(std::span<const T>(ch.values(msg.buffer), msg.batch * elems)), {},
+                             note);
         ch.release(msg.buffer);
     }
 
@@ -148,12 +153,18 @@ private:
             backlog_.keep(m);
             return;
         }
-        boundary_channel<T>& ch = ex_.channel(m.header.dir, m.to);
         boundary_message h = m.header;
-        h.buffer = ch.acquire();
-        std::memcpy(static_cast<void*>(ch.values(h.buffer)), m.values.data(), m.values.size());
-        if (fwd) std::copy(m.labels.begin(), m.labels.end(), ch.labels(h.buffer));
-        else ex_.result(h.micro_batch) = {static_cast<T>(m.note.loss), m.note.correct, m.note.targets};
+        if (fwd) {  // into the buffer the stage's F binds as its input; its BW releases it
+            forward_channel<T>& ch = ex_.forward_channel_to(m.to);
+            h.buffer = ch.claim(h.micro_batch);
+            std::memcpy(static_cast<void*>(ch.values(h.buffer)), m.values.data(), m.values.size());
+            std::copy(m.labels.begin(), m.labels.end(), ch.labels(h.buffer));
+        } else {
+            boundary_channel<T>& ch = ex_.backward_channel_to(m.to);
+            h.buffer = ch.acquire();
+            std::memcpy(static_cast<void*>(ch.values(h.buffer)), m.values.data(), m.values.size());
+            ex_.result(h.micro_batch) = {static_cast<T>(m.note.loss), m.note.correct, m.note.targets};
+        }
         ex_.put(m.to, h);
     }
 

@@ -30,6 +30,10 @@ struct stage_stats {
     /// bytes of those buffers (activations and layer stashes per slot; gradients: one set per stage, concurrent)
     std::size_t stash_bytes = 0;
     std::size_t weight_bytes = 0;      ///< bytes of weights, velocity, gradient and policy copies (LWP, stashes, ...)
+    /// concurrent executor: bytes of the channels the stage receives on, the forward one from stage s - 1 (stage 0:
+    /// the input channel; it holds the boundary tensor both stages use, pb/forward_channel.hpp) and the backward one
+    /// from stage s + 1; 0 for the sequential executor
+    std::size_t channel_bytes = 0;
     std::size_t weight_copies = 0;     ///< parameter-sized buffers among weight_bytes (3 = w, v, g only)
     ///@{
     /// L2 norms of the stage's current weights w and of its first optimizer state buffer (SGD: the velocity v;
