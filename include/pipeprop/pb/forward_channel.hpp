@@ -92,8 +92,9 @@ public:
         return labels_.data() + buffer * label_stride_;
     }
     ///@}
-    /// Per-sample elements of the boundary tensor and targets per sample.
+    /// Per-sample elements of the boundary tensor.
     [[nodiscard]] std::size_t sample_elements() const noexcept { return sample_elements_; }
+    /// int32 targets per sample that travel with the boundary tensor.
     [[nodiscard]] std::size_t labels_per_sample() const noexcept { return labels_per_sample_; }
 
     /// The header of micro-batch id's message of b samples (its buffer: buffer_of(id)).
