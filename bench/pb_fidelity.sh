@@ -21,10 +21,13 @@
 # Usage: bench/pb_fidelity.sh [--build DIR | --program PATH] [--network resnet20|resnet56] [--norm gn|on] [--seeds "1 2 3"]
 #          [--variants "sgd32 none sc_lwp"] [--epochs E] [--samples N] [--lr LR] [--momentum M] [--jobs J]
 #          [--out DIR] [--label TEXT] [--batch B] [--adamw-lr LR] [--test-samples T]
-#          [--runs "sgd32:1 none:1 ..."] [--data DIR] [--no-plots]
+#          [--runs "sgd32:1 none:1 ..."] [--data DIR] [--no-plots] [--stages CUT]
 #          [-- more pipeprop_train options for every run]
 # --runs: the runs as variant:seed, started in this order (instead of every variant of every seed, seed by seed).
 # --no-plots: no figures (and no scripts/install-deps.sh); the table is still written.
+# --stages: the PB runs' cut (pipeprop_train --stages: layer, fine or split points; default layer for the image
+# networks, fine for the text networks), e.g. a coarser cut of the same network to see what its delays cost; give
+# another cut its own --out (a study refuses runs whose recorded command differs).
 # --network mlp / cnn (small studies, e.g. the resume test) take no --norm and name OUT bench/results/<network>.
 # --program runs that pipeprop_train binary as it is (no build). Defaults: build, resnet20, gn, seeds "1 2 3", all variants, 3 epochs of 10000 samples (each epoch a fresh
 # permutation of Fashion-MNIST's 60000 training images), lr 0.05, momentum 0.9, jobs = cores,
@@ -78,7 +81,7 @@ cd "$(dirname "$0")/.."
 build=build network=resnet20 norm=gn seeds="1 2 3" epochs=3 samples=10000 lr=0.05 momentum=0.9
 variants="sgd32 sgd128 none sc lwp lwp_wd sc_lwp stash pipemare"
 jobs=$(nproc) out="" label="" program="" batch="" adamw_lr=3e-3 test_samples="" given_epochs="" given_samples=""
-given_variants="" given_runs="" data=/usr/share/datasets/fashion-mnist plots=true
+given_variants="" given_runs="" data=/usr/share/datasets/fashion-mnist plots=true stages=""
 extra=()
 while (($#)); do
   case "$1" in
@@ -101,6 +104,7 @@ while (($#)); do
     --runs) given_runs=$2; shift 2 ;;
     --data) data=$2; shift 2 ;;
     --no-plots) plots=false; shift ;;
+    --stages) stages=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     *) echo "pb_fidelity: unknown argument '$1' (see the usage in $0)" >&2; exit 2 ;;
   esac
@@ -111,6 +115,7 @@ if [[ $network == llama-tiny || $network == llama-4x128 ]]; then  # the text net
   : "${batch:=8}" "${test_samples:=4096}"
   [[ -n "$out" ]] || out=bench/results/$network${label:+-$label}
 fi
+if $text; then : "${stages:=fine}"; else : "${stages:=layer}"; fi
 [[ -z "$given_variants" ]] || variants=$given_variants
 [[ -z "$given_epochs" ]] || epochs=$given_epochs
 [[ -z "$given_samples" ]] || samples=$given_samples
@@ -159,7 +164,7 @@ args_of() {  # the pipeprop_train options of variant $1
     sgd32) echo --mode sgd --batch 32 --lr "$lr" --momentum "$momentum" ;;
     sgd128) echo --mode sgd --batch 128 --lr "$lr128" --momentum "$m128" ;;
     none | sc | lwp | lwp_wd | sc_lwp | stash | pipemare)
-      echo --mode pb --stages layer --executor sequential --batch 1 --mitigation "$1" --reference-batch 32 \
+      echo --mode pb --stages "$stages" --executor sequential --batch 1 --mitigation "$1" --reference-batch 32 \
         --lr "$lr" --momentum "$momentum" ;;
     *) echo "pb_fidelity: unknown variant '$1'" >&2; return 2 ;;
   esac
@@ -171,13 +176,13 @@ text_args_of() {  # the pipeprop_train options of variant $1 of the text network
     sgd1) echo --mode sgd --batch 1 --optimizer sgd --lr "$lr1" --momentum "$m1" ;;
     adamw1) echo --mode sgd --batch 1 --optimizer adamw --lr "$lr_b1" --beta1 "$beta1_b1" --beta2 "$beta2_b1" ;;
     none | sc | lwp | lwp_wd | sc_lwp | stash | pipemare)
-      echo --mode pb --stages fine --executor sequential --batch 1 --optimizer sgd --mitigation "$1" \
+      echo --mode pb --stages "$stages" --executor sequential --batch 1 --optimizer sgd --mitigation "$1" \
         --reference-batch "$batch" --lr "$lr" --momentum "$momentum" ;;
     adamw_none | adamw_stash | adamw_pipemare | adamw_lwp_opt | adamw_nesterov)
-      echo --mode pb --stages fine --executor sequential --batch 1 --optimizer adamw --mitigation "${1#adamw_}" \
+      echo --mode pb --stages "$stages" --executor sequential --batch 1 --optimizer adamw --mitigation "${1#adamw_}" \
         --lr "$lr_b1" --beta1 "$beta1_b1" --beta2 "$beta2_b1" ;;
     adamw_2bw)
-      echo --mode pb --stages fine --executor sequential --batch 1 --optimizer adamw --mitigation 2bw \
+      echo --mode pb --stages "$stages" --executor sequential --batch 1 --optimizer adamw --mitigation 2bw \
         --2bw-accumulation "$two_bw" --lr "$lr_2bw" --beta1 "$beta1_2bw" --beta2 "$beta2_2bw" ;;
     *) echo "pb_fidelity: unknown variant '$1' for $network" >&2; return 2 ;;
   esac
@@ -301,9 +306,9 @@ echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg); wall time of the 
 
 if compgen -G "$out/runs/*.status" >/dev/null; then /usr/bin/python3 bench/fidelity_table.py "$out"; fi
 if $text; then
-  title="$network, fortunes, $epochs x $samples sequences of 64 bytes, cosine; PB: --stages fine, b = 1"
+  title="$network, fortunes, $epochs x $samples sequences of 64 bytes, cosine; PB: --stages $stages, b = 1"
 else
-  title="$network ($norm), Fashion-MNIST, $epochs x $samples samples, cosine; PB: --stages layer, b = 1"
+  title="$network ($norm), Fashion-MNIST, $epochs x $samples samples, cosine; PB: --stages $stages, b = 1"
 fi
 ! $plots || /usr/bin/python3 bench/plot_fidelity.py "$out" "$out/curves.png" --title "$title"
 ((left == 0)) || { echo "pb_fidelity: $left run(s) unfinished: the same command resumes them" >&2; exit 3; }
