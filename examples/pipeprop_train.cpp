@@ -310,7 +310,7 @@ int main(int argc, char** argv) {
 
     train::mode* selected = nullptr;
     std::string refused;  // --transport mpi: why this rank refused its own command line (told to every rank below)
-    int refused_code = 2;
+    [[maybe_unused]] int refused_code = 2;  // read only with --transport mpi
     try {
         app.parse(argc, argv);
         options.data_given = app.get_option("--data")->count() > 0;

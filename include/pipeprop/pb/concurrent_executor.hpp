@@ -85,7 +85,8 @@ public:
         const std::size_t count = stages.size();
         local_.assign(count, true);
         if (remote_ != nullptr) {  // the exchange (pb/remote_stages.hpp) says which stages run here
-            remote_stages_ = detail::make_remote_part<T>(remote_host_);
+            remote_stages_ = pipeprop::detail::make_remote_part<detail::remote_part<T>>(
+                remote_host_, "pipeprop/pb/remote_stages.hpp");
             detail::remote_layout layout = remote_stages_->setup();
             local_ = std::move(layout.local);
             first_local_ = layout.first;

@@ -4,10 +4,9 @@
 //
 // The executor calls the exchange through remote_part<T> and the exchange reads the executor through remote_host<T>
 // (remote_host_of adapts a concurrent executor); neither depends on the network or the policy. The exchange itself is
-// made by the factory that pb/remote_stages.hpp registers in remote_part_maker<T> when a program includes it
-// (pipeprop/mpi/mpi_transport.hpp does): registration is a dynamic initialization, done before main() runs, so an
-// engine made with options::remote inside main() finds it. Without it, make_remote_part throws std::invalid_argument
-// naming the header. The protocol itself: pb/remote_stages.hpp, docs/pb-semantics.md §9.
+// made by the factory that pb/remote_stages.hpp registers when a program includes it (remote_seam.hpp;
+// pipeprop/mpi/mpi_transport.hpp includes it): without it, an engine given options::remote throws
+// std::invalid_argument naming the header. The protocol itself: pb/remote_stages.hpp, docs/pb-semantics.md §9.
 #pragma once
 
 #include <cstddef>
@@ -21,6 +20,7 @@
 #include "pipeprop/op.hpp"
 #include "pipeprop/pb/concurrent_stage_buffers.hpp"
 #include "pipeprop/pb/forward_channel.hpp"
+#include "pipeprop/remote_seam.hpp"
 #include "pipeprop/remote_transport.hpp"
 
 namespace pipeprop::pb::detail {
@@ -34,15 +34,8 @@ struct remote_layout {
 
 /// What the exchange reads and drives of a concurrent executor over values of type T.
 template <class T>
-class remote_host {
+class remote_host : public pipeprop::detail::remote_host_base {
 public:
-    [[nodiscard]] virtual remote_transport& transport() const = 0;
-    [[nodiscard]] virtual const char* who() const = 0;
-    [[nodiscard]] virtual std::size_t stage_count() const = 0;
-    [[nodiscard]] virtual std::size_t max_batch() const = 0;
-    [[nodiscard]] virtual std::size_t targets_per_sample() const = 0;
-    /// Values per sample of a message in direction dir to stage `to` (its input boundary forward, output backward).
-    [[nodiscard]] virtual std::size_t message_size(direction dir, std::size_t to) const = 0;
     /// The channel that carries the forward messages to stage `to` > 0 (stage to - 1's output, stage to's input).
     [[nodiscard]] virtual forward_channel<T>& forward_channel_to(std::size_t to) const = 0;
     /// The channel that carries the backward messages to stage `to` < S - 1.
@@ -53,9 +46,6 @@ public:
     [[nodiscard]] virtual std::optional<op> current_op(std::size_t s) const = 0;
     /// The id after the last pushed micro-batch.
     [[nodiscard]] virtual std::size_t next_id() const = 0;
-    /// Puts a message for stage `to` into the flow graph; wait() returns when the graph is idle.
-    virtual void put(std::size_t to, const boundary_message& m) const = 0;
-    virtual void wait() const = 0;
 
 protected:
     ~remote_host() = default;
@@ -65,6 +55,7 @@ protected:
 template <class T>
 class remote_part {
 public:
+    using host_type = remote_host<T>;  ///< what the exchange reads of the executor
     virtual ~remote_part() = default;
     /// Which stages run here (the transport's local ones). Throws std::invalid_argument when none does or they are
     /// not one contiguous group.
@@ -77,25 +68,6 @@ public:
     /// Delivers the kept forward messages whose micro-batch has been pushed.
     virtual void deliver_backlog() = 0;
 };
-
-/// Makes the exchange of an executor.
-template <class T>
-using remote_part_factory = std::unique_ptr<remote_part<T>> (*)(const remote_host<T>&);
-
-/// Set by pb/remote_stages.hpp when the program includes it; null otherwise.
-template <class T>
-inline remote_part_factory<T> remote_part_maker = nullptr;
-
-/// The exchange for `host`. Throws std::invalid_argument when no translation unit of the program includes
-/// pipeprop/pb/remote_stages.hpp (or pipeprop/mpi/mpi_transport.hpp).
-template <class T>
-[[nodiscard]] std::unique_ptr<remote_part<T>> make_remote_part(const remote_host<T>& host) {
-    if (remote_part_maker<T> == nullptr)
-        throw std::invalid_argument(std::string(host.who()) +
-                                    ": stages in other processes (options::remote) need pipeprop/pb/remote_stages.hpp "
-                                    "(or pipeprop/mpi/mpi_transport.hpp) included in the program");
-    return remote_part_maker<T>(host);
-}
 
 /// remote_host over Executor, a pb::concurrent_executor over values of type T, which befriends it.
 template <class Executor, class T>

@@ -173,17 +173,7 @@ private:
     pipeprop::detail::remote_backlog backlog_;  // forward messages that came before their micro-batch's push
 };
 
-/// The factory pb/remote_part.hpp's make_remote_part calls.
-template <class T>
-std::unique_ptr<remote_part<T>> make_remote_stages(const remote_host<T>& host) {
-    return std::make_unique<remote_stages<T>>(host);
-}
-
 /// Registers the exchange for float and double executors (once per program, before main()).
-inline const bool remote_stages_registered = [] {
-    remote_part_maker<float> = &make_remote_stages<float>;
-    remote_part_maker<double> = &make_remote_stages<double>;
-    return true;
-}();
+inline const bool remote_stages_registered = pipeprop::detail::register_remote_part<remote_part, remote_stages>();
 
 }  // namespace pipeprop::pb::detail

@@ -4,9 +4,8 @@
 //
 // The executor calls the exchange through remote_part<T> and the exchange reads the executor through remote_host<T>
 // (remote_host_of adapts a schedule executor); neither depends on the network or the loss. The exchange itself is
-// made by the factory that sync/remote_stages.hpp registers in remote_part_maker<T> when a program includes it
-// (pipeprop/mpi/mpi_transport.hpp does): registration is a dynamic initialization, done before main() runs, so an
-// executor made with options::remote inside main() finds it. Without it, make_remote_part throws
+// made by the factory that sync/remote_stages.hpp registers when a program includes it (remote_seam.hpp;
+// pipeprop/mpi/mpi_transport.hpp includes it): without it, an executor given options::remote throws
 // std::invalid_argument naming the header. The protocol itself: sync/remote_stages.hpp, docs/schedules.md §3.
 #pragma once
 
@@ -22,21 +21,15 @@
 #include "pipeprop/executor_kind.hpp"
 #include "pipeprop/loss/loss_policy.hpp"
 #include "pipeprop/op.hpp"
+#include "pipeprop/remote_seam.hpp"
 #include "pipeprop/remote_transport.hpp"
 
 namespace pipeprop::sync::detail {
 
 /// What the exchange reads and drives of a schedule executor over values of type T.
 template <class T>
-class remote_host {
+class remote_host : public pipeprop::detail::remote_host_base {
 public:
-    [[nodiscard]] virtual remote_transport& transport() const = 0;
-    [[nodiscard]] virtual const char* who() const = 0;
-    [[nodiscard]] virtual std::size_t stage_count() const = 0;
-    [[nodiscard]] virtual std::size_t max_batch() const = 0;
-    [[nodiscard]] virtual std::size_t targets_per_sample() const = 0;
-    /// Values per sample of a message in direction dir to stage `to` (its input boundary forward, output backward).
-    [[nodiscard]] virtual std::size_t message_size(direction dir, std::size_t to) const = 0;
     /// The channel that carries the messages in direction dir to stage `to`.
     [[nodiscard]] virtual boundary_channel<T>& channel(direction dir, std::size_t to) const = 0;
     /// Whether stage s runs here, and whether it has made all of the running plan's optimizer steps.
@@ -48,9 +41,6 @@ public:
     [[nodiscard]] virtual const loss_totals& last_stage_totals(std::size_t g) const = 0;
     /// run_plan calls so far (the same on every process: messages carry it).
     [[nodiscard]] virtual std::uint64_t run() const = 0;
-    /// Puts a message for stage `to` into the flow graph; wait() returns when the graph is idle.
-    virtual void put(std::size_t to, const boundary_message& m) const = 0;
-    virtual void wait() const = 0;
 
 protected:
     ~remote_host() = default;
@@ -60,6 +50,7 @@ protected:
 template <class T>
 class remote_part {
 public:
+    using host_type = remote_host<T>;  ///< what the exchange reads of the executor
     virtual ~remote_part() = default;
     /// Which stages run here (returned: [p]) and their lanes: a local device's stages on one lane (lanes numbered
     /// densely; lane_of is rewritten), the others remote_lane. Throws std::invalid_argument for options remote
@@ -78,26 +69,6 @@ public:
     virtual void deliver_backlog() = 0;
     virtual void clear_backlog() noexcept = 0;
 };
-
-/// Makes the exchange of an executor.
-template <class T>
-using remote_part_factory = std::unique_ptr<remote_part<T>> (*)(const remote_host<T>&);
-
-/// Set by sync/remote_stages.hpp when the program includes it; null otherwise.
-template <class T>
-inline remote_part_factory<T> remote_part_maker = nullptr;
-
-/// The exchange for `host`. Throws std::invalid_argument when no translation unit of the program includes
-/// pipeprop/sync/remote_stages.hpp (or pipeprop/mpi/mpi_transport.hpp).
-template <class T>
-[[nodiscard]] std::unique_ptr<remote_part<T>> make_remote_part(const remote_host<T>& host) {
-    if (remote_part_maker<T> == nullptr)
-        throw std::invalid_argument(std::string(host.who()) +
-                                    ": stages in other processes (options::remote) need "
-                                    "pipeprop/sync/remote_stages.hpp (or pipeprop/mpi/mpi_transport.hpp) included "
-                                    "in the program");
-    return remote_part_maker<T>(host);
-}
 
 /// remote_host over Executor, a sync::schedule_executor over values of type T, which befriends it.
 template <class Executor, class T>

@@ -148,7 +148,8 @@ private:
         for (std::size_t s = 0; s < p; ++s) lane_of[s] = full.sc.device_of_stage(s);
         local_.assign(p, true);
         if (opt_.remote != nullptr) {  // the exchange (sync/remote_stages.hpp) says which stages run here
-            remote_ = detail::make_remote_part<T>(remote_host_);
+            remote_ = pipeprop::detail::make_remote_part<detail::remote_part<T>>(remote_host_,
+                                                                                 "pipeprop/sync/remote_stages.hpp");
             local_ = remote_->setup(lane_of, opt_.executor, opt_.max_gradient_norm,
                                     lane_graph<graph_runner>::remote_lane);
         }
