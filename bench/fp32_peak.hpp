@@ -14,6 +14,7 @@
 #include <cstddef>
 
 #include "pipeprop/kernels/fma.hpp"
+#include "pipeprop/kernels/unroll.hpp"
 
 namespace pipeprop::bench {
 
@@ -23,10 +24,12 @@ template <class T, std::size_t N>
 double fma_loop_gflops(std::size_t iterations) {
     using batch = xsimd::batch<T>;
     std::array<batch, N> acc;
+    PIPEPROP_UNROLL
     for (std::size_t i = 0; i < N; ++i) acc[i] = batch(T(i) * T(1e-3));
     const batch a(T(0.999999)), b(T(1e-7));
     const auto t0 = std::chrono::steady_clock::now();
     for (std::size_t it = 0; it < iterations; ++it)
+        PIPEPROP_UNROLL
         for (std::size_t i = 0; i < N; ++i) acc[i] = pipeprop::kernels::fma(acc[i], a, b);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     batch sum = acc[0];

@@ -13,6 +13,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "pipeprop/kernels/fma.hpp"
+#include "pipeprop/kernels/unroll.hpp"
 #include "pipeprop/kernels/simd_gemm_blocks.hpp"
 
 #include <array>
@@ -32,18 +33,25 @@ template <class T, std::size_t MR, std::size_t NV>
     using batch = xsimd::batch<T>;
     constexpr std::size_t w = batch::size;
     std::array<std::array<batch, NV>, MR> acc;
-    for (auto& row : acc)
-        for (auto& v : row) v = batch(T(0));
+    PIPEPROP_UNROLL
+    for (std::size_t r = 0; r < MR; ++r)
+        PIPEPROP_UNROLL
+        for (std::size_t v = 0; v < NV; ++v) acc[r][v] = batch(T(0));
     for (std::size_t p = 0; p < k; ++p) {
         const T* bp = b + b_offsets[p];
         std::array<batch, NV> bv;
+        PIPEPROP_UNROLL
         for (std::size_t v = 0; v < NV; ++v) bv[v] = batch::load_unaligned(bp + v * w);
+        PIPEPROP_UNROLL
         for (std::size_t r = 0; r < MR; ++r) {
             const batch ar(a[r * lda + p]);
+            PIPEPROP_UNROLL
             for (std::size_t v = 0; v < NV; ++v) acc[r][v] = kernels::fma(ar, bv[v], acc[r][v]);
         }
     }
+    PIPEPROP_UNROLL
     for (std::size_t r = 0; r < MR; ++r)
+        PIPEPROP_UNROLL
         for (std::size_t v = 0; v < NV; ++v) acc[r][v].store_unaligned(c + r * ldc + v * w);
 }
 

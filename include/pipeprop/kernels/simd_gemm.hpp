@@ -16,6 +16,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "pipeprop/kernels/fma.hpp"
+#include "pipeprop/kernels/unroll.hpp"
 #include "pipeprop/kernels/simd_gemm_blocks.hpp"
 #include "pipeprop/kernels/simd_gemv.hpp"
 
@@ -177,14 +178,19 @@ template <class T, std::size_t MR, std::size_t NR>
     using batch = xsimd::batch<T>;
     constexpr std::size_t w = batch::size;
     std::array<std::array<batch, NR>, MR> acc;
+    PIPEPROP_UNROLL
     for (auto& row : acc)
+        PIPEPROP_UNROLL
         for (auto& v : row) v = batch(T(0));
     const std::size_t k_full = k / w * w;
     for (std::size_t p = 0; p < k_full; p += w) {
         std::array<batch, NR> bv;
+        PIPEPROP_UNROLL
         for (std::size_t q = 0; q < NR; ++q) bv[q] = batch::load_unaligned(b + q * ldb + p);
+        PIPEPROP_UNROLL
         for (std::size_t r = 0; r < MR; ++r) {
             const batch av = batch::load_unaligned(a + r * lda + p);
+            PIPEPROP_UNROLL
             for (std::size_t q = 0; q < NR; ++q) acc[r][q] = kernels::fma(av, bv[q], acc[r][q]);
         }
     }
@@ -192,17 +198,24 @@ template <class T, std::size_t MR, std::size_t NR>
         alignas(64) std::array<std::array<T, w>, MR> at{};
         alignas(64) std::array<std::array<T, w>, NR> bt{};
         for (std::size_t t = k_full; t < k; ++t) {
+            PIPEPROP_UNROLL
             for (std::size_t r = 0; r < MR; ++r) at[r][t - k_full] = a[r * lda + t];
+            PIPEPROP_UNROLL
             for (std::size_t q = 0; q < NR; ++q) bt[q][t - k_full] = b[q * ldb + t];
         }
         std::array<batch, NR> bv;
+        PIPEPROP_UNROLL
         for (std::size_t q = 0; q < NR; ++q) bv[q] = batch::load_aligned(bt[q].data());
+        PIPEPROP_UNROLL
         for (std::size_t r = 0; r < MR; ++r) {
             const batch av = batch::load_aligned(at[r].data());
+            PIPEPROP_UNROLL
             for (std::size_t q = 0; q < NR; ++q) acc[r][q] = kernels::fma(av, bv[q], acc[r][q]);
         }
     }
+    PIPEPROP_UNROLL
     for (std::size_t r = 0; r < MR; ++r)
+        PIPEPROP_UNROLL
         for (std::size_t q = 0; q < NR; ++q) {
             const T s = alpha * reduce_add(acc[r][q]);
             T& out = c[r * ldc + q];

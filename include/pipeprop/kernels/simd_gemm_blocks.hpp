@@ -8,6 +8,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "pipeprop/kernels/fma.hpp"
+#include "pipeprop/kernels/unroll.hpp"
 
 #include <array>
 #include <bit>
@@ -49,6 +50,7 @@ template <class T, std::size_t MR, std::size_t NV, bool TransA>
     if (k == 0) {
         // C = beta C. Apart from the K loop so that GCC keeps the accumulators below in registers from start to end
         // (with a path on which the loop runs zero times, it kept them in memory outside the loop).
+        PIPEPROP_UNROLL
         for (std::size_t r = 0; r < MR; ++r)
             for (std::size_t j = 0; j < NV * w; ++j)
                 if (j < (NV - 1) * w || (j - (NV - 1) * w >= skip_cols && j - (NV - 1) * w < last_cols))
@@ -56,14 +58,19 @@ template <class T, std::size_t MR, std::size_t NV, bool TransA>
         return;
     }
     std::array<std::array<batch, NV>, MR> acc;
+    PIPEPROP_UNROLL
     for (auto& row : acc)
+        PIPEPROP_UNROLL
         for (auto& v : row) v = batch(T(0));
     for (std::size_t p = 0; p < k; ++p) {
         const T* bp = b + p * ldb;
         std::array<batch, NV> bv;
+        PIPEPROP_UNROLL
         for (std::size_t v = 0; v < NV; ++v) bv[v] = batch::load_unaligned(bp + v * w);
+        PIPEPROP_UNROLL
         for (std::size_t r = 0; r < MR; ++r) {
             const batch ar(TransA ? a[p * lda + r] : a[r * lda + p]);
+            PIPEPROP_UNROLL
             for (std::size_t v = 0; v < NV; ++v) acc[r][v] = kernels::fma(ar, bv[v], acc[r][v]);
         }
     }
@@ -73,20 +80,26 @@ template <class T, std::size_t MR, std::size_t NV, bool TransA>
     const bool full_last = skip_cols == 0 && last_cols == w;
     constexpr std::size_t nv_sure = NV - 1;  // vectors of a row that are always full
     if (beta != T(0)) {
+        PIPEPROP_UNROLL
         for (std::size_t r = 0; r < MR; ++r)
+            PIPEPROP_UNROLL
             for (std::size_t v = 0; v < nv_sure; ++v) {
                 T* cv = c + r * ldc + v * w;
                 kernels::fma(va, acc[r][v], vb * batch::load_unaligned(cv)).store_unaligned(cv);
             }
         if (full_last)
+            PIPEPROP_UNROLL
             for (std::size_t r = 0; r < MR; ++r) {
                 T* cv = c + r * ldc + nv_sure * w;
                 kernels::fma(va, acc[r][nv_sure], vb * batch::load_unaligned(cv)).store_unaligned(cv);
             }
     } else {
+        PIPEPROP_UNROLL
         for (std::size_t r = 0; r < MR; ++r)
+            PIPEPROP_UNROLL
             for (std::size_t v = 0; v < nv_sure; ++v) (va * acc[r][v]).store_unaligned(c + r * ldc + v * w);
         if (full_last)
+            PIPEPROP_UNROLL
             for (std::size_t r = 0; r < MR; ++r) (va * acc[r][nv_sure]).store_unaligned(c + r * ldc + nv_sure * w);
     }
     if (!full_last) {
@@ -94,7 +107,9 @@ template <class T, std::size_t MR, std::size_t NV, bool TransA>
         // element's value does not depend on which block stored it. Copied out first with constant indices: a loop
         // over acc with an inner loop would keep acc in memory.
         alignas(64) std::array<std::array<T, w>, MR> part;
+        PIPEPROP_UNROLL
         for (std::size_t r = 0; r < MR; ++r) acc[r][nv_sure].store_aligned(part[r].data());
+        PIPEPROP_UNROLL
         for (std::size_t r = 0; r < MR; ++r) {
             T* last = c + r * ldc + nv_sure * w;
             for (std::size_t j = skip_cols; j < last_cols; ++j)

@@ -9,6 +9,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "pipeprop/kernels/fma.hpp"
+#include "pipeprop/kernels/unroll.hpp"
 
 #include <algorithm>
 #include <array>
@@ -57,17 +58,22 @@ template <class T, std::size_t NR>
     constexpr std::size_t w = batch::size;
     constexpr std::size_t u = simd_dot_chains<T> / NR > 0 ? simd_dot_chains<T> / NR : 1;
     std::array<std::array<batch, u>, NR> acc;
+    PIPEPROP_UNROLL
     for (auto& row : acc)
+        PIPEPROP_UNROLL
         for (auto& v : row) v = batch(T(0));
     std::size_t p = 0;
     for (; p + u * w <= k; p += u * w)
+        PIPEPROP_UNROLL
         for (std::size_t v = 0; v < u; ++v) {
             const batch av = batch::load_unaligned(a + p + v * w);
+            PIPEPROP_UNROLL
             for (std::size_t q = 0; q < NR; ++q)
                 acc[q][v] = kernels::fma(av, batch::load_unaligned(b + q * ldb + p + v * w), acc[q][v]);
         }
     for (; p + w <= k; p += w) {
         const batch av = batch::load_unaligned(a + p);
+        PIPEPROP_UNROLL
         for (std::size_t q = 0; q < NR; ++q)
             acc[q][0] = kernels::fma(av, batch::load_unaligned(b + q * ldb + p), acc[q][0]);
     }
@@ -75,13 +81,16 @@ template <class T, std::size_t NR>
         alignas(64) std::array<T, w> at{}, bt{};
         for (std::size_t t = p; t < k; ++t) at[t - p] = a[t];
         const batch av = batch::load_aligned(at.data());
+        PIPEPROP_UNROLL
         for (std::size_t q = 0; q < NR; ++q) {
             for (std::size_t t = p; t < k; ++t) bt[t - p] = b[q * ldb + t];
             acc[q][0] = kernels::fma(av, batch::load_aligned(bt.data()), acc[q][0]);
         }
     }
+    PIPEPROP_UNROLL
     for (std::size_t q = 0; q < NR; ++q) {
         batch sum = acc[q][0];
+        PIPEPROP_UNROLL
         for (std::size_t v = 1; v < u; ++v) sum += acc[q][v];
         const T s = alpha * reduce_add(sum);
         c[q] = beta != T(0) ? s + beta * c[q] : s;
