@@ -3,9 +3,10 @@
 // every exchange reads of its executor (remote_host_base), and how an executor finds the exchange without compiling
 // it into every program. Each executor declares an interface Part<T> (what the executor calls) with
 // `using host_type = ...` (what the exchange reads of it, a remote_host_base); pb/remote_stages.hpp and
-// sync/remote_stages.hpp implement it and register a factory here for float and double. Registration is a dynamic initialization of an
-// inline variable, done before main() runs, so an executor made inside main() finds it; a program that includes
-// neither header (nor pipeprop/mpi/mpi_transport.hpp, which includes both) compiles no exchange at all.
+// sync/remote_stages.hpp implement it and register a factory here for float and double. Registration is a dynamic
+// initialization of an inline variable, done before main() runs, so an executor made inside main() finds it; a
+// program that includes neither header (nor pipeprop/mpi/mpi_transport.hpp, which includes both) compiles no
+// exchange at all.
 #pragma once
 
 #include <cstddef>
@@ -53,17 +54,18 @@ template <class Part>
     return remote_part_maker<Part>(host);
 }
 
+/// Makes the exchange Stages (a final class deriving from Part) for `host`: the factory register_remote_part stores.
+template <class Part, class Stages>
+std::unique_ptr<Part> make_stages(const typename Part::host_type& host) {
+    return std::make_unique<Stages>(host);
+}
+
 /// Registers Stages<T> (a final class deriving from Part<T>, constructed from a const Part<T>::host_type&) as the
 /// exchange of the float and double executors. Returns true, for an inline variable's initializer.
 template <template <class> class Part, template <class> class Stages>
 bool register_remote_part() {
-    remote_part_maker<Part<float>> = [](const typename Part<float>::host_type& host) -> std::unique_ptr<Part<float>> {
-        return std::make_unique<Stages<float>>(host);
-    };
-    remote_part_maker<Part<double>> =
-        [](const typename Part<double>::host_type& host) -> std::unique_ptr<Part<double>> {
-        return std::make_unique<Stages<double>>(host);
-    };
+    remote_part_maker<Part<float>> = &make_stages<Part<float>, Stages<float>>;
+    remote_part_maker<Part<double>> = &make_stages<Part<double>, Stages<double>>;
     return true;
 }
 

@@ -198,9 +198,7 @@ template <class T, std::size_t MR, std::size_t NR>
         alignas(64) std::array<std::array<T, w>, MR> at{};
         alignas(64) std::array<std::array<T, w>, NR> bt{};
         for (std::size_t t = k_full; t < k; ++t) {
-            PIPEPROP_UNROLL
             for (std::size_t r = 0; r < MR; ++r) at[r][t - k_full] = a[r * lda + t];
-            PIPEPROP_UNROLL
             for (std::size_t q = 0; q < NR; ++q) bt[q][t - k_full] = b[q * ldb + t];
         }
         std::array<batch, NR> bv;
