@@ -147,17 +147,31 @@ TEST_CASE("conv2d: backward-p1 and backward-p2 match finite differences", "[laye
     check_layer<pp::conv2d_layer<double, shape<3, 9, 8>, 17, 3, 1, 1>>("3x9x8 -> 17 channels, 3x3, pad 1");
     check_layer<pp::conv2d_layer<double, shape<3, 16, 15>, 18, 3, 2, 1>>("3x16x15 -> 18 channels, 3x3, stride 2");
     check_layer<pp::conv2d_layer<double, shape<5, 9, 8>, 16, 1, 1, 0>>("5x9x8 -> 16 channels, 1x1 (identity im2col)");
+    // 4+ input channels, a whole number of vectors of output channels, 8+ vectors of pixels, stride 1, 'same':
+    // backward-p2 over the padded sample read in place (direct_p2) where the build's GEMM is pipeprop's.
+    check_layer<pp::conv2d_layer<double, shape<4, 8, 8>, 8, 3, 1, 1>>("4x8x8 -> 8 channels, 3x3, pad 1 (direct p2)");
 }
 
-TEST_CASE("conv2d: the finite-difference and direct checks reach both forms of backward-p2", "[layers][conv2d]") {
+TEST_CASE("conv2d: the finite-difference and direct checks reach every form of backward-p2", "[layers][conv2d]") {
     // With pipeprop's GEMM (FMA, 256-bit vectors or wider: 4 or 8 doubles per vector) 16+ output channels and 64+
     // output pixels in double fill two vectors of channels and eight of pixels and take the transposed form (cols
-    // dy^T through the workspace); 2-4 channels (under two vectors) or 25 pixels (under eight) never do.
+    // dy^T through the workspace); 2-4 channels (under two vectors) or 25 pixels (under eight) never do. A stride-1
+    // 'same' conv with 4+ input channels and whole vectors of output channels reads cols in place (direct_p2).
     static_assert(!pp::kernels::simd_gemm_preferred ||
                   (pp::conv2d_layer<double, shape<3, 9, 8>, 17, 3, 1, 1>::transposed_p2 &&
                    pp::conv2d_layer<double, shape<3, 16, 15>, 18, 3, 2, 1>::transposed_p2 &&
                    pp::conv2d_layer<double, shape<5, 9, 8>, 16, 1, 1, 0>::transposed_p2 &&
-                   pp::conv2d_layer<double, shape<16, 14, 14>, 32, 3, 1, 1>::transposed_p2));
+                   pp::conv2d_layer<double, shape<16, 14, 14>, 32, 3, 1, 1>::direct_p2 &&
+                   pp::conv2d_layer<double, shape<4, 8, 8>, 8, 3, 1, 1>::direct_p2));
+    static_assert(!pp::conv2d_layer<double, shape<3, 9, 8>, 17, 3, 1, 1>::direct_p2);  // 3 input channels
+    static_assert(!pp::conv2d_layer<double, shape<16, 14, 14>, 32, 3, 1, 1>::transposed_p2);
+    {
+        const auto ws = pp::conv2d_layer<double, shape<4, 8, 8>, 8, 3, 1, 1>{}.make_workspace(3);
+        if constexpr (pp::kernels::simd_gemm_preferred) {  // dy^T in the padded-width layout; no column matrix
+            CHECK(ws.dy_t.size() == pp::detail::conv2d_direct<double, 4, 8, 8, 8, 3>::columns * 8);
+            CHECK(ws.columns.empty());
+        }
+    }
     static_assert(!pp::conv2d_layer<double, shape<3, 5, 7>, 4, 3, 1, 1>::transposed_p2);
     static_assert(!pp::conv2d_layer<double, shape<3, 5, 5>, 17, 3, 1, 1>::transposed_p2);
     const auto ws = pp::conv2d_layer<double, shape<3, 9, 8>, 17, 3, 1, 1>{}.make_workspace(3);
@@ -207,11 +221,15 @@ TEST_CASE("conv2d: float32 equals float64 to rounding, direct convolution includ
         check_float_against_double<3, 5, 7, 4, 3, 1, 1>(b);      // p1 by im2col (fewer than 4 channels)
         check_float_against_double<16, 9, 9, 8, 3, 2, 1>(b);     // stride 2: im2col
         check_float_against_double<32, 7, 7, 64, 3, 1, 1>(b);    // ResNet's 7x7 layers
+        check_float_against_double<16, 28, 28, 16, 3, 1, 1>(b);  // ResNet's 28x28 layers
     }
     if constexpr (pp::kernels::simd_gemm_preferred)
         STATIC_REQUIRE(pp::conv2d_layer<float, shape<16, 14, 14>, 32, 3, 1, 1>::direct_p1 &&
                        pp::conv2d_layer<float, shape<4, 6, 5>, 5, 5, 1, 2>::direct_p1 &&
-                       !pp::conv2d_layer<float, shape<3, 5, 7>, 4, 3, 1, 1>::direct_p1);
+                       !pp::conv2d_layer<float, shape<3, 5, 7>, 4, 3, 1, 1>::direct_p1 &&
+                       pp::conv2d_layer<float, shape<16, 14, 14>, 32, 3, 1, 1>::direct_p2 &&
+                       pp::conv2d_layer<float, shape<16, 28, 28>, 16, 3, 1, 1>::direct_p2 &&
+                       !pp::conv2d_layer<float, shape<32, 7, 7>, 64, 3, 1, 1>::direct_p2);
 }
 
 TEST_CASE("conv2d: forward, p1 and p2 equal a naive direct convolution", "[layers][conv2d]") {
@@ -239,7 +257,10 @@ TEST_CASE("conv2d: the stash keeps no column matrices (p2 rebuilds them from x i
     CHECK(pp::stash_bytes(layer, st) < 64);  // was 4 * 144 * 196 floats while the stash kept the column matrices
     using l1 = pp::conv2d_layer<float, shape<16, 14, 14>, 32, 1, 1, 0>;  // 1x1: the input is the column matrix
     CHECK(pp::stash_bytes(l1{}, l1{}.make_stash(4)) < 64);
-    CHECK(layer.make_workspace(4).columns.size() == (16 * 9) * (14 * 14));  // one sample's, whatever max_b
+    // One sample's column matrix, whatever max_b; none where forward, p1 and p2 all read the padded sample in place.
+    CHECK(layer.make_workspace(4).columns.size() == (l3::direct_p1 && l3::direct_p2 ? 0 : (16 * 9) * (14 * 14)));
+    using l2 = pp::conv2d_layer<float, shape<16, 14, 14>, 32, 3, 2, 1>;  // stride 2: im2col in every pass
+    CHECK(l2{}.make_workspace(4).columns.size() == (16 * 9) * (7 * 7));
     CHECK(l1{}.make_workspace(4).columns.size() == 0);
 
     auto ws = layer.make_workspace(4);

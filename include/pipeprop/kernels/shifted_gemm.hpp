@@ -55,6 +55,45 @@ template <class T, std::size_t MR, std::size_t NV>
         for (std::size_t v = 0; v < NV; ++v) acc[r][v].store_unaligned(c + r * ldc + v * w);
 }
 
+/// C block [MR x NV W] of C = A B (Accumulate: C += A B) where row r of A is read at a + a_offsets[r], B [K x N]
+/// row-major (stride ldb), C row-major (stride ldc): per p, NV vector loads of B, MR broadcasts of A, MR NV fused
+/// multiply-adds in order of p; the sum is stored (or added to C with one rounding). Never inlined, as above.
+template <class T, std::size_t MR, std::size_t NV, bool Accumulate>
+[[gnu::noinline]] inline void simd_block_shifted_rows(std::size_t k, const T* __restrict a,
+                                                      const std::ptrdiff_t* __restrict a_offsets,
+                                                      const T* __restrict b, std::size_t ldb, T* __restrict c,
+                                                      std::size_t ldc) noexcept {
+    using batch = xsimd::batch<T>;
+    constexpr std::size_t w = batch::size;
+    std::array<const T*, MR> rows;
+    PIPEPROP_UNROLL
+    for (std::size_t r = 0; r < MR; ++r) rows[r] = a + a_offsets[r];
+    std::array<std::array<batch, NV>, MR> acc;
+    PIPEPROP_UNROLL
+    for (std::size_t r = 0; r < MR; ++r)
+        PIPEPROP_UNROLL
+        for (std::size_t v = 0; v < NV; ++v) acc[r][v] = batch(T(0));
+    for (std::size_t p = 0; p < k; ++p) {
+        std::array<batch, NV> bv;
+        PIPEPROP_UNROLL
+        for (std::size_t v = 0; v < NV; ++v) bv[v] = batch::load_unaligned(b + p * ldb + v * w);
+        PIPEPROP_UNROLL
+        for (std::size_t r = 0; r < MR; ++r) {
+            const batch ar(rows[r][p]);
+            PIPEPROP_UNROLL
+            for (std::size_t v = 0; v < NV; ++v) acc[r][v] = kernels::fma(ar, bv[v], acc[r][v]);
+        }
+    }
+    PIPEPROP_UNROLL
+    for (std::size_t r = 0; r < MR; ++r)
+        PIPEPROP_UNROLL
+        for (std::size_t v = 0; v < NV; ++v) {
+            T* cv = c + r * ldc + v * w;
+            if constexpr (Accumulate) (acc[r][v] + batch::load_unaligned(cv)).store_unaligned(cv);
+            else acc[r][v].store_unaligned(cv);
+        }
+}
+
 }  // namespace detail
 
 /// C [M x N] = A [M x K] B with B[p, j] = b[b_offsets[p] + j] (see the file comment): C assigned, row-major with
@@ -73,6 +112,29 @@ void shifted_gemm(std::size_t m, std::size_t n, std::size_t k, const T* a, std::
     if (j < n)
         detail::for_row_blocks<detail::simd_rows_1v<T>>(m, [&]<std::size_t MR>(std::size_t i) {
             detail::simd_block_shifted<T, MR, 1>(k, a + i * lda, lda, b + j, b_offsets, c + i * ldc + j, ldc);
+        });
+}
+
+/// C [M x N] = A [M x K] B, or C += A B (Accumulate), with A[r, p] = a[a_offsets[r] + p] (the rows of A read in place
+/// at per-row offsets: a direct convolution's weight gradient, layers/conv2d_direct.hpp) and B [K x N] row-major
+/// (stride ldb). N must be a multiple of the SIMD width W of T; a + a_offsets[r] + p readable for every r < M and
+/// p < K. Column blocks of 2 W over rows in blocks of simd_rows_2v, an odd last vector in blocks of simd_rows_1v.
+/// Every element is a chain of fused multiply-adds over p from 0 to K - 1, then stored (or added to C, one
+/// rounding), whatever block computes it. Throws nothing, allocates nothing.
+template <bool Accumulate, class T>
+void shifted_rows_gemm(std::size_t m, std::size_t n, std::size_t k, const T* a, const std::ptrdiff_t* a_offsets,
+                       const T* b, std::size_t ldb, T* c, std::size_t ldc) noexcept {
+    constexpr std::size_t w = xsimd::batch<T>::size;
+    std::size_t j = 0;
+    for (; j + 2 * w <= n; j += 2 * w)
+        detail::for_row_blocks<detail::simd_rows_2v<T>>(m, [&]<std::size_t MR>(std::size_t i) {
+            detail::simd_block_shifted_rows<T, MR, 2, Accumulate>(k, a, a_offsets + i, b + j, ldb, c + i * ldc + j,
+                                                                 ldc);
+        });
+    if (j < n)
+        detail::for_row_blocks<detail::simd_rows_1v<T>>(m, [&]<std::size_t MR>(std::size_t i) {
+            detail::simd_block_shifted_rows<T, MR, 1, Accumulate>(k, a, a_offsets + i, b + j, ldb, c + i * ldc + j,
+                                                                 ldc);
         });
 }
 

@@ -12,6 +12,7 @@
 #include <span>
 
 #include "pipeprop/detail/image_dims.hpp"
+#include "pipeprop/layers/conv2d_buffers.hpp"
 #include "pipeprop/kernels/elementwise.hpp"
 #include "pipeprop/layers/conv2d_direct.hpp"
 #include "pipeprop/kernels/gemm.hpp"
@@ -21,32 +22,6 @@
 #include "pipeprop/shape.hpp"
 
 namespace pipeprop {
-
-/// Stash of conv2d for one micro-batch: only the micro-batch capacity. The column matrices are not kept: backward-p2
-/// rebuilds each sample's column matrix from the layer input x (which every runner keeps for p2 anyway) in the
-/// workspace, so a PB activation slot holds the input once instead of K^2 / S^2 times.
-template <class T>
-struct conv2d_stash {
-    std::size_t max_b = 0;  ///< The micro-batch capacity (make_stash); forward checks b against it.
-};
-
-/// Workspace of conv2d (one per runner), each pass uses it only within its own call: one sample's column matrix
-/// [C K K, OH OW] (im2col's output, or p1's column gradient dcol that col2im folds into dx; empty for an identity
-/// im2col); with transposed_p2, dy_t [OH OW, OutChannels] of one sample and dw_t [C K K, OutChannels], summed over
-/// the micro-batch; with direct, a zero-padded sample, the direct GEMM's output and p1's W' (conv2d_direct.hpp).
-template <class T>
-struct conv2d_workspace {
-    detail::aligned_buffer<T> columns;  ///< One sample's column matrix [C K K, OH OW] (im2col; dcol in p1).
-    ///@{
-    /// transposed_p2 only: dy_t [OH OW, OutChannels] of one sample and the transposed weight gradient dw_t [C K K,
-    /// OutChannels].
-    detail::aligned_buffer<T> dy_t, dw_t;
-    ///@}
-    ///@{
-    /// direct only: one zero-padded sample, the padded-width output [M, Np] and W' [C, OC K K] (conv2d_direct).
-    detail::aligned_buffer<T> padded, out, flipped;
-    ///@}
-};
 
 /// 2-D convolution, bound form. Input [b, C, H, W], output [b, OutChannels, OH, OW] with
 /// OH = (H + 2 Padding - Kernel) / Stride + 1 and OW = (W + 2 Padding - Kernel) / Stride + 1 (floor division);
@@ -59,7 +34,8 @@ struct conv2d_workspace {
 /// (no im2col / col2im; conv2d_direct.hpp, which gives the summation orders). Every form runs one sample at a time,
 /// the same code for every b: b = 1 and b > 1 sum in the same order.
 /// p2:       per sample n: cols_n = im2col(x_n) again; dW += dy_n cols_n^T (added; dbias += sum over n, OH, OW of
-///           dy). With transposed_p2: dW^T = sum over n of cols_n dy_n^T (GEMM CKK x OC x OHW, B = dy_n^T transposed
+///           dy). With direct_p2 the rows of cols_n are read in place from the padded sample instead, in the
+///           transposed form below (conv2d_direct.hpp). With transposed_p2: dW^T = sum over n of cols_n dy_n^T (GEMM CKK x OC x OHW, B = dy_n^T transposed
 ///           into the workspace, beta 0 for n = 0 and 1 after), then dW += (dW^T)^T; otherwise per sample
 ///           dW += dy_n cols_n^T (GEMM OC x CKK x OHW with B transposed). The two forms round differently where dW
 ///           is not zero before the call (e.g. gradients accumulated over micro-batches); every runner of one build
@@ -123,6 +99,11 @@ struct conv2d_layer {
     /// p1 likewise where, besides, C >= 4 (fewer rows of dx make GEMV-shaped blocks: the 1-channel stem measured
     /// half the speed of GEMM + col2im; bench/README.md, "conv2d without im2col").
     static constexpr bool direct_p1 = direct && channels >= 4;
+    /// p2 likewise (dW^T = cols dy^T, the rows of cols read in place from the padded sample) where, besides, C >= 4,
+    /// OutChannels is a whole number of SIMD vectors of T and OH OW at least 8 vectors (at 7x7 the padded width's
+    /// discarded columns cost more than im2col; bench/README.md, "p2 without im2col").
+    static constexpr bool direct_p2 = direct_p1 && OutChannels % xsimd::batch<T>::size == 0 &&
+                                      pixels >= 8 * xsimd::batch<T>::size;
     /// The direct convolution's geometry and passes (used only where direct is true).
     using direct_conv = detail::conv2d_direct<T, channels, height, width, OutChannels, Kernel>;
     /// Backward-p2 as cols dy^T with dy transposed in the workspace (a GEMM with B [OH OW, OC] row-major: register
@@ -131,7 +112,7 @@ struct conv2d_layer {
     /// least two SIMD vectors of T and OH OW is at least 8 vectors long, the shapes where it measured faster than
     /// dy cols^T; below that the transposed add of dW^T costs more than it saves (bench/README.md, "conv2d
     /// backward-p2 as cols dy^T").
-    static constexpr bool transposed_p2 = kernels::simd_gemm_preferred &&
+    static constexpr bool transposed_p2 = kernels::simd_gemm_preferred && !direct_p2 &&
                                           OutChannels >= 2 * xsimd::batch<T>::size &&
                                           pixels >= 8 * xsimd::batch<T>::size;
 
@@ -159,12 +140,15 @@ struct conv2d_layer {
     /// \copydoc pipeprop::layer_contract::make_workspace
     [[nodiscard]] workspace_type make_workspace(std::size_t) const {
         workspace_type ws;
-        if constexpr (!identity_columns) ws.columns.assign(patch * pixels, T(0));
+        if constexpr (!identity_columns && !(direct_p1 && direct_p2)) ws.columns.assign(patch * pixels, T(0));
         if constexpr (direct) {  // the padding positions of `padded` stay zero from here on
             ws.padded.assign(direct_conv::padded_size, T(0)), ws.out.assign(direct_conv::out_size, T(0));
             if constexpr (direct_p1) ws.flipped.assign(direct_conv::flipped_size, T(0));
         }
-        if constexpr (transposed_p2) {
+        if constexpr (direct_p2) {
+            ws.dy_t.assign(direct_conv::dy_t_size, T(0));
+            ws.dw_t.assign(patch * OutChannels, T(0));
+        } else if constexpr (transposed_p2) {
             ws.dy_t.assign(pixels * OutChannels, T(0));
             ws.dw_t.assign(patch * OutChannels, T(0));
         }
@@ -234,7 +218,13 @@ struct conv2d_layer {
         T* dbias = dw.data() + OutChannels * patch;
         for (std::size_t n = 0; n < b; ++n) {
             const T* dyn = dy + n * output_shape::size;
-            if constexpr (transposed_p2) {
+            if constexpr (direct_p2) {
+                const T* x_n = x + n * input_shape::size;
+                if (n == 0) direct_conv::template backward_weight_t<false>(x_n, dyn, ws.dw_t.data(), ws.padded.data(),
+                                                                          ws.dy_t.data());
+                else direct_conv::template backward_weight_t<true>(x_n, dyn, ws.dw_t.data(), ws.padded.data(),
+                                                                  ws.dy_t.data());
+            } else if constexpr (transposed_p2) {
                 T* __restrict dyt = ws.dy_t.data();
                 for (std::size_t o = 0; o < OutChannels; ++o)
                     for (std::size_t q = 0; q < pixels; ++q) dyt[q * OutChannels + o] = dyn[o * pixels + q];
@@ -246,7 +236,7 @@ struct conv2d_layer {
             }
             for (std::size_t o = 0; o < OutChannels; ++o) dbias[o] += kernels::sum(pixels, dyn + o * pixels);
         }
-        if constexpr (transposed_p2) {
+        if constexpr (direct_p2 || transposed_p2) {
             if (b == 0) return;
             const T* __restrict dwt = ws.dw_t.data();
             for (std::size_t o = 0; o < OutChannels; ++o) {

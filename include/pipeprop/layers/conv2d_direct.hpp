@@ -12,6 +12,10 @@
 // im2col matrix is the padded input read at offset c R Wp + kh Wp + kw, so
 //   forward: y_n [OC, OH OW] = W [OC, C K K] cols(x_n) + bias   (a chain of fused multiply-adds over (c, kh, kw) in
 //            that order, then + bias rounded once: the same arithmetic as the im2col GEMM's 8 x 2 / 8 x 1 blocks);
+//   p2:      dW^T [C K K, OC] (+)= cols(x_n) dy_n^T with dy_n^T written in the padded-width layout [Np, OC] (zero
+//            rows for the discarded columns, so they add nothing) and the rows of cols(x_n) read in place from the
+//            padded sample (kernels::shifted_rows_gemm): a chain of fused multiply-adds over q per element, the
+//            samples of a micro-batch added in order; the caller adds dW^T's transpose to dW;
 //   p1:      dx_n = conv(dy_n, W') with W'[c, (o, kh, kw)] = W[o, c, K - 1 - kh, K - 1 - kw] (the transposed
 //            convolution of a stride-1 "same" convolution is a "same" convolution with the kernel transposed in
 //            channels and rotated by 180 degrees): one fused multiply-add chain over (o, kh, kw), assigned. This sums
@@ -80,6 +84,24 @@ struct conv2d_direct {
                 T* __restrict dst = y + (o * H + h) * W;
                 for (std::size_t x0 = 0; x0 < W; ++x0) dst[x0] = src[x0] + bias[o];
             }
+    }
+
+    static constexpr std::size_t dy_t_size = columns * OC;  ///< Values of p2's dy^T buffer [Np, OC].
+
+    /// Backward-p2 of one sample: dw_t [C K K, OC] = cols(x [C, H, W]) dy [OC, H, W]^T, or += with Accumulate. padded
+    /// as in forward, dy_t a buffer of dy_t_size values.
+    template <bool Accumulate>
+    static void backward_weight_t(const T* x, const T* __restrict dy, T* dw_t, T* padded, T* __restrict dy_t) noexcept {
+        pad_sample<C>(x, padded);
+        for (std::size_t h = 0; h < H; ++h) {
+            for (std::size_t x0 = 0; x0 < W; ++x0)
+                for (std::size_t o = 0; o < OC; ++o) dy_t[(h * row + x0) * OC + o] = dy[(o * H + h) * W + x0];
+            for (std::size_t x0 = W; x0 < row; ++x0)
+                for (std::size_t o = 0; o < OC; ++o) dy_t[(h * row + x0) * OC + o] = T(0);
+        }
+        for (std::size_t q = H * row * OC; q < dy_t_size; ++q) dy_t[q] = T(0);
+        kernels::shifted_rows_gemm<Accumulate>(C * Kernel * Kernel, OC, columns, padded, offsets<C>.data(), dy_t, OC,
+                                               dw_t, OC);
     }
 
     /// W' [C, OC K K] of w [OC, C, K, K]: W'[c, (o, kh, kw)] = w[o, c, K - 1 - kh, K - 1 - kw] (p1's weights).
