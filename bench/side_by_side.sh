@@ -20,6 +20,9 @@
 #   --quick: fewer samples, one round, fewer repetitions (a smoke run: about 2 minutes after the build); the default
 #   (3 rounds) takes 5-6 minutes after the build on 2 cores (--rounds 5: 6.5) plus about 2 for llama-tiny, the
 #   build of its six programs 4-5. --no-cnn, --no-llama, --no-gbench leave out section 1, 2, or 3 and 4.
+# A build for -march=x86-64-v3 (PIPEPROP_ARCH in the build directory's CMakeCache.txt) is compared on the AVX2 path:
+# PyTorch and libtorch are capped at AVX2 too (ONEDNN_MAX_CPU_ISA=AVX2 for oneDNN's convolutions, ATEN_CPU_CAPABILITY=avx2
+# for ATen's kernels), which otherwise pick AVX-512 at run time where the CPU has it; the header line says so.
 # Prints the load average (uptime) and the CPU's model and flags (lscpu: avx2, avx512f, fma) first. Installs what it
 # needs first (scripts/install-deps.sh --with-torch). Run on a quiet machine: the ratios are medians (samples/s from
 # CPU time), but other load on the cores still moves them.
@@ -82,6 +85,14 @@ echo "side_by_side.sh at $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(
   echo ' (with uncommitted changes)'), $(date '+%Y-%m-%d %H:%M %Z')"
 echo "load average: $(uptime | sed 's/.*load average: //')"
 echo "cpu: $(lscpu | sed -n 's/^Model name:[[:space:]]*//p'), $(nproc --all) cores; flags: ${flags:-none of avx2 avx512f fma}"
+arch=$(sed -n 's/^PIPEPROP_ARCH:[A-Z]*=//p' "$build/CMakeCache.txt")
+if [[ $arch == x86-64-v3 ]]; then
+  export ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2
+  echo "pipeprop built for -march=x86-64-v3: PyTorch and libtorch capped at AVX2 (ONEDNN_MAX_CPU_ISA=AVX2," \
+       "ATEN_CPU_CAPABILITY=avx2)"
+else
+  echo "pipeprop built for -march=${arch:-native}"
+fi
 
 work="$build/side_by_side"
 mkdir -p "$work"
