@@ -35,7 +35,8 @@ namespace pipeprop {
 /// the same code for every b: b = 1 and b > 1 sum in the same order.
 /// p2:       per sample n: cols_n = im2col(x_n) again; dW += dy_n cols_n^T (added; dbias += sum over n, OH, OW of
 ///           dy). With direct_p2 the rows of cols_n are read in place from the padded sample instead, in the
-///           transposed form below (conv2d_direct.hpp). With transposed_p2: dW^T = sum over n of cols_n dy_n^T (GEMM CKK x OC x OHW, B = dy_n^T transposed
+///           transposed form below (conv2d_direct.hpp). With transposed_p2: dW^T = sum over n of cols_n dy_n^T
+///           (GEMM CKK x OC x OHW, B = dy_n^T transposed
 ///           into the workspace, beta 0 for n = 0 and 1 after), then dW += (dW^T)^T; otherwise per sample
 ///           dW += dy_n cols_n^T (GEMM OC x CKK x OHW with B transposed). The two forms round differently where dW
 ///           is not zero before the call (e.g. gradients accumulated over micro-batches); every runner of one build
@@ -140,7 +141,7 @@ struct conv2d_layer {
     /// \copydoc pipeprop::layer_contract::make_workspace
     [[nodiscard]] workspace_type make_workspace(std::size_t) const {
         workspace_type ws;
-        if constexpr (!identity_columns && !(direct_p1 && direct_p2)) ws.columns.assign(patch * pixels, T(0));
+        if constexpr (!identity_columns && !direct_p2) ws.columns.assign(patch * pixels, T(0));
         if constexpr (direct) {  // the padding positions of `padded` stay zero from here on
             ws.padded.assign(direct_conv::padded_size, T(0)), ws.out.assign(direct_conv::out_size, T(0));
             if constexpr (direct_p1) ws.flipped.assign(direct_conv::flipped_size, T(0));
