@@ -11,7 +11,7 @@ target_link_libraries(pipeprop_train PRIVATE CLI11::CLI11 fmt::fmt)
 # (train/training_loop.cpp, train/run_engine.hpp).
 target_sources(pipeprop_train PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/train/run_files.cpp
                                       ${CMAKE_CURRENT_SOURCE_DIR}/train/training_loop.cpp)
-# Extra compile options of the main program (scripts/test.sh: -O1, compile time; the main job builds it at -O3).
+# Extra compile options of the main program (the main job builds it at -O3, scripts/test.sh at -O2).
 set(PIPEPROP_TRAIN_FLAGS "" CACHE STRING "Extra compile options of the main program pipeprop_train (e.g. -O1)")
 target_compile_options(pipeprop_train PRIVATE ${PIPEPROP_TRAIN_FLAGS})
 

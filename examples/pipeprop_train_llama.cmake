@@ -114,7 +114,7 @@ if(PIPEPROP_BUILD_TESTS)
            --progress log --data ${pipeprop_text_data}
       LAST_LINE_REGEX "^\\{\"mode\":\"pb\",\"network\":\"llama-4x128\",.*\"validation_loss\":${below_uniform},.*\"parameters\":857216,.*\"mitigation\":\"lwp_opt\",.*\"stages\":19,\"delays\":\"36,34,.*\"optimizer\":\"adamw\".*\\}$")
     set_tests_properties(pipeprop_train_llama_4x128_pb PROPERTIES TIMEOUT 180)
-  elseif(NOT PIPEPROP_TRAIN_NETWORKS)
+  else()
     pipeprop_train_test(llama_4x128_not_compiled EXPECT 2 ARGS --network llama-4x128 --data ${pipeprop_text_data}
       REGEX "--network: llama-4x128 is not compiled into this build.*PIPEPROP_TRAIN_NETWORKS")
   endif()

@@ -71,7 +71,7 @@ if(NOT last_resnet56 MATCHES "^\\{\"mode\":\"sgd\",\"network\":\"resnet56\",.*\"
   message(FATAL_ERROR "resnet56 on CIFAR-10: unexpected result line: ${last_resnet56}")
 endif()
 run_program(2 resnet110 --mode sgd --network resnet110 --batch 10 --max-samples 40)
-if(NOT err_resnet110 MATCHES "resnet110 \\(network type resnet110-cifar\\) is not compiled into this build of the main program for --mode sgd \\(CMake option PIPEPROP_TRAIN_NETWORKS=; configure with -DPIPEPROP_TRAIN_NETWORKS=all")
+if(NOT err_resnet110 MATCHES "resnet110 \\(network type resnet110-cifar\\) is not compiled into this build of the main program for --mode sgd \\(CMake option PIPEPROP_TRAIN_NETWORKS=[^ ]*; configure with -DPIPEPROP_TRAIN_NETWORKS=all")
   message(FATAL_ERROR "resnet110 on CIFAR-10: no message naming the CMake option:\n${err_resnet110}")
 endif()
 foreach(name resnet_pb resnet_sgd resnet56)
