@@ -36,8 +36,8 @@ namespace pipeprop {
 /// p2:       per sample n: cols_n = im2col(x_n) again; dW += dy_n cols_n^T (added; dbias += sum over n, OH, OW of
 ///           dy). With direct_p2 the rows of cols_n are read in place from the padded sample instead, in the
 ///           transposed form below (conv2d_direct.hpp). With transposed_p2: dW^T = sum over n of cols_n dy_n^T
-///           (GEMM CKK x OC x OHW, B = dy_n^T transposed
-///           into the workspace, beta 0 for n = 0 and 1 after), then dW += (dW^T)^T; otherwise per sample
+///           (GEMM CKK x OC x OHW, B = dy_n^T transposed into the workspace, beta 0 for n = 0 and 1 after), then
+///           dW += (dW^T)^T; otherwise per sample
 ///           dW += dy_n cols_n^T (GEMM OC x CKK x OHW with B transposed). The two forms round differently where dW
 ///           is not zero before the call (e.g. gradients accumulated over micro-batches); every runner of one build
 ///           uses the same form, so executors stay bit-identical.
