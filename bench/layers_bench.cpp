@@ -182,7 +182,8 @@ void register_layer(network_state& s) {
     };
     benchmark::RegisterBenchmark((base + "fwd/layer").c_str(), [&s, &layer, w, g = gemms[0], counters](auto& st) {
         for (auto _ : st) {
-            layer.forward(w, s.act.a(I), s.act.a(I + 1), s.b, s.act.template stash<I>(), s.ws.template get<I>());
+            layer.forward(w, s.act.a(I), s.act.a(I + 1), s.b, s.stack.template stash<I>(s.act),
+                          s.stack.template workspace<I>(s.ws));
             benchmark::ClobberMemory();
         }
         counters(st, g.flops(), s.b);
@@ -190,7 +191,7 @@ void register_layer(network_state& s) {
     benchmark::RegisterBenchmark((base + "p1/layer").c_str(), [&s, &layer, w, g = gemms[1], counters](auto& st) {
         for (auto _ : st) {
             layer.backward_input(w, s.act.a(I), s.act.a(I + 1), s.act.g(I + 1), s.act.g(I), s.b,
-                                 s.act.template stash<I>(), s.ws.template get<I>());
+                                 s.stack.template stash<I>(s.act), s.stack.template workspace<I>(s.ws));
             benchmark::ClobberMemory();
         }
         counters(st, g.flops(), s.b);
@@ -198,8 +199,8 @@ void register_layer(network_state& s) {
     if constexpr (L::parameter_count > 0) {
         benchmark::RegisterBenchmark((base + "p2/layer").c_str(), [&s, &layer, dw, g = gemms[2], counters](auto& st) {
             for (auto _ : st) {
-                layer.backward_weight(dw, s.act.a(I), s.act.a(I + 1), s.act.g(I + 1), s.b, s.act.template stash<I>(),
-                                      s.ws.template get<I>());
+                layer.backward_weight(dw, s.act.a(I), s.act.a(I + 1), s.act.g(I + 1), s.b,
+                                      s.stack.template stash<I>(s.act), s.stack.template workspace<I>(s.ws));
                 benchmark::ClobberMemory();
             }
             counters(st, g.flops(), s.b);

@@ -61,8 +61,8 @@ struct external_boundaries {
 template <class T>
 using aligned_vector = std::vector<T, xsimd::aligned_allocator<T>>;
 
-/// Per-micro-batch buffers of one range of the layer_stack Stack with value type T (see the file comment).
-/// Move-only; made by Stack::make_activations, allocated once.
+/// Per-micro-batch buffers of one range of a network's layers with value type T (see the file comment); Stack is
+/// the runtime_layer_stack<T> that makes them (make_activations), allocated once. Move-only.
 template <class Stack, class T>
 class stack_activations {
 public:
@@ -77,7 +77,7 @@ public:
     /// The micro-batch capacity max_b: every buffer holds up to max_b samples.
     [[nodiscard]] std::size_t max_batch() const noexcept { return max_b_; }
     ///@{
-    /// Input of layer k (k in [begin, end]), [b, Stack::activation_size[k]].
+    /// Input of layer k (k in [begin, end]), [b, the stack's activation_size[k]].
     [[nodiscard]] T* a(std::size_t k) noexcept { return a_at_[k - range_.begin]; }
     [[nodiscard]] const T* a(std::size_t k) const noexcept { return a_at_[k - range_.begin]; }
     ///@}
@@ -110,8 +110,8 @@ public:
     ///@}
     ///@{
     /// Per-sample elements of the range input / output.
-    [[nodiscard]] std::size_t input_size() const noexcept { return Stack::activation_size[range_.begin]; }
-    [[nodiscard]] std::size_t output_size() const noexcept { return Stack::activation_size[range_.end]; }
+    [[nodiscard]] std::size_t input_size() const noexcept { return input_size_; }
+    [[nodiscard]] std::size_t output_size() const noexcept { return output_size_; }
     ///@}
 
     /// Bytes this object holds for one micro-batch: its activations a(k) (none for inference buffers, which are
@@ -120,18 +120,6 @@ public:
     [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
     /// Bytes of the gradient buffers g(k) it owns: as many as of a(k), or 0 when it shares another's.
     [[nodiscard]] std::size_t gradient_bytes() const noexcept { return g_.size() * sizeof(T); }
-
-    ///@{
-    /// The stash of layer I (I in the range).
-    template <std::size_t I>
-    [[nodiscard]] stash_t<typename Stack::template layer_type<I>>& stash() noexcept {
-        return *static_cast<stash_t<typename Stack::template layer_type<I>>*>(stash_at(I));
-    }
-    template <std::size_t I>
-    [[nodiscard]] const stash_t<typename Stack::template layer_type<I>>& stash() const noexcept {
-        return *static_cast<const stash_t<typename Stack::template layer_type<I>>*>(stashes_[I - range_.begin].get());
-    }
-    ///@}
 
 private:
     friend Stack;
@@ -146,6 +134,8 @@ private:
     }
     layer_range range_{};
     std::size_t max_b_ = 0;
+    std::size_t input_size_ = 0;  // per-sample elements of a(begin) and a(end)
+    std::size_t output_size_ = 0;
     std::size_t bytes_ = 0;
     external_boundaries external_{};
     std::vector<std::size_t> offset_;  // [k - begin]: g(k)'s offset in the gradient buffers
@@ -156,8 +146,8 @@ private:
     std::vector<detail::owned_object> stashes_;  // [k - begin]: the stash of layer k
 };
 
-/// Scratch memory of the layers of one range of the layer_stack Stack, owned by whoever runs the range (one per
-/// thread of execution). Move-only; made by Stack::make_workspaces.
+/// Scratch memory of the layers of one range, owned by whoever runs the range (one per thread of execution); Stack
+/// is the runtime_layer_stack<T> that makes them (make_workspaces). Move-only.
 template <class Stack>
 class stack_workspaces {
 public:
@@ -167,11 +157,6 @@ public:
     stack_workspaces(stack_workspaces&&) noexcept = default;
     stack_workspaces& operator=(stack_workspaces&&) noexcept = default;
     ///@}
-    /// The workspace of layer I (I in the range the workspaces were made for).
-    template <std::size_t I>
-    [[nodiscard]] workspace_t<typename Stack::template layer_type<I>>& get() noexcept {
-        return *static_cast<workspace_t<typename Stack::template layer_type<I>>*>(at(I));
-    }
     /// Bytes the workspaces of the range hold (pipeprop::workspace_bytes of each layer's).
     [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
 

@@ -1,51 +1,51 @@
-// pipeprop/layer_stack.hpp: runs forward, backward-p1 and backward-p2 over a contiguous range of a network's layers.
+// pipeprop/layer_stack.hpp: the layers of a network type and the passes over contiguous ranges of them.
 //
 // This is the one place where layers are called. The sequential trainer runs the whole network as one range; the
 // pipeline executors run one range per stage. Parameters of a range are one contiguous block (a slice of the
 // network's block, layers in order, each layer's tensors in its parameter_tensors() order).
 //
 // Code per layer type, positions at run time: every pass is one loop over the positions of its range that calls
-// each position's layer through the entry points of its type (layer_entry_points.hpp). A network's generated code
-// therefore grows with its number of distinct node types, not with its depth or its number of stages.
+// each position's layer through the entry points of its type (layer_entry_points.hpp). The passes live in
+// runtime_layer_stack<T> (runtime_layer_stack.hpp), which sees the network only through run-time tables, so their
+// code is generated once per value type, not per network; layer_stack<Net, T> owns the layer objects and adds the
+// compile-time view of the tables (layer_tables.hpp) and typed access to a position's layer, stash and workspace.
+// A network's generated code therefore grows with its number of distinct node types, not with its depth or its
+// number of stages.
 //
 // The buffers a pass runs on (activations, stashes, workspaces): layer_buffers.hpp.
 #pragma once
 
-#include <boost/mp11/algorithm.hpp>
-#include <boost/mp11/list.hpp>
-
-#include <algorithm>
-#include <array>
 #include <cstddef>
-#include <cstdint>
 #include <span>
-#include <stdexcept>
-#include <string>
-#include <string_view>
-#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "pipeprop/layer_buffers.hpp"
 #include "pipeprop/layer_concept.hpp"
-#include "pipeprop/layer_entry_points.hpp"
 #include "pipeprop/layer_storage.hpp"
 #include "pipeprop/layer_tables.hpp"
 #include "pipeprop/network.hpp"
-#include "pipeprop/seed.hpp"
+#include "pipeprop/runtime_layer_stack.hpp"
 
 namespace pipeprop {
 
-/// The bound layers of network Net with value type T, and the operations over ranges of them.
+/// The bound layers of network Net with value type T, and the operations over ranges of them (the passes:
+/// runtime_layer_stack<T>; the tables, also as constant expressions: layer_tables<Net, T>). Copyable: a copy holds
+/// its own layer objects.
 template <network_type Net, class T>
-class layer_stack : public layer_tables<Net, T> {
+class layer_stack : public layer_tables<Net, T>, public runtime_layer_stack<T> {
 private:
     using base = layer_tables<Net, T>;
+    using runtime = runtime_layer_stack<T>;
     using base::facts;
     using base::entry_points;
 
 public:
+    ///@{
+    /// The tables as constant expressions (layer_tables<Net, T>); runtime_layer_stack<T> holds the same values.
     using typename base::layer_list;
+    using typename base::input_shape;
+    using typename base::output_shape;
     using base::layer_count;
     using base::parameter_offset;
     using base::parameter_count;
@@ -54,343 +54,93 @@ public:
     using base::state_count_of;
     using base::activation_size;
     using base::has_weighted_backward_weight;
-
-    /// Per-micro-batch buffers of one range (see the file comment and layer_buffers.hpp). Move-only.
-    using activations = stack_activations<layer_stack, T>;
+    using base::node_names;
+    using base::cut_allowed_before;
+    using base::has_parameters;
+    using base::normalizes;
+    using base::all;
+    using base::parameter_count_of;
+    ///@}
+    using typename runtime::value_type;
+    /// Per-micro-batch buffers of one range (layer_buffers.hpp). Move-only.
+    using typename runtime::activations;
     /// Scratch memory of the layers of one range, owned by whoever runs the range (one per thread of execution).
-    using workspaces = stack_workspaces<layer_stack>;
+    using typename runtime::workspaces;
+    using runtime::backward_weight;
+
+    layer_stack() : runtime(tables_of()) { this->bind_layers(layers_.addresses()); }
+    ///@{
+    /// Copies the layer objects; the copy's passes run on its own objects.
+    layer_stack(const layer_stack& o) : base(o), runtime(o), layers_(o.layers_) {
+        this->bind_layers(layers_.addresses());
+    }
+    layer_stack& operator=(const layer_stack& o) {
+        layers_ = o.layers_;  // the tables are the type's: nothing else differs
+        this->bind_layers(layers_.addresses());
+        return *this;
+    }
+    ///@}
 
     /// The layer object at position I.
     template <std::size_t I>
     [[nodiscard]] const typename base::template layer_type<I>& layer() const noexcept {
         return *static_cast<const typename base::template layer_type<I>*>(layers_.address(I));
     }
-
-    /// Buffers for one micro-batch of up to max_b samples of range r; the boundaries named by `external` are not
-    /// allocated but bound by the caller before a pass (stack_activations::bind_input / bind_output). Throws
-    /// std::invalid_argument for an empty or out-of-bounds range or max_b == 0.
-    [[nodiscard]] activations make_activations(layer_range r, std::size_t max_b,
-                                               external_boundaries external = {}) const {
-        return make_activations_with(r, max_b, nullptr, nullptr, external);
+    /// The stash of position I in act (I in act's range).
+    template <std::size_t I>
+    [[nodiscard]] stash_t<typename base::template layer_type<I>>& stash(activations& act) const noexcept {
+        return *static_cast<stash_t<typename base::template layer_type<I>>*>(runtime::stash_address(act, I));
     }
-
-    /// Buffers for one more micro-batch of owner's range, max_b and external boundaries whose gradients g(k) are
-    /// owner's: only the activations a(k) and the stashes are allocated. For a runner that keeps several
-    /// micro-batches' activations of one range (PB's activation slots) but runs at most one backward of the range at
-    /// a time, and copies the input gradient out before the next one (a PB stage). owner must outlive the result (and
-    /// stay where it is: not moved into or destroyed) and must not be one that shares itself.
-    [[nodiscard]] activations make_activations_sharing_gradients(activations& owner) const {
-        return make_activations_with(owner.range_, owner.max_b_, owner.g_base_, nullptr, owner.external_);
+    /// The workspace of position I in ws (I in the range ws was made for).
+    template <std::size_t I>
+    [[nodiscard]] workspace_t<typename base::template layer_type<I>>& workspace(workspaces& ws) const noexcept {
+        return *static_cast<workspace_t<typename base::template layer_type<I>>*>(runtime::workspace_address(ws, I));
     }
 
     /// Elements of the two inference buffers make_inference_activations needs for micro-batches of up to max_b
     /// samples: 2 x inference_stride(max_b), where the stride holds the network's largest per-sample activation.
     static constexpr std::size_t inference_stride(std::size_t max_b) noexcept {
-        std::size_t m = 0;
-        for (std::size_t k = 0; k <= layer_count; ++k) m = std::max(m, activation_size[k]);
-        return (m * max_b + 15) / 16 * 16;  // whole 64-byte lines between the buffers
+        return detail::inference_stride(activation_size, max_b);
+    }
+    /// True when layer I updates its weights in backward_momentum_update (layer_has_fused_momentum_update).
+    template <std::size_t I>
+    static constexpr bool fuses_momentum_update = facts[I].fuses_momentum_update;
+    /// True when some layer of range r updates its weights in backward_momentum_update.
+    static constexpr bool fuses_momentum_update_in(layer_range r) noexcept {
+        return detail::fuses_momentum_update_in(facts, r);
+    }
+    /// The parts of range r's parameter block that backward_momentum_update does NOT update
+    /// (runtime_layer_stack::unfused_parameter_runs). Setup time (allocates).
+    static std::vector<std::pair<std::size_t, std::size_t>> unfused_parameter_runs(layer_range r) {
+        return detail::unfused_parameter_runs(facts, parameter_offset, r);
     }
 
-    /// Buffers for inference (infer only) of micro-batches of up to max_b samples of range r: stashes and no
-    /// gradients; a(k) is buffers + (k % 2) * inference_stride(max_b), so buffers [2 inference_stride(max_b)] (the
-    /// caller's, aligned for SIMD) serve any number of ranges run one after the other: a range's output is the next
-    /// range's input, in place. Throws as make_activations, and for a null buffers.
-    [[nodiscard]] activations make_inference_activations(layer_range r, std::size_t max_b, T* buffers) const {
-        if (buffers == nullptr)
-            throw std::invalid_argument("pipeprop::layer_stack::make_inference_activations: no buffers given");
-        activations act = make_activations_with(r, max_b, nullptr, buffers, {});
-        for (std::size_t k = r.begin; k <= r.end; ++k)
-            act.a_at_[k - r.begin] = buffers + (k % 2) * inference_stride(max_b);
-        return act;
-    }
-
-    /// Workspaces of the layers of range r for micro-batches of up to max_b samples.
-    [[nodiscard]] workspaces make_workspaces(layer_range r, std::size_t max_b) const {
-        check_range(r, "make_workspaces");
-        workspaces ws;
-        ws.ws_.reserve(layer_count);
-        for (std::size_t k = 0; k < layer_count; ++k) {
-            ws.ws_.push_back(r.contains(k) ? entry_points[k].make_workspace(layers_.address(k), max_b)
-                                           : detail::owned_object(nullptr, [](void*) {}));
-            if (r.contains(k)) ws.bytes_ += entry_points[k].workspace_bytes(layers_.address(k), ws.ws_.back().get());
-        }
-        return ws;
-    }
-
-    /// The bytes() of activations of range r for max_b samples, computed without making them (memory_estimate.hpp):
-    /// the layers' stashes (pipeprop::stash_bytes_for) plus, unless `inference` (make_inference_activations: a(k) in
-    /// the caller's buffers), a(k) for k in [begin, end] but the `external` boundaries, and g(k) for every k when
-    /// own_gradients (make_activations; false: make_activations_sharing_gradients). Throws as make_activations.
-    [[nodiscard]] std::size_t activation_bytes(layer_range r, std::size_t max_b, bool own_gradients,
-                                               bool inference = false, external_boundaries external = {}) const {
-        check_range(r, "activation_bytes");
-        std::size_t values = 0, stashes = 0;
-        for (std::size_t k = r.begin; k <= r.end; ++k) values += activation_size[k] * max_b;
-        for (std::size_t k = r.begin; k < r.end; ++k)
-            stashes += entry_points[k].stash_bytes_for(layers_.address(k), max_b);
-        const std::size_t own = values - (external.input ? activation_size[r.begin] * max_b : 0) -
-                                (external.output ? activation_size[r.end] * max_b : 0);
-        return inference ? stashes : (own + (own_gradients ? values : 0)) * sizeof(T) + stashes;
-    }
-    /// The bytes() of make_workspaces(r, max_b), computed without making them (pipeprop::workspace_bytes_for).
-    [[nodiscard]] std::size_t workspace_bytes(layer_range r, std::size_t max_b) const {
-        check_range(r, "workspace_bytes");
-        std::size_t n = 0;
-        for (std::size_t k = r.begin; k < r.end; ++k)
-            n += entry_points[k].workspace_bytes_for(layers_.address(k), max_b);
-        return n;
-    }
-
-    /// Initialize the whole network's parameter block w [parameter_count]: layer i is initialized from
-    /// derive_seed(seed, i), so a layer's initial weights do not depend on how the network is cut into stages.
-    void init_parameters(std::span<T> w, std::uint64_t seed) const {
-        if (w.size() != parameter_count)
-            throw std::invalid_argument("pipeprop::layer_stack::init_parameters: parameter block has " +
-                                        std::to_string(w.size()) + " elements, the network needs " +
-                                        std::to_string(parameter_count));
-        for (std::size_t i = 0; i < layer_count; ++i)
-            if (entry_points[i].init_parameters != nullptr)
-                entry_points[i].init_parameters(layers_.address(i),
-                                                w.subspan(parameter_offset[i], facts[i].parameter_count),
-                                                derive_seed(seed, i));
-    }
-
-    /// Assigns the initial running state of every stateful layer to s [state_count] (layer i: its slice).
-    void init_state(std::span<T> s) const {
-        if (s.size() != state_count)
-            throw std::invalid_argument("pipeprop::layer_stack::init_state: state block has " +
-                                        std::to_string(s.size()) + " elements, the network needs " +
-                                        std::to_string(state_count));
-        for (std::size_t i = 0; i < layer_count; ++i)
-            if (entry_points[i].init_state != nullptr)
-                entry_points[i].init_state(layers_.address(i), s.subspan(state_offset[i], facts[i].state_count));
-    }
-
-    /// Forward over the range of `act`: reads act.input() [b, input size], assigns every a(k) and the stashes.
-    /// w is the range's parameter block [parameter_count_of(range)], state the range's running-state block
-    /// [state_count_of(range)] (empty for a range without stateful layers), which the stateful layers update in
-    /// sample order. Requires 1 <= b <= act.max_batch(). Throws std::invalid_argument when b is outside
-    /// [1, act.max_batch()] (checked here for every layer, built-in or user-defined, so no layer writes past the
-    /// buffers its stash and activations were made for) or the state block has the wrong size.
-    template <class Range = dynamic_range>
-    void forward(std::span<const T> w, activations& act, std::size_t b, workspaces& ws, std::span<T> state = {},
-                 Range range = {}) const {
-        if (b == 0 || b > act.max_b_) [[unlikely]]
-            throw std::invalid_argument("pipeprop::layer_stack::forward: micro-batch size b = " + std::to_string(b) +
-                                        " is outside [1, " + std::to_string(act.max_b_) +
-                                        "], the max_b the activations of layers [" + std::to_string(act.range_.begin) +
-                                        ", " + std::to_string(act.range_.end) + ") were made for");
-        const layer_range r = loop_range(act, range);
-        check_state(state, r, "forward");
-        for (std::size_t i = r.begin; i < r.end; ++i)
-            entry_points[i].forward(layers_.address(i), layer_weights(i, w, r), act.a(i), act.a(i + 1), b,
-                                    act.stash_at(i), ws.at(i), layer_state(i, state, r));
-    }
-
-    /// Evaluation forward over the range of `act`: like forward, but stateful layers run infer with the running
-    /// state (read only) and nothing is updated (evaluation changes no state). Throws as forward.
-    template <class Range = dynamic_range>
-    void infer(std::span<const T> w, activations& act, std::size_t b, workspaces& ws,
-               std::span<const T> state = {}, Range range = {}) const {
-        if (b == 0 || b > act.max_b_) [[unlikely]]
-            throw std::invalid_argument("pipeprop::layer_stack::infer: micro-batch size b = " + std::to_string(b) +
-                                        " is outside [1, " + std::to_string(act.max_b_) + "]");
-        const layer_range r = loop_range(act, range);
-        check_state(state, r, "infer");
-        for (std::size_t i = r.begin; i < r.end; ++i)
-            entry_points[i].infer(layers_.address(i), layer_weights(i, w, r), act.a(i), act.a(i + 1), b,
-                                  act.stash_at(i), ws.at(i), layer_state(i, state, r));
-    }
-
-    /// Backward-p1 over the range, last layer first: from act.output_gradient() assigns every g(k), k > begin,
-    /// and g(begin) (the range's input gradient) when input_gradient_needed (false for the first stage, whose input
-    /// gradient nobody reads). w: the parameter block the backward uses (current weights in PB).
-    /// state: the range's running-state block, as for forward (stateful layers update it here too; such a layer
-    /// runs even when its input gradient is not needed, so that its state advances the same whatever the cut).
-    template <class Range = dynamic_range>
-    void backward_input(std::span<const T> w, activations& act, std::size_t b, workspaces& ws,
-                        bool input_gradient_needed = true, std::span<T> state = {}, Range range = {}) const {
-        const layer_range r = loop_range(act, range);
-        check_state(state, r, "backward_input");
-        for (std::size_t i = r.end; i-- > r.begin;) p1(i, w, act, b, ws, input_gradient_needed, state, r);
-    }
-
-    /// Backward-p2 over the range: ADDS every layer's weight gradient into dw [parameter_count_of(range)].
-    /// w: the range's weights as backward_input used them (layers with the weighted p2 form read them).
-    /// Requires backward_input to have produced the g(k) of this micro-batch.
-    template <class Range = dynamic_range>
-    void backward_weight(std::span<const T> w, std::span<T> dw, const activations& act, std::size_t b,
-                         workspaces& ws, Range range = {}) const {
-        const layer_range r = loop_range(act, range);
-        for (std::size_t i = r.begin; i < r.end; ++i)
-            if (entry_points[i].backward_weight != nullptr) p2(i, w, dw, act, b, ws, r);
-    }
-    /// Backward-p2 without the weights, for networks none of whose layers has the weighted p2 form.
+    /// Backward-p2 without the weights, for networks none of whose layers has the weighted p2 form (refused at
+    /// compile time otherwise).
     template <class Range = dynamic_range>
     void backward_weight(std::span<T> dw, const activations& act, std::size_t b, workspaces& ws,
                          Range range = {}) const {
         static_assert(!has_weighted_backward_weight,
                       "pipeprop::layer_stack::backward_weight: a layer of this network reads its weights in "
                       "backward-p2; call backward_weight(w, dw, act, b, ws).");
-        backward_weight(std::span<const T>{}, dw, act, b, ws, range);
-    }
-
-    /// Fused backward (2BP off): per layer, last first, p1 then p2. Same results as backward_input followed by
-    /// backward_weight.
-    template <class Range = dynamic_range>
-    void backward(std::span<const T> w, std::span<T> dw, activations& act, std::size_t b, workspaces& ws,
-                  bool input_gradient_needed = true, std::span<T> state = {}, Range range = {}) const {
-        const layer_range r = loop_range(act, range);
-        check_state(state, r, "backward");
-        for (std::size_t i = r.end; i-- > r.begin;) {
-            p1(i, w, act, b, ws, input_gradient_needed, state, r);
-            if (entry_points[i].backward_weight != nullptr) p2(i, w, dw, act, b, ws, r);
-        }
-    }
-
-    /// True when layer I updates its weights in backward_momentum_update (layer_has_fused_momentum_update).
-    template <std::size_t I>
-    static constexpr bool fuses_momentum_update = facts[I].fuses_momentum_update;
-
-    /// True when some layer of range r updates its weights in backward_momentum_update.
-    static constexpr bool fuses_momentum_update_in(layer_range r) noexcept {
-        for (std::size_t i = r.begin; i < r.end && i < layer_count; ++i)
-            if (facts[i].fuses_momentum_update) return true;
-        return false;
-    }
-
-    /// The parts of range r's parameter block [parameter_count_of(r)] that backward_momentum_update does NOT update,
-    /// as {offset in the block, count} in order (the whole block, or nothing for a parameter-free range, when no
-    /// layer of r fuses). Setup time (allocates).
-    static std::vector<std::pair<std::size_t, std::size_t>> unfused_parameter_runs(layer_range r) {
-        std::vector<std::pair<std::size_t, std::size_t>> runs;
-        std::size_t start = parameter_offset[r.begin];
-        for (std::size_t i = r.begin; i < r.end; ++i) {
-            if (!facts[i].fuses_momentum_update) continue;
-            if (parameter_offset[i] > start)
-                runs.emplace_back(start - parameter_offset[r.begin], parameter_offset[i] - start);
-            start = parameter_offset[i + 1];
-        }
-        if (parameter_offset[r.end] > start)
-            runs.emplace_back(start - parameter_offset[r.begin], parameter_offset[r.end] - start);
-        return runs;
-    }
-
-    /// Fused backward of ONE sample (b = 1) with the momentum update of the layers that fuse their p2 into it: as
-    /// backward(wb, dw, act, 1, ...), except that a layer with fuses_momentum_update updates its part of w and v
-    /// [parameter_count_of(range)] in place with coefficients c (after its p1 has read wb; wb may be w) instead of
-    /// adding its gradient into dw, whose part of dw is not touched. The other layers' parts of w and v are not
-    /// touched: the caller applies their update from dw (unfused_parameter_runs). Together the same bits as
-    /// backward followed by optim::momentum_update over the whole block.
-    template <class Range = dynamic_range>
-    void backward_momentum_update(std::span<const T> wb, std::span<T> dw, std::span<T> w, std::span<T> v,
-                                  const optim::update_coefficients<T>& c, activations& act, workspaces& ws,
-                                  bool input_gradient_needed = true, std::span<T> state = {}, Range range = {}) const {
-        const layer_range r = loop_range(act, range);
-        check_state(state, r, "backward_momentum_update");
-        for (std::size_t i = r.end; i-- > r.begin;) {
-            p1(i, wb, act, 1, ws, input_gradient_needed, state, r);
-            if (entry_points[i].backward_weight == nullptr) continue;
-            const std::size_t off = parameter_offset[i] - parameter_offset[r.begin];
-            const std::size_t n = facts[i].parameter_count;
-            if (facts[i].fuses_momentum_update)
-                entry_points[i].backward_weight_momentum_update(layers_.address(i), w.subspan(off, n),
-                                                                v.subspan(off, n), act.a(i), act.g(i + 1), c);
-            else
-                p2(i, wb, dw, act, 1, ws, r);
-        }
+        runtime::backward_weight(std::span<const T>{}, dw, act, b, ws, range);
     }
 
 private:
-    // Backward-p1 of layer i of range r. A stateless first layer whose input gradient nobody reads is skipped.
-    void p1(std::size_t i, std::span<const T> w, activations& act, std::size_t b, workspaces& ws,
-            bool input_gradient_needed, std::span<T> state, layer_range r) const {
-        if (i == r.begin && !input_gradient_needed && facts[i].state_count == 0) return;
-        entry_points[i].backward_input(layers_.address(i), layer_weights(i, w, r), act.a(i), act.a(i + 1), act.g(i + 1),
-                                   act.g(i), b, act.stash_at(i), ws.at(i), layer_state(i, state, r));
-    }
-    // Backward-p2 of layer i (with parameters) of range r into dw [parameter_count_of(r)].
-    void p2(std::size_t i, std::span<const T> w, std::span<T> dw, const activations& act, std::size_t b,
-            workspaces& ws, layer_range r) const {
-        entry_points[i].backward_weight(layers_.address(i), layer_weights(i, w, r),
-                                    dw.subspan(parameter_offset[i] - parameter_offset[r.begin],
-                                               facts[i].parameter_count),
-                                    act.a(i), act.a(i + 1), act.g(i + 1), b, act.stash_at(i), ws.at(i));
-    }
-
-    static layer_range loop_range(const activations& act, dynamic_range) noexcept { return act.range_; }
-    template <std::size_t B, std::size_t E>
-    static layer_range loop_range(const activations& act, static_range<B, E>) {
-        if (act.range_ != layer_range{B, E}) [[unlikely]]
-            throw std::invalid_argument("pipeprop::layer_stack: activations of layers [" +
-                                        std::to_string(act.range_.begin) + ", " + std::to_string(act.range_.end) +
-                                        ") passed to the code of stage [" + std::to_string(B) + ", " +
-                                        std::to_string(E) + ")");
-        return act.range_;
-    }
-    // Layer i's slice of a range's state block (empty for a stateless layer).
-    template <class S>
-    static S layer_state(std::size_t i, S s, layer_range r) {
-        if (facts[i].state_count == 0) return {};
-        return s.subspan(state_offset[i] - state_offset[r.begin], facts[i].state_count);
-    }
-    template <class S>
-    static void check_state(S s, layer_range r, const char* what) {
-        if constexpr (state_count > 0) {
-            if (s.size() != state_count_of(r)) [[unlikely]]
-                throw std::invalid_argument(std::string("pipeprop::layer_stack::") + what + ": the state block of "
-                                            "layers [" + std::to_string(r.begin) + ", " + std::to_string(r.end) +
-                                            ") has " + std::to_string(s.size()) + " elements, expected " +
-                                            std::to_string(state_count_of(r)));
-        }
-    }
-    // Layer i's slice of a range's parameter block (empty when the block is: backward_weight without weights).
-    static std::span<const T> layer_weights(std::size_t i, std::span<const T> w, layer_range r) {
-        if (w.empty()) return {};
-        return w.subspan(parameter_offset[i] - parameter_offset[r.begin], facts[i].parameter_count);
-    }
-    // make_activations; with shared_gradients, g(k) points into those instead of buffers of its own. For inference
-    // (inference_buffers not null): no gradients, a(k) in the caller's buffers (a_at_ set by the caller).
-    [[nodiscard]] activations make_activations_with(layer_range r, std::size_t max_b, T* shared_gradients,
-                                                    T* inference_buffers, external_boundaries external) const {
-        check_range(r, "make_activations");
-        if (max_b == 0) throw std::invalid_argument("pipeprop::layer_stack::make_activations: max_b must be >= 1");
-        activations act;
-        act.range_ = r;
-        act.max_b_ = max_b;
-        act.external_ = external;
-        act.offset_.resize(r.size() + 2);
-        act.a_at_.assign(r.size() + 1, inference_buffers);
-        const auto own = [e = external, r](std::size_t k) {  // a(k) allocated here
-            return !((k == r.begin && e.input) || (k == r.end && e.output));
-        };
-        std::size_t off = 0, own_values = 0;  // g(k)'s offsets; the values of the a(k) allocated here
-        for (std::size_t k = r.begin; k <= r.end; ++k) {
-            act.offset_[k - r.begin] = off;
-            off += activation_size[k] * max_b;
-            own_values += own(k) ? activation_size[k] * max_b : 0;
-        }
-        if (inference_buffers == nullptr) {
-            act.a_.assign(own_values, T(0));
-            for (std::size_t k = r.begin, at = 0; k <= r.end; at += own(k) ? activation_size[k] * max_b : 0, ++k)
-                if (own(k)) act.a_at_[k - r.begin] = act.a_.data() + at;
-            if (shared_gradients == nullptr) act.g_.assign(off, T(0));
-            act.g_base_ = shared_gradients == nullptr ? act.g_.data() : shared_gradients;
-        }
-        act.bytes_ = (act.a_.size() + act.g_.size()) * sizeof(T);
-        act.stashes_.reserve(r.size());
-        for (std::size_t k = r.begin; k < r.end; ++k) {
-            act.stashes_.push_back(entry_points[k].make_stash(layers_.address(k), max_b));
-            act.bytes_ += entry_points[k].stash_bytes(layers_.address(k), act.stashes_.back().get());
-        }
-        return act;
-    }
-
-    static void check_range(layer_range r, const char* what) {
-        if (r.begin >= r.end || r.end > layer_count)
-            throw std::invalid_argument(std::string("pipeprop::layer_stack::") + what + ": range [" +
-                                        std::to_string(r.begin) + ", " + std::to_string(r.end) +
-                                        ") is empty or exceeds the " + std::to_string(layer_count) + " layers");
+    static typename runtime::tables tables_of() noexcept {
+        return {layer_count,
+                parameter_count,
+                state_count,
+                has_weighted_backward_weight,
+                parameter_offset,
+                state_offset,
+                activation_size,
+                node_names,
+                cut_allowed_before,
+                has_parameters,
+                normalizes,
+                facts,
+                entry_points};
     }
 
     layer_storage<layer_list> layers_;

@@ -67,6 +67,8 @@ public:
 
     /// The address of node i's object (i < the number of nodes).
     [[nodiscard]] const void* address(std::size_t i) const noexcept { return address_[i]; }
+    /// The addresses of all nodes' objects, [number of nodes] (valid while this object lives).
+    [[nodiscard]] const void* const* addresses() const noexcept { return address_.data(); }
 
 private:
     void bind() noexcept {
