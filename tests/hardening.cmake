@@ -20,7 +20,7 @@ if(NOT PIPEPROP_HARDENING_TESTS)
 endif()
 
 set(pipeprop_asan_tests test_data_readers test_checkpoint test_optim test_layers_basic test_simd_gemm
-    test_sync_schedule test_sync_simulator)
+    test_sync_schedule test_sync_simulator test_runtime_layer_stack)
 # The executor tests under ASan: on by default and in CI (scripts/test.sh); OFF saves about 2 CPU-minutes.
 option(PIPEPROP_ASAN_EXECUTOR_TESTS "Also build test_pb_executors and test_sync_executor with ASan + UBSan" ON)
 if(PIPEPROP_ASAN_EXECUTOR_TESTS)
