@@ -52,11 +52,22 @@ function(pipeprop_train_unit unit_mode pair)
   set(unit_files ${unit_file})
   set(unit_extra "")
   if(unit_mode STREQUAL "pb")
-    # The PB executors of the seven mitigations compile in a unit of their own (train/pb_executors.hpp).
-    set(unit_extra "PIPEPROP_TRAIN_PB_EXECUTORS(extern, train::${unit_type});")
-    set(executors_file ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_units/${unit_file_name}_executors.cpp)
-    configure_file(${CMAKE_CURRENT_SOURCE_DIR}/train/pb_executors.cpp.in ${executors_file} @ONLY)
-    list(APPEND unit_files ${executors_file})
+    # The unit compiles the network's stage code; the PB executors of the ten mitigations depend only on the loss
+    # and compile in one unit per loss type (train/pb_executors.hpp): one for every image network (ten classes),
+    # one per text network.
+    set(unit_extra "PIPEPROP_TRAIN_PB_STAGE_PROGRAMS(, train::${unit_type});\n")
+    string(APPEND unit_extra "PIPEPROP_TRAIN_PB_EXECUTORS(extern, train::pb_loss_t<train::${unit_type}>);")
+    set(executors_key image)
+    if(unit_network MATCHES "^llama-")
+      set(executors_key ${unit_file_name})
+    endif()
+    get_property(executors_done GLOBAL PROPERTY pipeprop_train_executors_${executors_key})
+    if(NOT executors_done)
+      set_property(GLOBAL PROPERTY pipeprop_train_executors_${executors_key} TRUE)
+      set(executors_file ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_units/pb_executors_${executors_key}.cpp)
+      configure_file(${CMAKE_CURRENT_SOURCE_DIR}/train/pb_executors.cpp.in ${executors_file} @ONLY)
+      list(APPEND unit_files ${executors_file})
+    endif()
     if(unit_network MATCHES "^llama-")
       # A text network with AdamW: a unit of its own as well (train/mode_pb_text.hpp).
       string(APPEND unit_extra "\nextern template train::json_line train::mode_pb::run_text<train::${unit_type}, "

@@ -1,9 +1,9 @@
 // examples/train/pb_executors.hpp: the PB engines --mode pb builds per network, and where their code is compiled:
 // --stages parsing and the stages' code (static for the compile-time cuts, dynamic for split points), the loss per
-// network,
-// the ten mitigation policies, and the executors (pipeprop/pb/make_executor.hpp). The unit of --mode pb on a
-// network declares its stage code and the executors of its ten momentum-SGD engines extern; a unit of their own
-// compiles them (examples/train/pb_executors.cpp.in), so that neither unit takes a minute to compile.
+// network, the ten mitigation policies, and the executors (pipeprop/pb/make_executor.hpp). The executors do not
+// depend on the network, only on the policy and the loss: the unit of --mode pb on a network compiles its stage
+// code and declares the executors of its ten momentum-SGD engines extern; one unit per loss type compiles them
+// (examples/train/pb_executors.cpp.in: one for every image network, one per text network).
 #pragma once
 
 #include <pipeprop/layer_stack.hpp>
@@ -75,7 +75,7 @@ std::vector<pipeprop::stage_program<typename Layout::stack_type>> layout_stage_p
 /// The stages' code for --stages `text` on network Net: "layer", "fine" and "fine-own" are compile-time layouts
 /// (layout_stage_programs); split points ("2,5,8", chosen at run time) are the dynamic variant
 /// (dynamic_stage_programs). Throws std::invalid_argument as parse_stages. Not inline: the main program compiles
-/// it in the unit of the network's executors (PIPEPROP_TRAIN_PB_EXECUTORS).
+/// it in the network's --mode pb unit (PIPEPROP_TRAIN_PB_STAGE_PROGRAMS).
 template <class Net>
 std::vector<pipeprop::stage_program<pipeprop::layer_stack<Net, float>>> pb_stage_programs(const std::string& text) {
     using pipeprop::fine_grained;
@@ -121,29 +121,23 @@ using adamw = pipeprop::optim::adamw<float>;
 
 }  // namespace train
 
-/// The stage code (pb_stage_programs) and the executors of the ten momentum-SGD PB engines of --mode pb on network
-/// NET (a type of train/networks.hpp, spelled without commas): EXTERN = extern declares them, empty compiles them in
-/// this unit.
-#define PIPEPROP_TRAIN_PB_EXECUTORS(EXTERN, NET)                                                                    \
+/// The stage code (pb_stage_programs) of --mode pb on network NET (a type of train/networks.hpp, spelled without
+/// commas): EXTERN = extern declares it, empty compiles it in this unit.
+#define PIPEPROP_TRAIN_PB_STAGE_PROGRAMS(EXTERN, NET)                                                               \
     EXTERN template std::vector<pipeprop::stage_program<pipeprop::layer_stack<NET, float>>>                         \
-    train::pb_stage_programs<NET>(const std::string&);                                                              \
-    PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, NET, train::pb_policies::none, float, train::pb_loss_t<NET>,         \
-                                       train::pb_policies::sgd);                                                    \
-    PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, NET, train::pb_policies::sc, float, train::pb_loss_t<NET>,           \
-                                       train::pb_policies::sgd);                                                    \
-    PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, NET, train::pb_policies::lwp, float, train::pb_loss_t<NET>,          \
-                                       train::pb_policies::sgd);                                                    \
-    PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, NET, train::pb_policies::lwp_wd, float, train::pb_loss_t<NET>,       \
-                                       train::pb_policies::sgd);                                                    \
-    PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, NET, train::pb_policies::sc_lwp, float, train::pb_loss_t<NET>,       \
-                                       train::pb_policies::sgd);                                                    \
-    PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, NET, train::pb_policies::stash, float, train::pb_loss_t<NET>,        \
-                                       train::pb_policies::sgd);                                                    \
-    PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, NET, train::pb_policies::pipemare, float, train::pb_loss_t<NET>,     \
-                                       train::pb_policies::sgd);                                                    \
-    PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, NET, train::pb_policies::lwp_opt, float, train::pb_loss_t<NET>,      \
-                                       train::pb_policies::sgd);                                                    \
-    PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, NET, train::pb_policies::nesterov, float, train::pb_loss_t<NET>,     \
-                                       train::pb_policies::sgd);                                                    \
-    PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, NET, train::pb_policies::two_bw, float, train::pb_loss_t<NET>,       \
-                                       train::pb_policies::sgd)
+    train::pb_stage_programs<NET>(const std::string&)
+
+/// The executors of the ten momentum-SGD PB engines of --mode pb with loss LOSS (train::pb_loss_t of a network,
+/// spelled without commas), for every network with that loss (the executors are network-free: make_executor.hpp):
+/// EXTERN = extern declares them, empty compiles them in this unit.
+#define PIPEPROP_TRAIN_PB_EXECUTORS(EXTERN, LOSS)                                                                   \
+    PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, train::pb_policies::none, float, LOSS, train::pb_policies::sgd);     \
+    PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, train::pb_policies::sc, float, LOSS, train::pb_policies::sgd);       \
+    PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, train::pb_policies::lwp, float, LOSS, train::pb_policies::sgd);      \
+    PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, train::pb_policies::lwp_wd, float, LOSS, train::pb_policies::sgd);   \
+    PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, train::pb_policies::sc_lwp, float, LOSS, train::pb_policies::sgd);   \
+    PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, train::pb_policies::stash, float, LOSS, train::pb_policies::sgd);    \
+    PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, train::pb_policies::pipemare, float, LOSS, train::pb_policies::sgd); \
+    PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, train::pb_policies::lwp_opt, float, LOSS, train::pb_policies::sgd);  \
+    PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, train::pb_policies::nesterov, float, LOSS, train::pb_policies::sgd); \
+    PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, train::pb_policies::two_bw, float, LOSS, train::pb_policies::sgd)

@@ -23,59 +23,62 @@
 
 namespace pipeprop {
 
-/// The weights, gradient and running state of stage `index` of layer_stack<Net, T> (see the file comment).
-template <network_type Net, class T>
-class stage_core {
+/// The weights, gradient and running state of stage `index` of a network with value type T (see the file comment).
+/// Network-free: only the constructor reads the network, through its runtime_layer_stack<T>; stage_core<Net, T> is
+/// the same object made from the network type.
+template <class T>
+class basic_stage_core {
 public:
-    using stack_type = layer_stack<Net, T>;  ///< The network's layer stack (layer_stack<Net, T>).
-
-    /// The stage's weights start as its slice of `network_block` [stack_type::parameter_count] (e.g. from
+    using stack_type = runtime_layer_stack<T>;  ///< The network's layers, seen through the network-free base.
+    /// The stage's weights start as its slice of `network_block` [stack.parameter_count] (e.g. from
     /// layer_stack::init_parameters, which does not depend on the cut), copied into a block the stage owns; or, with
-    /// `storage` [stack_type::parameter_count] given, the stage's weights ARE that block's slice (its values are the
-    /// initial weights; network_block is not read and may be empty). Throws std::invalid_argument (naming `who`) for
-    /// an empty range or one beyond the network, and for a block or storage of the wrong size.
-    stage_core(std::size_t index, const stage_program<stack_type>& program, std::span<const T> network_block,
-               std::span<T> storage, const char* who)
-        : program_(program), index_(index), parameter_count_(stack_type::parameter_count_of(program.range)) {
+    /// `storage` [stack.parameter_count] given, the stage's weights ARE that block's slice (its values are the
+    /// initial weights; network_block is not read and may be empty); the running state starts as the layers'
+    /// init_state. Throws std::invalid_argument (naming `who`) for an empty range or one beyond the network, and for
+    /// a block or storage of the wrong size.
+    basic_stage_core(const stack_type& stack, std::size_t index, const basic_stage_program<T>& program,
+                     std::span<const T> network_block, std::span<T> storage, const char* who)
+        : program_(program), index_(index) {
         const layer_range r = program.range;
-        if (r.begin >= r.end || r.end > stack_type::layer_count)
+        if (r.begin >= r.end || r.end > stack.layer_count)
             throw std::invalid_argument(std::string(who) + ": stage " + std::to_string(index) + " range [" +
                                         std::to_string(r.begin) + ", " + std::to_string(r.end) +
-                                        ") is empty or exceeds the network's " +
-                                        std::to_string(stack_type::layer_count) + " layers");
-        const std::size_t offset = stack_type::parameter_offset[r.begin];
+                                        ") is empty or exceeds the network's " + std::to_string(stack.layer_count) +
+                                        " layers");
+        parameter_count_ = stack.parameter_count_of(r);
+        const std::size_t offset = stack.parameter_offset[r.begin];
         if (!storage.empty()) {
-            if (storage.size() != stack_type::parameter_count)
+            if (storage.size() != stack.parameter_count)
                 throw std::invalid_argument(std::string(who) + ": the caller's parameter storage has " +
                                             std::to_string(storage.size()) + " elements, the network has " +
-                                            std::to_string(stack_type::parameter_count) + " parameters");
+                                            std::to_string(stack.parameter_count) + " parameters");
             weights_ = storage.subspan(offset, parameter_count_);
         } else {
-            if (network_block.size() != stack_type::parameter_count)
+            if (network_block.size() != stack.parameter_count)
                 throw std::invalid_argument(std::string(who) + ": the network parameter block has " +
                                             std::to_string(network_block.size()) + " elements, expected " +
-                                            std::to_string(stack_type::parameter_count));
+                                            std::to_string(stack.parameter_count));
             owned_weights_.assign(network_block.begin() + static_cast<std::ptrdiff_t>(offset),
                                   network_block.begin() + static_cast<std::ptrdiff_t>(offset + parameter_count_));
             weights_ = owned_weights_;
         }
         gradient_.assign(parameter_count_, T(0));
-        if constexpr (stack_type::state_count > 0) {
-            std::vector<T> all(stack_type::state_count);
-            stack_type{}.init_state(all);
-            state_.assign(all.begin() + static_cast<std::ptrdiff_t>(stack_type::state_offset[r.begin]),
-                          all.begin() + static_cast<std::ptrdiff_t>(stack_type::state_offset[r.end]));
+        if (stack.state_count > 0) {
+            std::vector<T> all(stack.state_count);
+            stack.init_state(all);
+            state_.assign(all.begin() + static_cast<std::ptrdiff_t>(stack.state_offset[r.begin]),
+                          all.begin() + static_cast<std::ptrdiff_t>(stack.state_offset[r.end]));
         }
     }
 
     ///@{
     /// Movable, not copyable (the spans stay valid: they point into moved buffers or the caller's storage).
-    stage_core(stage_core&&) noexcept = default;
-    stage_core& operator=(stage_core&&) noexcept = default;
+    basic_stage_core(basic_stage_core&&) noexcept = default;
+    basic_stage_core& operator=(basic_stage_core&&) noexcept = default;
     ///@}
 
     /// The stage's passes (stage_program.hpp).
-    [[nodiscard]] const stage_program<stack_type>& program() const noexcept { return program_; }
+    [[nodiscard]] const basic_stage_program<T>& program() const noexcept { return program_; }
     [[nodiscard]] std::size_t index() const noexcept { return index_; }  ///< The stage's index s (0 = input side).
     /// The stage's layers [begin, end) of the flattened network.
     [[nodiscard]] layer_range range() const noexcept { return program_.range; }
@@ -101,13 +104,24 @@ public:
     ///@}
 
 private:
-    stage_program<stack_type> program_{};
+    basic_stage_program<T> program_{};
     std::size_t index_ = 0;
     std::size_t parameter_count_ = 0;
     aligned_vector<T> owned_weights_;  // w [P] when the stage owns its weights
     std::span<T> weights_;             // w [P]: owned_weights_ or the slice of the caller's storage
     aligned_vector<T> gradient_;       // [P]
     aligned_vector<T> state_;          // [R]
+};
+
+/// basic_stage_core made from network type Net: the constructor reads the tables and initial running state of
+/// layer_stack<Net, T> (see basic_stage_core).
+template <network_type Net, class T>
+class stage_core : public basic_stage_core<T> {
+public:
+    /// As basic_stage_core's, with the network's layer_stack made here.
+    stage_core(std::size_t index, const stage_program<layer_stack<Net, T>>& program, std::span<const T> network_block,
+               std::span<T> storage, const char* who)
+        : basic_stage_core<T>(layer_stack<Net, T>{}, index, program, network_block, storage, who) {}
 };
 
 }  // namespace pipeprop

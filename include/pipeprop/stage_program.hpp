@@ -4,8 +4,11 @@
 // at b = 1) over its layers. For a static pipeline the stage type (stage_type<Layout, S>, pipeline_layout.hpp) fixes
 // the layers [B, E) at compile time and static_stage_programs<Layout>() makes each stage's program from the layout's
 // constant boundaries; the dynamic variant (a cut chosen at run time, e.g. the main program's --stages 2,5,8) runs
-// over a runtime range (dynamic_stage_programs). Both run the same layer code, generated once per layer type (layer_stack.hpp), so a
-// stage adds only its small program and no copy of its layers' code; results are the same bits either way.
+// over a runtime range (dynamic_stage_programs). Both run the same layer code, generated once per layer type
+// (layer_stack.hpp), so a stage adds only its small program and no copy of its layers' code; results are the same
+// bits either way. A program runs on the network-free base of the stack (runtime_layer_stack<T>), so its passes are
+// compiled once per value type and range kind, and stage_program<layer_stack<Net, T>> is one type for every network
+// (basic_stage_program<T>).
 #pragma once
 
 #include <cstddef>
@@ -17,17 +20,18 @@
 
 namespace pipeprop {
 
-/// The passes of one stage of layer_stack Stack over layers `range` (function pointers; see the file comment).
-/// Arguments as the layer_stack member functions of the same name; `stack` is the network's layer_stack.
-template <class Stack>
-struct stage_program {
-    using T = typename Stack::value_type;  ///< The stack's value type.
+/// The passes of one stage over layers `range` of a network with value type T (function pointers; see the file
+/// comment). Arguments as the layer_stack member functions of the same name; `stack` is the network's layer_stack
+/// (seen as its runtime_layer_stack<T> base).
+template <class T>
+struct basic_stage_program {
+    using Stack = runtime_layer_stack<T>;  ///< The stack the passes run on.
     using activations = typename Stack::activations;  ///< The stack's per-micro-batch buffers (stack_activations).
     using workspaces = typename Stack::workspaces;  ///< The stack's per-runner scratch (stack_workspaces).
 
     /// Not an aggregate (a user-declared constructor), so that a braced layer range {b, e} never converts to a
     /// program: constructors that take ranges or programs stay unambiguous.
-    stage_program() = default;
+    basic_stage_program() = default;
 
     layer_range range{};  ///< The stage's layers [begin, end).
     bool static_code = false;  ///< the range is a static pipeline's stage (a stage type's constant expressions)
@@ -54,13 +58,17 @@ struct stage_program {
                                      workspaces& ws, bool input_gradient_needed, std::span<T> state) = nullptr;
 };
 
-/// The program of a stage over `range`, its passes instantiated for Range (dynamic_range or static_range<B, E>).
-template <class Stack, class Range>
-[[nodiscard]] stage_program<Stack> make_stage_program(layer_range range) {
-    using T = typename Stack::value_type;
+/// The program of the stages of layer_stack Stack: basic_stage_program of its value type, one type for every network.
+template <class Stack>
+using stage_program = basic_stage_program<typename Stack::value_type>;
+
+namespace detail {
+template <class T, class Range>
+[[nodiscard]] basic_stage_program<T> make_stage_program(layer_range range) {
+    using Stack = runtime_layer_stack<T>;
     using act_t = typename Stack::activations;
     using ws_t = typename Stack::workspaces;
-    stage_program<Stack> p;
+    basic_stage_program<T> p;
     p.range = range;
     p.static_code = !std::is_same_v<Range, dynamic_range>;
     p.forward = [](const Stack& s, std::span<const T> w, act_t& a, std::size_t b, ws_t& ws, std::span<T> st) {
@@ -81,6 +89,14 @@ template <class Stack, class Range>
         s.backward_momentum_update(wb, dw, w, v, c, a, ws, need, st, Range{});
     };
     return p;
+}
+}  // namespace detail
+
+/// The program of a stage of layer_stack Stack over `range`, its passes instantiated for Range (dynamic_range or
+/// static_range<B, E>) and Stack's value type only.
+template <class Stack, class Range>
+[[nodiscard]] stage_program<Stack> make_stage_program(layer_range range) {
+    return detail::make_stage_program<typename Stack::value_type, Range>(range);
 }
 
 /// Programs of stages cut at run time (the dynamic variant).
@@ -106,8 +122,8 @@ template <class Layout>
 }
 
 /// The ranges of a list of programs.
-template <class Stack>
-[[nodiscard]] std::vector<layer_range> ranges_of(const std::vector<stage_program<Stack>>& programs) {
+template <class T>
+[[nodiscard]] std::vector<layer_range> ranges_of(const std::vector<basic_stage_program<T>>& programs) {
     std::vector<layer_range> r;
     for (const auto& p : programs) r.push_back(p.range);
     return r;

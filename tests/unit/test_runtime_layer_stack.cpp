@@ -2,7 +2,8 @@
 // expressions; a forward and backward through it (one non-template function for every network) give the same bits
 // as calling each layer's own members directly, position by position, through layer_stack's typed accessors; a copy
 // of a layer_stack runs on its own layer objects after the original is gone; the weightless backward-p2 is refused
-// at run time for a network whose layers read their weights in p2.
+// at run time for a network whose layers read their weights in p2. The PB engine's stage programs, stage states and
+// executors are one type for two networks.
 #include <catch2/catch.hpp>
 
 #include <boost/mp11/algorithm.hpp>
@@ -182,4 +183,35 @@ TEST_CASE("runtime_layer_stack: backward-p2 without weights is refused for a net
     r.backward_input(w, act, 1, ws);
     CHECK_THROWS_AS(r.backward_weight(std::span<float>(dw), act, 1, ws), std::logic_error);
     CHECK_NOTHROW(r.backward_weight(std::span<const float>(w), std::span<float>(dw), act, 1, ws));
+}
+
+TEST_CASE("PB: stage programs, stage states and executors are one type for every network", "[layer_stack][pb]") {
+    using resnet = test_nets::small_resnet;
+    using policy = pp::pb::policy::sc_lwp<>;
+    // What the engines of two networks share is compiled once (the property the main program's build relies on).
+    static_assert(std::is_same_v<pp::stage_program<pp::layer_stack<mlp, float>>,
+                                 pp::stage_program<pp::layer_stack<resnet, float>>>);
+    using mlp_engine = pp::pb::engine<mlp, policy>;
+    using resnet_engine = pp::pb::engine<resnet, policy>;
+    static_assert(std::is_same_v<mlp_engine::stage_type, resnet_engine::stage_type>);
+    static_assert(std::is_same_v<mlp_engine::stage_type, pp::pb::basic_stage_state<policy, float>>);
+    // One executor instantiation serves both networks' stacks (as their network-free base).
+    pp::layer_stack<mlp, float> a;
+    pp::layer_stack<resnet, float> b;
+    const pp::runtime_layer_stack<float>& ra = a;
+    const pp::runtime_layer_stack<float>& rb = b;
+    std::vector<float> wa(a.parameter_count), wb(b.parameter_count);
+    a.init_parameters(wa, 1);
+    b.init_parameters(wb, 1);
+    const pp::pb::options<policy> opt{.max_batch = 1, .executor = pp::executor_kind::sequential};
+    for (const pp::runtime_layer_stack<float>* s : {&ra, &rb}) {
+        std::vector<pp::pb::basic_stage_state<policy, float>> stages;
+        const auto& w = s == &ra ? wa : wb;
+        stages.emplace_back(*s, 0, 1, pp::detail::make_stage_program<float, pp::dynamic_range>(s->all()),
+                            std::span<const float>(w), opt.policy);
+        using loss = pp::softmax_cross_entropy<float, 3>;  // not run here: only made for both stacks
+        const auto ex = pp::pb::make_executor<policy, float, loss, pp::optim::sgd<float>>(*s, stages, opt, {});
+        CHECK(ex->kind() == pp::executor_kind::sequential);
+        CHECK(ex->in_flight() == 0);
+    }
 }

@@ -1,5 +1,5 @@
 // pipeprop/pb/buffer_counts.hpp: how many buffers of each kind a PB stage allocates, as functions of its delay D_s
-// and the policy: the one definition the stage state (pb/stage_state.hpp), the executors
+// and the policy: the one definition the stage state (pb/basic_stage_state.hpp), the executors
 // (pb/sequential_executor.hpp, pb/concurrent_stage_buffers.hpp) and the memory estimate (pb/memory_estimate.hpp)
 // share. PB-paper (Kosson et al., arXiv 2003.11666) §3-4; docs/pb-semantics.md §1 and §9.
 #pragma once

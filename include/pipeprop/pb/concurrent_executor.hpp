@@ -35,7 +35,7 @@
 #include "pipeprop/pb/load_adaptation.hpp"
 #include "pipeprop/pb/op_stream.hpp"
 #include "pipeprop/pb/remote_part.hpp"
-#include "pipeprop/pb/stage_state.hpp"
+#include "pipeprop/pb/basic_stage_state.hpp"
 #include "pipeprop/remote_transport.hpp"
 #include "pipeprop/stage_error.hpp"
 
@@ -43,14 +43,16 @@ namespace pipeprop::pb {
 
 /// Concurrent executor over `stages` (owned by the engine; they outlive this object); loss policy Loss
 /// (loss/loss_policy.hpp), stages updated by Optimizer (pb/optimizer.hpp). It is the runner of its lane_graph.
-template <network_type Net, mitigation_policy Policy, class T, loss_policy Loss, class Optimizer>
+/// Network-free: it sees the network through its runtime_layer_stack<T>, so its code is compiled once per (Policy,
+/// T, Loss, Optimizer), whatever the network.
+template <mitigation_policy Policy, class T, loss_policy Loss, class Optimizer>
 class concurrent_executor final
     : public executor<T>,
-      detail::concurrent_stage_ops<concurrent_executor<Net, Policy, T, Loss, Optimizer>, layer_stack<Net, T>,
-                                   stage_state<Net, Policy, T, Optimizer>, T, Loss> {
+      detail::concurrent_stage_ops<concurrent_executor<Policy, T, Loss, Optimizer>, runtime_layer_stack<T>,
+                                   basic_stage_state<Policy, T, Optimizer>, T, Loss> {
 public:
-    using stack_type = layer_stack<Net, T>;  ///< The network's layers (layer_stack<Net, T>), shared with the engine.
-    using stage_type = stage_state<Net, Policy, T, Optimizer>;  ///< One stage's weights and optimizer/policy state.
+    using stack_type = runtime_layer_stack<T>;  ///< The network's layers, shared with the engine.
+    using stage_type = basic_stage_state<Policy, T, Optimizer>;  ///< One stage's weights and optimizer/policy state.
     using loss_type = Loss;  ///< The loss policy the last stage applies to its output.
     /// int32 targets per sample that travel with the forward messages.
     static constexpr std::size_t targets_per_sample = Loss::targets_per_sample;
@@ -112,10 +114,10 @@ public:
             per_.push_back(std::move(p));
         }
         input_ = std::make_unique<boundary_channel<T>>(
-            "input -> stage 0", push_buffer, stack_type::activation_size[stages.front().range().begin], max_b,
+            "input -> stage 0", push_buffer, stack.activation_size[stages.front().range().begin], max_b,
             targets_per_sample);
         for (std::size_t s = 0; s + 1 < count; ++s) {
-            const std::size_t elems = stack_type::activation_size[stages[s].range().end];
+            const std::size_t elems = stack.activation_size[stages[s].range().end];
             const std::string where = "stage " + std::to_string(s) + " -> stage " + std::to_string(s + 1);
             forward_.push_back(std::make_unique<forward_channel<T>>(
                 "forward " + where, forward_capacity(stages[s].delay()), elems, max_b, targets_per_sample));
@@ -152,7 +154,7 @@ public:
         ++pushed_in_segment_;
         if (local_[0]) {
             const std::size_t buffer = input_->acquire();
-            std::copy_n(x, mb.batch * stack_type::activation_size[stages_.front().range().begin],
+            std::copy_n(x, mb.batch * stack_.activation_size[stages_.front().range().begin],
                         input_->values(buffer));
             std::copy_n(labels, mb.batch * targets_per_sample, input_->labels(buffer));
             pending_.push_back({mb.id, 0, mb.batch, direction::forward, buffer});

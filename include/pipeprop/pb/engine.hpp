@@ -57,7 +57,7 @@ using pipeprop::check_partition;
 template <network_type Net, mitigation_policy Policy, class T = float,
           class Loss = pipeprop::detail::default_loss_t<Net, T>, class Optimizer = optim::sgd<T>>
 class engine : public detail::whole_network_state<engine<Net, Policy, T, Loss, Optimizer>, layer_stack<Net, T>,
-                                                  stage_state<Net, Policy, T, Optimizer>, Optimizer, T> {
+                                                  basic_stage_state<Policy, T, Optimizer>, Optimizer, T> {
     static_assert(check_policies<Loss, Optimizer, T, typename layer_stack<Net, T>::output_shape>());
     static_assert(check_pb_optimizer<Policy, Optimizer, T>());
 
@@ -68,8 +68,9 @@ public:
     using loss_type = Loss;  ///< The loss policy over the last stage's output (loss/loss_policy.hpp).
     using optimizer_type = Optimizer;  ///< The update every stage applies (optim::sgd<T> or optim::adamw<T>).
     using stack_type = layer_stack<Net, T>;  ///< The network's layers and their static tables (layer_stack<Net, T>).
-    /// One stage's weights, optimizer and policy state (pb/stage_state.hpp); stage s has delay D_s = 2 (S - 1 - s).
-    using stage_type = stage_state<Net, Policy, T, Optimizer>;
+    /// One stage's weights, optimizer and policy state (pb/basic_stage_state.hpp: network-free); stage s has delay
+    /// D_s = 2 (S - 1 - s).
+    using stage_type = basic_stage_state<Policy, T, Optimizer>;
     using options_type = options<Policy>;  ///< The construction options (pb/executor.hpp).
     static constexpr std::size_t input_size = stack_type::activation_size[0];  ///< Per-sample elements of x.
     /// int32 targets per sample: 1 (a class label) or L (a sequence's next tokens).
@@ -136,10 +137,10 @@ protected:
                                     : lane_plan{};
         stages_.reserve(ranges_.size());
         for (std::size_t s = 0; s < ranges_.size(); ++s)
-            stages_.emplace_back(s, ranges_.size(), programs[s], std::span<const T>(block), opt.policy, storage,
-                                 opt.adamw);
+            stages_.emplace_back(stack_, s, ranges_.size(), programs[s], std::span<const T>(block), opt.policy,
+                                 storage, opt.adamw);
         if constexpr (Policy::fixed_momentum) hyper_.momentum = static_cast<T>(Policy::momentum);
-        executor_ = make_executor<Net, Policy, T, Loss, Optimizer>(stack_, stages_, opt, lanes);
+        executor_ = make_executor<Policy, T, Loss, Optimizer>(stack_, stages_, opt, lanes);
     }
 
 public:

@@ -57,36 +57,38 @@ lane_plan lane_plan_for(const options<Policy>& opt, const std::vector<layer_rang
 
 /// The executor options::executor names, running the stages `stages` (cut `ranges`) of `stack`, both owned by the
 /// caller (pb::engine) and outliving the executor; `lanes`: the concurrent executor's lane plan (lane_plan_for of
-/// the same options and cut, made before the stages allocate their buffers). Throws std::invalid_argument for
-/// options::remote with the sequential executor.
-template <network_type Net, mitigation_policy Policy, class T, class Loss, class Optimizer>
-std::unique_ptr<executor<T>> make_executor(const layer_stack<Net, T>& stack,
-                                           std::vector<stage_state<Net, Policy, T, Optimizer>>& stages,
+/// the same options and cut, made before the stages allocate their buffers). Network-free (the executors see the
+/// network through its runtime_layer_stack<T>): one instantiation serves every network. Throws
+/// std::invalid_argument for options::remote with the sequential executor.
+template <mitigation_policy Policy, class T, class Loss, class Optimizer>
+std::unique_ptr<executor<T>> make_executor(const runtime_layer_stack<T>& stack,
+                                           std::vector<basic_stage_state<Policy, T, Optimizer>>& stages,
                                            const options<Policy>& opt, const lane_plan& lanes) {
     if (opt.executor == executor_kind::sequential && opt.remote != nullptr)
         throw std::invalid_argument("pipeprop::pb::engine: stages in other processes (options::remote) need the "
                                     "concurrent executor; the sequential one runs every stage in this process");
     if (opt.executor == executor_kind::sequential)
-        return std::make_unique<sequential_executor<Net, Policy, T, Loss, Optimizer>>(stack, stages, opt.max_batch,
-                                                                                      opt.flush_subnormals);
-    return std::make_unique<concurrent_executor<Net, Policy, T, Loss, Optimizer>>(
+        return std::make_unique<sequential_executor<Policy, T, Loss, Optimizer>>(stack, stages, opt.max_batch,
+                                                                                 opt.flush_subnormals);
+    return std::make_unique<concurrent_executor<Policy, T, Loss, Optimizer>>(
         stack, stages, opt.max_batch, opt.push_buffer, lanes,
         opt.flush_subnormals, opt.remote, opt.load_probe_period);
 }
 
 }  // namespace pipeprop::pb
 
-/// `PIPEPROP_PB_EXECUTOR_INSTANTIATION(extern, Net, Policy, T, Loss, Optimizer);` declares the executors of the PB
-/// engine pb::engine<Net, Policy, T, Loss, Optimizer> as compiled elsewhere; `PIPEPROP_PB_EXECUTOR_INSTANTIATION(,
-/// Net, ...);` in exactly one unit of the program compiles them there (a missing one: an undefined reference to
-/// make_executor at link time). Use it at global scope, before the engine is used in that unit, and spell every
-/// type fully qualified from the global namespace (`::app::my_net`, `::pipeprop::pb::policy::none`): inside the
-/// declaration, names are looked up in pipeprop::pb first (an alias `policy` of one's own would find the namespace
-/// pipeprop::pb::policy). An argument must not contain a top-level comma: give such a type an alias first, e.g.
-/// `using my_loss = ::pipeprop::pb::engine<::app::my_net, ::app::my_policy>::loss_type;` (the engine's default
-/// loss), then pass `::my_loss`.
-#define PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, NET, POLICY, T, LOSS, OPTIMIZER)                                 \
+/// `PIPEPROP_PB_EXECUTOR_INSTANTIATION(extern, Policy, T, Loss, Optimizer);` declares the executors of the PB
+/// engines pb::engine<Net, Policy, T, Loss, Optimizer> of every network Net as compiled elsewhere;
+/// `PIPEPROP_PB_EXECUTOR_INSTANTIATION(, Policy, ...);` in exactly one unit of the program compiles them there (a
+/// missing one: an undefined reference to make_executor at link time). Use it at global scope, before the engine
+/// is used in that unit, and spell every type fully qualified from the global namespace
+/// (`::pipeprop::pb::policy::none`): inside the declaration, names are looked up in pipeprop::pb first (an alias
+/// `policy` of one's own would find the namespace pipeprop::pb::policy). An argument must not contain a top-level
+/// comma: give such a type an alias first, e.g. `using my_loss = ::pipeprop::pb::engine<::app::my_net,
+/// ::app::my_policy>::loss_type;` (the engine's default loss), then pass `::my_loss`.
+#define PIPEPROP_PB_EXECUTOR_INSTANTIATION(EXTERN, POLICY, T, LOSS, OPTIMIZER)                                      \
     EXTERN template std::unique_ptr<::pipeprop::pb::executor<T>>                                                 \
-    pipeprop::pb::make_executor<NET, POLICY, T, LOSS, OPTIMIZER>(                                                 \
-        const ::pipeprop::layer_stack<NET, T>&, std::vector<::pipeprop::pb::stage_state<NET, POLICY, T, OPTIMIZER>>&, \
+    pipeprop::pb::make_executor<POLICY, T, LOSS, OPTIMIZER>(                                                      \
+        const ::pipeprop::runtime_layer_stack<T>&,                                                               \
+        std::vector<::pipeprop::pb::basic_stage_state<POLICY, T, OPTIMIZER>>&,                                    \
         const ::pipeprop::pb::options<POLICY>&, const ::pipeprop::pb::lane_plan&)

@@ -54,8 +54,7 @@ template <class Engine>
     using Policy = typename Engine::policy_type;
     using Optimizer = typename Engine::optimizer_type;
     using channel = boundary_channel<T>;
-    using concurrent = concurrent_executor<typename Engine::network_type, Policy, T, typename Engine::loss_type,
-                                           Optimizer>;
+    using concurrent = concurrent_executor<Policy, T, typename Engine::loss_type, Optimizer>;
     check_partition(stages, stack_type::layer_count, "pipeprop::pb::estimate_memory");
     if (opt.max_batch == 0 || opt.push_buffer == 0 || opt.eval_batch == 0)
         throw std::invalid_argument("pipeprop::pb::estimate_memory: max_batch, push_buffer and eval_batch must be "

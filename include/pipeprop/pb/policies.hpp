@@ -2,7 +2,7 @@
 //
 // PB-paper = Kosson et al., "Pipelined Backpropagation at Scale: Training Large Models without Batches", arXiv
 // 2003.11666; docs/pb-semantics.md §3 gives the exact formulas implemented here. A policy is a plain type
-// with static members that the stage code (pb/stage_state.hpp) branches on with `if constexpr`; it carries no
+// with static members that the stage code (pb/basic_stage_state.hpp) branches on with `if constexpr`; it carries no
 // state. Its runtime knobs (if any) are in its nested `parameters` struct, passed through pb::options.
 //
 //   policy                       update (per stage s, delay D = D_s)       forward weights         backward weights

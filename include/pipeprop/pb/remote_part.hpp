@@ -81,7 +81,7 @@ public:
     std::size_t targets_per_sample() const override { return Executor::targets_per_sample; }
     std::size_t message_size(direction dir, std::size_t to) const override {
         const auto r = ex_.stages_[to].range();
-        return Executor::stack_type::activation_size[dir == direction::forward ? r.begin : r.end];
+        return ex_.stack_.activation_size[dir == direction::forward ? r.begin : r.end];
     }
     forward_channel<T>& forward_channel_to(std::size_t to) const override { return *ex_.forward_[to - 1]; }
     boundary_channel<T>& backward_channel_to(std::size_t to) const override { return *ex_.backward_[to]; }

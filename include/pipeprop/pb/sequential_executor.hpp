@@ -29,18 +29,20 @@
 #include "pipeprop/loss/loss_policy.hpp"
 #include "pipeprop/pb/buffer_counts.hpp"
 #include "pipeprop/pb/executor.hpp"
-#include "pipeprop/pb/stage_state.hpp"
+#include "pipeprop/pb/basic_stage_state.hpp"
 #include "pipeprop/stage_error.hpp"
 
 namespace pipeprop::pb {
 
 /// Reference executor over `stages` (owned by the engine; they outlive this object); loss policy Loss
 /// (loss/loss_policy.hpp), stages updated by Optimizer (pb/optimizer.hpp).
-template <network_type Net, mitigation_policy Policy, class T, loss_policy Loss, class Optimizer>
+/// Network-free: it sees the network through its runtime_layer_stack<T>, so its code is compiled once per (Policy,
+/// T, Loss, Optimizer), whatever the network.
+template <mitigation_policy Policy, class T, loss_policy Loss, class Optimizer>
 class sequential_executor final : public executor<T> {
 public:
-    using stack_type = layer_stack<Net, T>;  ///< The network's layer stack (layer_stack<Net, T>).
-    using stage_type = stage_state<Net, Policy, T, Optimizer>;  ///< The stages' type (pb::stage_state).
+    using stack_type = runtime_layer_stack<T>;  ///< The network's layers, shared with the engine.
+    using stage_type = basic_stage_state<Policy, T, Optimizer>;  ///< The stages' type (pb::basic_stage_state).
     using loss_type = Loss;  ///< The loss policy.
 
     /// Allocates one activation buffer per stage for up to max_b samples and the forward-weight histories.
