@@ -53,13 +53,14 @@ function(pipeprop_train_unit unit_mode pair)
   set(unit_extra "")
   if(unit_mode STREQUAL "pb")
     # The unit compiles the network's stage code; the PB executors of the ten mitigations depend only on the loss
-    # and compile in one unit per loss type (train/pb_executors.hpp): one for every image network (ten classes),
-    # one per text network.
+    # and compile in one unit per loss type (train/pb_executors.hpp): one for every image network (softmax
+    # cross-entropy over ten classes), one for the text networks (per-token cross-entropy over 64 tokens of 256
+    # symbols). A network with another loss would leave its executors undefined (a link error): give it a key here.
     set(unit_extra "PIPEPROP_TRAIN_PB_STAGE_PROGRAMS(, train::${unit_type});\n")
     string(APPEND unit_extra "PIPEPROP_TRAIN_PB_EXECUTORS(extern, train::pb_loss_t<train::${unit_type}>);")
     set(executors_key image)
     if(unit_network MATCHES "^llama-")
-      set(executors_key ${unit_file_name})
+      set(executors_key text)
     endif()
     get_property(executors_done GLOBAL PROPERTY pipeprop_train_executors_${executors_key})
     if(NOT executors_done)

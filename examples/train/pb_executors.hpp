@@ -3,7 +3,7 @@
 // network, the ten mitigation policies, and the executors (pipeprop/pb/make_executor.hpp). The executors do not
 // depend on the network, only on the policy and the loss: the unit of --mode pb on a network compiles its stage
 // code and declares the executors of its ten momentum-SGD engines extern; one unit per loss type compiles them
-// (examples/train/pb_executors.cpp.in: one for every image network, one per text network).
+// (examples/train/pb_executors.cpp.in: one for every image network, one for the text networks).
 #pragma once
 
 #include <pipeprop/layer_stack.hpp>
