@@ -31,10 +31,15 @@ set(pipeprop_train_compiled_sgd "")
 set(pipeprop_train_compiled_pb "")
 set(pipeprop_train_compiled_sync "")
 
-# One translation unit per (mode, network): train::run_on_network<mode_M, Net> instantiated in its own file, so that
-# the program builds in parallel and no unit holds every network of every mode (train/mode.hpp).
+# One translation unit per network family: train::run_on_network<mode_M, Net> for every network Net of the family
+# and every mode M it is built in, instantiated in one file, so that the program builds in parallel and no unit holds
+# every network (train/mode.hpp). A family is a network alone, or the ResNets of one norm and input shape (every depth
+# has the same layer types, so their code is compiled once). The modes and depths of a family share most of their
+# code (the layers, evaluation, checkpoints, the training loop's adapters): a unit per (mode, network) compiled it
+# once per mode and depth (bench/README.md, "Compile time of CI").
 # Keep in step with train::with_network (examples/train/networks.hpp) and train::sync_mode_trains.
-function(pipeprop_train_unit unit_mode pair)
+# pipeprop_train_mode(mode key:type) records that the network is built in the mode (when this build compiles it).
+function(pipeprop_train_mode unit_mode pair)
   string(REPLACE ":" ";" pair_list ${pair})
   list(GET pair_list 0 unit_network)
   list(GET pair_list 1 unit_type)
@@ -47,37 +52,72 @@ function(pipeprop_train_unit unit_mode pair)
   endif()
   list(APPEND pipeprop_train_compiled_${unit_mode} train::${unit_type})
   set(pipeprop_train_compiled_${unit_mode} ${pipeprop_train_compiled_${unit_mode}} PARENT_SCOPE)
-  string(REPLACE "-" "_" unit_file_name ${unit_mode}_${unit_network})
-  set(unit_file ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_units/${unit_file_name}.cpp)
-  set(unit_files ${unit_file})
-  set(unit_extra "")
-  if(unit_mode STREQUAL "pb")
-    # The unit compiles the network's stage code; the PB executors of the ten mitigations depend only on the loss
-    # and compile in one unit per loss type (train/pb_executors.hpp): one for every image network (softmax
-    # cross-entropy over ten classes), one for the text networks (per-token cross-entropy over 64 tokens of 256
-    # symbols). A network with another loss would leave its executors undefined (a link error): give it a key here.
-    set(unit_extra "PIPEPROP_TRAIN_PB_STAGE_PROGRAMS(, train::${unit_type});\n")
-    string(APPEND unit_extra "PIPEPROP_TRAIN_PB_EXECUTORS(extern, train::pb_loss_t<train::${unit_type}>);")
-    set(executors_key image)
-    if(unit_network MATCHES "^llama-")
-      set(executors_key text)
-    endif()
-    get_property(executors_done GLOBAL PROPERTY pipeprop_train_executors_${executors_key})
-    if(NOT executors_done)
-      set_property(GLOBAL PROPERTY pipeprop_train_executors_${executors_key} TRUE)
-      set(executors_file ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_units/pb_executors_${executors_key}.cpp)
-      configure_file(${CMAKE_CURRENT_SOURCE_DIR}/train/pb_executors.cpp.in ${executors_file} @ONLY)
-      list(APPEND unit_files ${executors_file})
-    endif()
-    if(unit_network MATCHES "^llama-")
-      # A text network with AdamW: a unit of its own as well (train/mode_pb_text.hpp).
-      string(APPEND unit_extra "\nextern template train::json_line train::mode_pb::run_text<train::${unit_type}, "
-                               "pipeprop::optim::adamw<float>>(const train::common_options&);")
-      set(adamw_file ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_units/${unit_file_name}_adamw.cpp)
-      configure_file(${CMAKE_CURRENT_SOURCE_DIR}/train/pb_text_adamw.cpp.in ${adamw_file} @ONLY)
-      list(APPEND unit_files ${adamw_file})
-    endif()
+  string(REGEX REPLACE "^resnet[0-9]+" "resnet" family ${unit_network})
+  string(REPLACE "-" "_" family ${family})
+  get_property(families GLOBAL PROPERTY pipeprop_train_families)
+  if(NOT family IN_LIST families)
+    set_property(GLOBAL APPEND PROPERTY pipeprop_train_families ${family})
   endif()
+  get_property(members GLOBAL PROPERTY pipeprop_train_family_${family})
+  if(NOT pair IN_LIST members)
+    set_property(GLOBAL APPEND PROPERTY pipeprop_train_family_${family} ${pair})
+  endif()
+  set_property(GLOBAL APPEND PROPERTY pipeprop_train_modes_${unit_network} ${unit_mode})
+endfunction()
+# pipeprop_train_family_unit(family) writes the family's unit (train/unit.cpp.in) with the networks and modes recorded.
+function(pipeprop_train_family_unit family)
+  get_property(members GLOBAL PROPERTY pipeprop_train_family_${family})
+  set(unit_file ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_units/${family}.cpp)
+  set(unit_files ${unit_file})
+  set(unit_networks_text "")
+  set(unit_includes "")
+  set(unit_body "")
+  foreach(pair IN LISTS members)
+    string(REPLACE ":" ";" pair_list ${pair})
+    list(GET pair_list 0 unit_network)
+    list(GET pair_list 1 unit_type)
+    string(REPLACE "-" "_" network_file_name ${unit_network})
+    get_property(unit_modes GLOBAL PROPERTY pipeprop_train_modes_${unit_network})
+    list(JOIN unit_modes ", " modes_text)
+    string(APPEND unit_networks_text "\n//   --network ${unit_network} (train::${unit_type}): --mode ${modes_text}")
+    foreach(unit_mode IN LISTS unit_modes)
+      set(include_line "#include \"train/mode_${unit_mode}.hpp\"\n")
+      string(FIND "${unit_includes}" "${include_line}" found)
+      if(found EQUAL -1)
+        string(APPEND unit_includes "${include_line}")
+      endif()
+      if(unit_mode STREQUAL "pb")
+        # The unit compiles the network's stage code; the PB executors of the ten mitigations depend only on the
+        # loss and compile in one unit per loss type (train/pb_executors.hpp): one for every image network (softmax
+        # cross-entropy over ten classes), one for the text networks (per-token cross-entropy over 64 tokens of 256
+        # symbols). A network with another loss would leave its executors undefined (a link error): give it a key
+        # here.
+        string(APPEND unit_body "PIPEPROP_TRAIN_PB_STAGE_PROGRAMS(, train::${unit_type});\n")
+        string(APPEND unit_body "PIPEPROP_TRAIN_PB_EXECUTORS(extern, train::pb_loss_t<train::${unit_type}>);\n")
+        set(executors_key image)
+        if(unit_network MATCHES "^llama-")
+          set(executors_key text)
+        endif()
+        get_property(executors_done GLOBAL PROPERTY pipeprop_train_executors_${executors_key})
+        if(NOT executors_done)
+          set_property(GLOBAL PROPERTY pipeprop_train_executors_${executors_key} TRUE)
+          set(executors_file ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_units/pb_executors_${executors_key}.cpp)
+          configure_file(${CMAKE_CURRENT_SOURCE_DIR}/train/pb_executors.cpp.in ${executors_file} @ONLY)
+          list(APPEND unit_files ${executors_file})
+        endif()
+        if(unit_network MATCHES "^llama-")
+          # A text network with AdamW: a unit of its own as well (train/mode_pb_text.hpp).
+          string(APPEND unit_body "extern template train::json_line train::mode_pb::run_text<train::${unit_type}, "
+                                  "pipeprop::optim::adamw<float>>(\n    const train::common_options&);\n")
+          set(adamw_file ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_units/pb_${network_file_name}_adamw.cpp)
+          configure_file(${CMAKE_CURRENT_SOURCE_DIR}/train/pb_text_adamw.cpp.in ${adamw_file} @ONLY)
+          list(APPEND unit_files ${adamw_file})
+        endif()
+      endif()
+      string(APPEND unit_body "template train::json_line train::run_on_network<train::mode_${unit_mode}, "
+                              "train::${unit_type}>(\n    train::mode_${unit_mode}&, const train::common_options&);\n")
+    endforeach()
+  endforeach()
   configure_file(${CMAKE_CURRENT_SOURCE_DIR}/train/unit.cpp.in ${unit_file} @ONLY)
   target_sources(pipeprop_train PRIVATE ${unit_files})
   if(TARGET pipeprop_train_asan)  # tests/fuzz.cmake: the ASan + UBSan main program of scripts/fuzz.sh
@@ -87,7 +127,7 @@ endfunction()
 # Image networks and the text network (next-token training on a text corpus) in every mode.
 foreach(unit_mode IN ITEMS sgd pb sync)
   foreach(pair IN ITEMS cnn:small_cnn cnn32:small_cnn32 cnn-on:small_cnn_on mlp:mlp resnet20:resnet20)
-    pipeprop_train_unit(${unit_mode} ${pair})
+    pipeprop_train_mode(${unit_mode} ${pair})
   endforeach()
 endforeach()
 # The other ResNets (depths 20, 32, 44, 56 and 110; Online Norm and the CIFAR-10 inputs: --norm and --data select
@@ -99,15 +139,19 @@ foreach(unit_mode IN ITEMS sgd pb)
         continue()  # resnet20 is built in every mode above
       endif()
       string(REPLACE "-" "_" type_suffix "${variant}")
-      pipeprop_train_unit(${unit_mode} resnet${depth}${variant}:resnet${depth}${type_suffix})
+      pipeprop_train_mode(${unit_mode} resnet${depth}${variant}:resnet${depth}${type_suffix})
     endforeach()
   endforeach()
 endforeach()
-# The text networks: llama-tiny, and llama-4x128 (off by default: four units for the transformer study only).
+# The text networks: llama-tiny, and llama-4x128 (off by default: two units for the transformer study only).
 foreach(unit_mode IN ITEMS sgd pb sync)
   foreach(pair IN ITEMS llama-tiny:llama_tiny llama-4x128:llama_4x128)
-    pipeprop_train_unit(${unit_mode} ${pair})
+    pipeprop_train_mode(${unit_mode} ${pair})
   endforeach()
+endforeach()
+get_property(pipeprop_train_families GLOBAL PROPERTY pipeprop_train_families)
+foreach(family IN LISTS pipeprop_train_families)
+  pipeprop_train_family_unit(${family})
 endforeach()
 # The compiled types per mode, for the program's dispatch (pipeprop_train.cpp: train::compiled).
 foreach(unit_mode IN ITEMS sgd pb sync)

@@ -115,7 +115,7 @@ void check_compiled(const train::common_options& o) {
 }  // namespace
 
 // The modes' network dispatch, here and not inline in the mode headers: an inline body would instantiate every
-// network's training code (run_on_network is visible there) in every per-(mode, network) unit that includes them.
+// network's training code (run_on_network is visible there) in every per-network unit that includes them.
 train::json_line train::mode_sgd::run(const train::common_options& o) {
     const auto run = compiled_only(*this, o);
     return is_text_network(o.network) ? with_text_network(o.network, run) : with_network(o.network_type, run);

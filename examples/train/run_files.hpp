@@ -1,5 +1,5 @@
 // examples/train/run_files.hpp: the main program's file input and output that does not depend on the network type,
-// compiled once (train/run_files.cpp) instead of in each per-(mode, network) unit: the checkpoint --checkpoint-in
+// compiled once (train/run_files.cpp) instead of in each per-network unit: the checkpoint --checkpoint-in
 // names (single-process or multi-rank, train/rank_checkpoints.hpp) and the ones written to --checkpoint-out, the
 // image and text datasets of --data, the --metrics file. The units call these; the library's reading and writing
 // code (checkpoint files, IDX / CIFAR-10 / text readers) is then generated in one translation unit.

@@ -1,5 +1,5 @@
 // examples/train/run_on_network.hpp: the definition of train::run_on_network (declared in mode.hpp). Included only
-// by the generated per-(mode, network) units (examples/train/unit.cpp.in), never by pipeprop_train.cpp.
+// by the generated per-network units (examples/train/unit.cpp.in), never by pipeprop_train.cpp.
 #pragma once
 
 #include "train/mode.hpp"

@@ -1,5 +1,5 @@
 // examples/train/training_loop.cpp: the epoch loop of train/training_loop.hpp, compiled once for the three kinds of
-// data (the per-(mode, network) units see it as extern templates and adapt their engines to train::run_engine).
+// data (the per-network units see it as extern templates and adapt their engines to train::run_engine).
 #include "train/training_loop.hpp"
 
 namespace train {
