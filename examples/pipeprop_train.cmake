@@ -33,10 +33,12 @@ set(pipeprop_train_compiled_sync "")
 
 # One translation unit per network family: train::run_on_network<mode_M, Net> for every network Net of the family
 # and every mode M it is built in, instantiated in one file, so that the program builds in parallel and no unit holds
-# every network (train/mode.hpp). A family is a network alone, or the ResNets of one norm and input shape (every depth
-# has the same layer types, so their code is compiled once). The modes and depths of a family share most of their
-# code (the layers, evaluation, checkpoints, the training loop's adapters): a unit per (mode, network) compiled it
-# once per mode and depth (bench/README.md, "Compile time of CI").
+# every network (train/mode.hpp). A family is the ResNets of one norm and input shape (every depth has the same layer
+# types, so their code is compiled once), the text networks, or the four small networks. The modes and networks of a
+# family share most of their code (the layers, evaluation, checkpoints, the training loop's adapters, the PB
+# policies' engine code over the same loss): a unit per (mode, network) compiled it once per mode and network
+# (bench/README.md, "Compile time of CI").
+set(pipeprop_train_small_networks mlp cnn cnn32 cnn-on)
 # Keep in step with train::with_network (examples/train/networks.hpp) and train::sync_mode_trains.
 # pipeprop_train_mode(mode key:type) records that the network is built in the mode (when this build compiles it).
 function(pipeprop_train_mode unit_mode pair)
@@ -53,7 +55,11 @@ function(pipeprop_train_mode unit_mode pair)
   list(APPEND pipeprop_train_compiled_${unit_mode} train::${unit_type})
   set(pipeprop_train_compiled_${unit_mode} ${pipeprop_train_compiled_${unit_mode}} PARENT_SCOPE)
   string(REGEX REPLACE "^resnet[0-9]+" "resnet" family ${unit_network})
+  string(REGEX REPLACE "^llama-.*" "llama" family ${family})
   string(REPLACE "-" "_" family ${family})
+  if(unit_network IN_LIST pipeprop_train_small_networks)
+    set(family small_networks)
+  endif()
   get_property(families GLOBAL PROPERTY pipeprop_train_families)
   if(NOT family IN_LIST families)
     set_property(GLOBAL APPEND PROPERTY pipeprop_train_families ${family})
@@ -76,7 +82,6 @@ function(pipeprop_train_family_unit family)
     string(REPLACE ":" ";" pair_list ${pair})
     list(GET pair_list 0 unit_network)
     list(GET pair_list 1 unit_type)
-    string(REPLACE "-" "_" network_file_name ${unit_network})
     get_property(unit_modes GLOBAL PROPERTY pipeprop_train_modes_${unit_network})
     list(JOIN unit_modes ", " modes_text)
     string(APPEND unit_networks_text "\n//   --network ${unit_network} (train::${unit_type}): --mode ${modes_text}")
@@ -104,14 +109,6 @@ function(pipeprop_train_family_unit family)
           set(executors_file ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_units/pb_executors_${executors_key}.cpp)
           configure_file(${CMAKE_CURRENT_SOURCE_DIR}/train/pb_executors.cpp.in ${executors_file} @ONLY)
           list(APPEND unit_files ${executors_file})
-        endif()
-        if(unit_network MATCHES "^llama-")
-          # A text network with AdamW: a unit of its own as well (train/mode_pb_text.hpp).
-          string(APPEND unit_body "extern template train::json_line train::mode_pb::run_text<train::${unit_type}, "
-                                  "pipeprop::optim::adamw<float>>(\n    const train::common_options&);\n")
-          set(adamw_file ${CMAKE_CURRENT_BINARY_DIR}/pipeprop_train_units/pb_${network_file_name}_adamw.cpp)
-          configure_file(${CMAKE_CURRENT_SOURCE_DIR}/train/pb_text_adamw.cpp.in ${adamw_file} @ONLY)
-          list(APPEND unit_files ${adamw_file})
         endif()
       endif()
       string(APPEND unit_body "template train::json_line train::run_on_network<train::mode_${unit_mode}, "

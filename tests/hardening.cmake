@@ -1,6 +1,7 @@
 # Hardening builds of chosen unit tests, built in the same build tree as every other test
-# and run by the same ctest (labels asan, tsan, baseline). Each variant compiles its own copy of a test source with
-# its own flags; they link the uninstrumented Catch2 main (pipeprop_catch_main), which is harmless for every variant.
+# and run by the same ctest (labels asan, tsan, baseline). Each variant compiles its own copy of the test sources with
+# its own flags, the files of a variant in one or two unity programs (pipeprop_variant_group); each file keeps its
+# ctest <file>_<variant>. They link the uninstrumented Catch2 main (pipeprop_catch_main), harmless for every variant.
 # docs/testing.md says what runs here and what does not.
 #
 #   <test>_asan      ASan + UBSan (-O0, UBSan errors fatal, libstdc++ assertions): the cheap-to-compile unit tests
@@ -55,15 +56,18 @@ set(pipeprop_variant_tsan_env
 add_test(NAME tsan_tbb_build COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/build-tsan-tbb.sh ${PIPEPROP_TSAN_TBB_DIR})
 set_tests_properties(tsan_tbb_build PROPERTIES FIXTURES_SETUP pipeprop_tsan_tbb LABELS tsan TIMEOUT 1800)
 
-function(pipeprop_variant_test variant name)
-  set(target ${name}_${variant})
-  add_executable(${target} ${CMAKE_CURRENT_SOURCE_DIR}/unit/${name}.cpp)
+# pipeprop_variant_group(variant group files...): the variant's program of the files (one unity source, as the unit
+# test groups of tests/CMakeLists.txt: the code they share compiled once) and a ctest <file>_<variant> per file.
+function(pipeprop_variant_group variant group)
+  set(target test_group_${group}_${variant})
+  pipeprop_unit_test_unity_source(${CMAKE_CURRENT_BINARY_DIR}/${target}.cpp ${target} ${ARGN})
+  add_executable(${target} ${CMAKE_CURRENT_BINARY_DIR}/${target}.cpp)
   if(variant STREQUAL "baseline")
     target_sources(${target} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/baseline_arch_check.cpp)
   endif()
   # pipeprop_build_flags is left out on purpose: its PIPEPROP_ARCH -march must not reach the baseline variant.
   target_link_libraries(${target} PRIVATE pipeprop::pipeprop pipeprop_catch_main Catch2::Catch2)
-  target_include_directories(${target} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+  target_include_directories(${target} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR}/unit)
   target_compile_definitions(${target} PRIVATE PIPEPROP_GOLDEN_DIR="${CMAKE_CURRENT_SOURCE_DIR}/golden"
                                                PIPEPROP_HARDENING_VARIANT=1)
   target_compile_options(${target} PRIVATE ${pipeprop_warnings} ${pipeprop_variant_${variant}_flags})
@@ -71,16 +75,27 @@ function(pipeprop_variant_test variant name)
     target_compile_options(${target} PRIVATE ${PIPEPROP_ARCH_FLAGS})  # the project's PIPEPROP_ARCH
   endif()
   target_link_options(${target} PRIVATE ${pipeprop_variant_${variant}_link})
-  add_test(NAME ${target} COMMAND ${target})
   set(env OPENBLAS_NUM_THREADS=1 ${pipeprop_variant_${variant}_env})
-  set_tests_properties(${target} PROPERTIES ENVIRONMENT "${env}" LABELS ${variant} TIMEOUT 900)
-  if(variant STREQUAL "tsan")
-    set_tests_properties(${target} PROPERTIES FIXTURES_REQUIRED pipeprop_tsan_tbb)
-  endif()
+  foreach(name IN LISTS ARGN)
+    add_test(NAME ${name}_${variant} COMMAND ${target} "-#" "[#${name}]" -w NoTests)
+    set_tests_properties(${name}_${variant} PROPERTIES ENVIRONMENT "${env}" LABELS ${variant} TIMEOUT 900)
+    if(variant STREQUAL "tsan")
+      set_tests_properties(${name}_${variant} PROPERTIES FIXTURES_REQUIRED pipeprop_tsan_tbb)
+    endif()
+  endforeach()
 endfunction()
 
-foreach(variant asan tsan baseline)
-  foreach(name IN LISTS pipeprop_${variant}_tests)
-    pipeprop_variant_test(${variant} ${name})
-  endforeach()
+# The executor tests apart from the cheap ones: two programs under ASan, so that neither is the build's longest unit.
+set(pipeprop_asan_executor_tests "")
+foreach(name IN ITEMS test_pb_executors test_sync_executor)
+  if(name IN_LIST pipeprop_asan_tests)
+    list(REMOVE_ITEM pipeprop_asan_tests ${name})
+    list(APPEND pipeprop_asan_executor_tests ${name})
+  endif()
 endforeach()
+pipeprop_variant_group(asan files_and_layers ${pipeprop_asan_tests})
+if(pipeprop_asan_executor_tests)
+  pipeprop_variant_group(asan executors ${pipeprop_asan_executor_tests})
+endif()
+pipeprop_variant_group(tsan executors ${pipeprop_tsan_tests})
+pipeprop_variant_group(baseline executors ${pipeprop_baseline_tests})

@@ -171,9 +171,7 @@ public:
     }
 
     /// A text network Net (next-token sequences, token cross-entropy) with Optimizer: momentum SGD and every
-    /// mitigation, or AdamW with none, stash, pipemare, lwp_opt, nesterov or 2bw. The AdamW instantiation of each
-    /// text network has a translation unit of its own (train/pb_text_adamw.cpp.in; declared extern in the network's
-    /// unit), for compile time.
+    /// mitigation, or AdamW with none, stash, pipemare, lwp_opt, nesterov or 2bw.
     template <class Net, class Optimizer>
     json_line run_text(const common_options& o);
 

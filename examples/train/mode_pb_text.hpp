@@ -1,7 +1,6 @@
 // examples/train/mode_pb_text.hpp: --mode pb on the text networks (llama-tiny, llama-4x128): the definition of
-// mode_pb::run_text, included by train/mode_pb.hpp after the class (not on its own). Its AdamW instantiation is
-// compiled in a unit of its own per network (examples/pipeprop_train.cmake: train/pb_text_adamw.cpp.in), declared
-// extern in the network's --mode pb unit.
+// mode_pb::run_text, included by train/mode_pb.hpp after the class (not on its own). Both optimizers' instantiations
+// are compiled in the network's unit (examples/pipeprop_train.cmake), with its other modes.
 #pragma once
 
 #include <fmt/format.h>
