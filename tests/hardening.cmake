@@ -24,8 +24,9 @@ set(pipeprop_asan_tests test_data_readers test_checkpoint test_optim test_layers
     test_sync_schedule test_sync_simulator test_runtime_layer_stack)
 # The executor tests under ASan: on by default and in CI (scripts/test.sh); OFF saves about 2 CPU-minutes.
 option(PIPEPROP_ASAN_EXECUTOR_TESTS "Also build test_pb_executors and test_sync_executor with ASan + UBSan" ON)
+set(pipeprop_asan_executor_tests "")
 if(PIPEPROP_ASAN_EXECUTOR_TESTS)
-  list(APPEND pipeprop_asan_tests test_pb_executors test_sync_executor)
+  set(pipeprop_asan_executor_tests test_pb_executors test_sync_executor)
 endif()
 set(pipeprop_tsan_tests test_pb_executors test_sync_executor test_sync_consecutive_steps)
 set(pipeprop_baseline_tests test_pb_executors test_sync_executor)
@@ -85,14 +86,7 @@ function(pipeprop_variant_group variant group)
   endforeach()
 endfunction()
 
-# The executor tests apart from the cheap ones: two programs under ASan, so that neither is the build's longest unit.
-set(pipeprop_asan_executor_tests "")
-foreach(name IN ITEMS test_pb_executors test_sync_executor)
-  if(name IN_LIST pipeprop_asan_tests)
-    list(REMOVE_ITEM pipeprop_asan_tests ${name})
-    list(APPEND pipeprop_asan_executor_tests ${name})
-  endif()
-endforeach()
+# Under ASan the executor tests are a program apart from the cheap ones, so that neither is the build's longest unit.
 pipeprop_variant_group(asan files_and_layers ${pipeprop_asan_tests})
 if(pipeprop_asan_executor_tests)
   pipeprop_variant_group(asan executors ${pipeprop_asan_executor_tests})

@@ -160,11 +160,7 @@ public:
     template <class Range = dynamic_range>
     void forward(std::span<const T> w, activations& act, std::size_t b, workspaces& ws, std::span<T> state = {},
                  Range range = {}) const {
-        if (b == 0 || b > act.max_b_) [[unlikely]]
-            throw std::invalid_argument("pipeprop::layer_stack::forward: micro-batch size b = " + std::to_string(b) +
-                                        " is outside [1, " + std::to_string(act.max_b_) +
-                                        "], the max_b the activations of layers [" + std::to_string(act.range_.begin) +
-                                        ", " + std::to_string(act.range_.end) + ") were made for");
+        check_batch(act, b, "forward");
         const layer_range r = loop_range(act, range);
         check_state(state, r, "forward");
         for (std::size_t i = r.begin; i < r.end; ++i)
@@ -177,9 +173,7 @@ public:
     template <class Range = dynamic_range>
     void infer(std::span<const T> w, activations& act, std::size_t b, workspaces& ws,
                std::span<const T> state = {}, Range range = {}) const {
-        if (b == 0 || b > act.max_b_) [[unlikely]]
-            throw std::invalid_argument("pipeprop::layer_stack::infer: micro-batch size b = " + std::to_string(b) +
-                                        " is outside [1, " + std::to_string(act.max_b_) + "]");
+        check_batch(act, b, "infer");
         const layer_range r = loop_range(act, range);
         check_state(state, r, "infer");
         for (std::size_t i = r.begin; i < r.end; ++i)
@@ -308,6 +302,15 @@ private:
         if (facts_[i].state_count == 0) return {};
         return s.subspan(state_offset[i] - state_offset[r.begin], facts_[i].state_count);
     }
+    // Throws std::invalid_argument when b is outside [1, the max_b act was made for].
+    static void check_batch(const activations& act, std::size_t b, const char* what) {
+        if (b == 0 || b > act.max_b_) [[unlikely]]
+            throw std::invalid_argument(std::string("pipeprop::layer_stack::") + what + ": micro-batch size b = " +
+                                        std::to_string(b) + " is outside [1, " + std::to_string(act.max_b_) +
+                                        "], the max_b the activations of layers [" + std::to_string(act.range_.begin) +
+                                        ", " + std::to_string(act.range_.end) + ") were made for");
+    }
+    // Throws std::invalid_argument when state is not the size of range r's running-state block.
     template <class S>
     void check_state(S s, layer_range r, const char* what) const {
         if (state_count > 0) {
