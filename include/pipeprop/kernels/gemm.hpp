@@ -11,6 +11,7 @@
 #include <cblas.h>
 #include <xsimd/xsimd.hpp>
 
+#include <concepts>
 #include <cstddef>
 
 #include "pipeprop/kernels/simd_gemm.hpp"
@@ -43,8 +44,10 @@ inline void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::
 
 /// Double-precision overload (used by the finite-difference gradient checks, which so check the same kernel the
 /// float layers run).
-inline void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, double alpha,
-                 const double* a, std::size_t lda, const double* b, std::size_t ldb, double beta, double* c,
+template <class T>
+    requires std::same_as<T, double>
+inline void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha,
+                 const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c,
                  std::size_t ldc) noexcept {
     if (use_simd_gemm(m, n, k)) return simd_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
