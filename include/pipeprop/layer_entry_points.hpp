@@ -14,6 +14,7 @@
 #include <boost/mp11/list.hpp>
 
 #include <array>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -41,6 +42,14 @@ template <class L>
     requires requires { typename L::layer_type; }
 struct node_layer<L> {
     using type = typename L::layer_type;
+};
+
+/// A graph node that passes carry_size elements per sample through unchanged behind its main part (carried<L, C>,
+/// graph/carried.hpp); its forward_main / backward_input_main leave that part alone.
+template <class L>
+concept carry_through_node = requires {
+    { L::carry_size } -> std::convertible_to<std::size_t>;
+    typename L::layer_type;
 };
 
 }  // namespace detail
@@ -75,6 +84,14 @@ struct layer_entry_points {
     /// Backward-p1 (2BP): the stateless backward_input, or the stateful one with s.
     void (*backward_input)(const void* layer, std::span<const T> w, const T* x, const T* y, const T* dy, T* dx,
                            std::size_t b, void* stash, void* workspace, std::span<T> s);
+    ///@{
+    /// forward / backward_input without the copy of the carried part (a carried<L, C> node: the part of y / dx after
+    /// the main part is not written); nullptr for other nodes (layer_facts::carry_size 0).
+    void (*forward_main)(const void* layer, std::span<const T> w, const T* x, T* y, std::size_t b, void* stash,
+                         void* workspace, std::span<T> s);
+    void (*backward_input_main)(const void* layer, std::span<const T> w, const T* x, const T* y, const T* dy,
+                                T* dx, std::size_t b, void* stash, void* workspace, std::span<T> s);
+    ///@}
     /// Backward-p2 (dw += ...); nullptr for a parameter-free layer.
     void (*backward_weight)(const void* layer, std::span<const T> w, std::span<T> dw, const T* x, const T* y,
                             const T* dy, std::size_t b, const void* stash, void* workspace);
@@ -141,6 +158,20 @@ struct layer_entry_impl {
         else
             self(l).backward_input(w, x, y, dy, dx, b, st(s), ws(w_s));
     }
+    static void forward_main(const void* l, std::span<const T> w, const T* x, T* y, std::size_t b, void* s,
+                             void* w_s, std::span<T> state) {
+        if constexpr (stateful)
+            self(l).forward_main(w, x, y, b, st(s), ws(w_s), state);
+        else
+            self(l).forward_main(w, x, y, b, st(s), ws(w_s));
+    }
+    static void backward_input_main(const void* l, std::span<const T> w, const T* x, const T* y, const T* dy, T* dx,
+                                    std::size_t b, void* s, void* w_s, std::span<T> state) {
+        if constexpr (stateful)
+            self(l).backward_input_main(w, x, y, dy, dx, b, st(s), ws(w_s), state);
+        else
+            self(l).backward_input_main(w, x, y, dy, dx, b, st(s), ws(w_s));
+    }
     static void backward_weight(const void* l, std::span<const T> w, std::span<T> dw, const T* x, const T* y,
                                 const T* dy, std::size_t b, const void* s, void* w_s) {
         call_backward_weight(self(l), w, dw, x, y, dy, b, *static_cast<const stash*>(s), ws(w_s));
@@ -163,6 +194,10 @@ struct layer_entry_impl {
         e.forward = &forward;
         e.infer = &infer;
         e.backward_input = &backward_input;
+        if constexpr (carry_through_node<L>) {
+            e.forward_main = &forward_main;
+            e.backward_input_main = &backward_input_main;
+        }
         if constexpr (L::parameter_count > 0) {
             e.backward_weight = &layer_entry_impl::backward_weight;
             e.init_parameters = &layer_entry_impl::init_parameters;
@@ -191,6 +226,8 @@ struct layer_facts {
     bool weighted_backward_weight = false;  ///< backward-p2 reads the weights (layer_concept.hpp)
     bool normalization = false;             ///< a normalization layer (layer_concept.hpp)
     bool fuses_momentum_update = false;     ///< has parameters and backward_weight_momentum_update
+    /// Elements per sample passed through unchanged behind the main part (a carried<L, C> node: C; else 0).
+    std::size_t carry_size = 0;
 };
 
 /// The layer_facts of node type L.
@@ -209,6 +246,7 @@ inline constexpr layer_facts layer_facts_of = [] {
     if constexpr (L::parameter_count > 0) f.weighted_backward_weight = layer_has_weighted_backward_weight<inner>;
     f.normalization = is_normalization_layer<inner>;
     f.fuses_momentum_update = L::parameter_count > 0 && layer_has_fused_momentum_update<L>;
+    if constexpr (detail::carry_through_node<L>) f.carry_size = L::carry_size;
     return f;
 }();
 

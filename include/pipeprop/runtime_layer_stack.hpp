@@ -30,7 +30,6 @@
 
 namespace pipeprop {
 
-
 /// The layers of a network with value type T and the passes over ranges of them (see the file comment). Made only
 /// as the base of a layer_stack<Net, T>; not copyable on its own.
 template <class T>
@@ -151,7 +150,8 @@ public:
                 entry_points_[i].init_state(address_(i), s.subspan(state_offset[i], facts_[i].state_count));
     }
 
-    /// Forward over the range of `act`: reads act.input() [b, input size], assigns every a(k) and the stashes.
+    /// Forward over the range of `act`: reads act.input() [b, input size], assigns every a(k) (but the carried parts
+    /// inside a run of carried nodes, which no pass reads: same_run) and the stashes.
     /// w is the range's parameter block [parameter_count_of(range)], state the range's running-state block
     /// [state_count_of(range)] (empty for a range without stateful layers), which the stateful layers update in
     /// sample order. Requires 1 <= b <= act.max_batch(). Throws std::invalid_argument when b is outside
@@ -163,9 +163,18 @@ public:
         check_batch(act, b, "forward");
         const layer_range r = loop_range(act, range);
         check_state(state, r, "forward");
-        for (std::size_t i = r.begin; i < r.end; ++i)
-            entry_points_[i].forward(address_(i), layer_weights(i, w, r), act.a(i), act.a(i + 1), b,
-                                     act.stash_at(i), ws.at(i), layer_state(i, state, r));
+        std::size_t first = r.begin;  // the first node of the current run of carried nodes (see same_run)
+        for (std::size_t i = r.begin; i < r.end; ++i) {
+            const std::size_t c = facts_[i].carry_size;
+            const auto forward = c == 0 ? entry_points_[i].forward : entry_points_[i].forward_main;
+            forward(address_(i), layer_weights(i, w, r), act.a(i), act.a(i + 1), b, act.stash_at(i), ws.at(i),
+                    layer_state(i, state, r));
+            if (c == 0) continue;
+            if (i == r.begin || !same_run(i - 1, i)) first = i;
+            if (i + 1 == r.end || !same_run(i, i + 1))
+                std::copy_n(act.a(first) + b * (facts_[first].input_size - c), b * c,
+                            act.a(i + 1) + b * (facts_[i].output_size - c));
+        }
     }
 
     /// Evaluation forward over the range of `act`: like forward, but stateful layers run infer with the running
@@ -181,7 +190,8 @@ public:
                                    act.stash_at(i), ws.at(i), layer_state(i, state, r));
     }
 
-    /// Backward-p1 over the range, last layer first: from act.output_gradient() assigns every g(k), k > begin,
+    /// Backward-p1 over the range, last layer first: from act.output_gradient() assigns every g(k), k > begin (as
+    /// forward, a(k)),
     /// and g(begin) (the range's input gradient) when input_gradient_needed (false for the first stage, whose input
     /// gradient nobody reads). w: the parameter block the backward uses (current weights in PB).
     /// state: the range's running-state block, as for forward (stateful layers update it here too; such a layer
@@ -274,8 +284,21 @@ private:
     void p1(std::size_t i, std::span<const T> w, activations& act, std::size_t b, workspaces& ws,
             bool input_gradient_needed, std::span<T> state, layer_range r) const {
         if (i == r.begin && !input_gradient_needed && facts_[i].state_count == 0) return;
-        entry_points_[i].backward_input(address_(i), layer_weights(i, w, r), act.a(i), act.a(i + 1), act.g(i + 1),
-                                        act.g(i), b, act.stash_at(i), ws.at(i), layer_state(i, state, r));
+        const std::size_t c = facts_[i].carry_size;
+        const auto p1 = c == 0 ? entry_points_[i].backward_input : entry_points_[i].backward_input_main;
+        p1(address_(i), layer_weights(i, w, r), act.a(i), act.a(i + 1), act.g(i + 1), act.g(i), b, act.stash_at(i),
+           ws.at(i), layer_state(i, state, r));
+        if (c == 0 || (i > r.begin && same_run(i - 1, i)) || (i == r.begin && !input_gradient_needed)) return;
+        std::size_t last = i;  // the run's last node in r: its output gradient holds the carried part
+        while (last + 1 < r.end && same_run(last, last + 1)) ++last;
+        std::copy_n(act.g(last + 1) + b * (facts_[last].output_size - c), b * c,
+                    act.g(i) + b * (facts_[i].input_size - c));
+    }
+    // Whether adjacent nodes i, j pass the same carried part through (layer_facts::carry_size): forward and p1 run
+    // such a run's nodes on their main parts and copy the carried part once per run within the range (a(first) to
+    // a(last + 1), g(last + 1) to g(first)), the values a copy by every node gives; none is written inside a run.
+    bool same_run(std::size_t i, std::size_t j) const noexcept {
+        return facts_[i].carry_size != 0 && facts_[i].carry_size == facts_[j].carry_size;
     }
     // Backward-p2 of layer i (with parameters) of range r into dw [parameter_count_of(r)].
     void p2(std::size_t i, std::span<const T> w, std::span<T> dw, const activations& act, std::size_t b,

@@ -8,6 +8,7 @@
 
 #include "unit/small_resnet.hpp"
 
+#include <cstring>
 #include <random>
 #include <string_view>
 #include <vector>
@@ -160,4 +161,77 @@ TEST_CASE("a gradient check catches a wrong block gradient", "[graph][gradients]
     const auto r = pp::testing::check_network_gradients<broken>({});
     CHECK_FALSE(r.passed);
     CHECK(r.input_error > 0.1);
+}
+
+namespace {
+
+// Forward then backward-p1 / p2 of Net over range r at b samples, in float, either as one pass over r (where runs of
+// carried nodes copy their carried part once) or node by node (a pass per node, which copies it at every node, each
+// node's output and input gradient moved between the nodes' own buffers). Returns the range's output, its input
+// gradient, the weight gradient and the running state after the passes, concatenated.
+template <class Net>
+std::vector<float> range_passes(pp::layer_range r, std::size_t b, bool node_by_node) {
+    using stack_t = pp::layer_stack<Net, float>;
+    const stack_t stack;
+    std::vector<float> w(stack_t::parameter_count), dw(stack_t::parameter_count, 0.0f), state(stack_t::state_count);
+    stack.init_parameters(std::span<float>(w), 7);
+    stack.init_state(std::span<float>(state));
+    const auto part_of = [](auto& v, const auto& offset, pp::layer_range p) {
+        return std::span(v).subspan(offset[p.begin], offset[p.end] - offset[p.begin]);
+    };
+    std::vector<pp::layer_range> parts;
+    for (std::size_t k = r.begin; k < r.end; ++k)
+        if (node_by_node || k == r.begin) parts.push_back({k, node_by_node ? k + 1 : r.end});
+    std::vector<typename stack_t::activations> acts;
+    std::vector<typename stack_t::workspaces> wss;
+    const auto x = random_vector(b * stack_t::activation_size[r.begin], 11);
+    std::vector<float> v(x.begin(), x.end());
+    for (const auto p : parts) {
+        acts.push_back(stack.make_activations(p, b));
+        wss.push_back(stack.make_workspaces(p, b));
+        std::copy(v.begin(), v.end(), acts.back().input());
+        stack.forward(std::span<const float>(part_of(w, stack_t::parameter_offset, p)), acts.back(), b, wss.back(),
+                      part_of(state, stack_t::state_offset, p));
+        v.assign(acts.back().output(), acts.back().output() + b * stack_t::activation_size[p.end]);
+    }
+    std::vector<float> out = v;
+    const auto dy = random_vector(b * stack_t::activation_size[r.end], 12);
+    v.assign(dy.begin(), dy.end());
+    for (std::size_t j = parts.size(); j-- > 0;) {
+        const auto p = parts[j];
+        std::copy(v.begin(), v.end(), acts[j].output_gradient());
+        stack.backward(std::span<const float>(part_of(w, stack_t::parameter_offset, p)),
+                       part_of(dw, stack_t::parameter_offset, p), acts[j], b, wss[j], true,
+                       part_of(state, stack_t::state_offset, p));
+        v.assign(acts[j].input_gradient(), acts[j].input_gradient() + b * stack_t::activation_size[p.begin]);
+    }
+    for (const auto* part : {&v, &dw, &state}) out.insert(out.end(), part->begin(), part->end());
+    return out;
+}
+
+template <class Net>
+void check_range_passes(pp::layer_range r) {
+    for (const std::size_t b : {1, 3}) {
+        INFO("layers [" << r.begin << ", " << r.end << "), b = " << b);
+        const auto whole = range_passes<Net>(r, b, false);
+        const auto nodes = range_passes<Net>(r, b, true);
+        REQUIRE(whole.size() == nodes.size());
+        CHECK(std::memcmp(whole.data(), nodes.data(), whole.size() * sizeof(float)) == 0);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("a pass over a range equals its nodes run one by one (runs of carried nodes copy once)",
+          "[graph][carried]") {
+    using stack_t = pp::layer_stack<test_nets::small_resnet, float>;
+    static_assert(pp::layer_facts_of<boost::mp11::mp_at_c<stack_t::layer_list, 4>>.carry_size == 4 * 8 * 8);
+    check_range_passes<test_nets::small_resnet>(stack_t::all());
+    check_range_passes<test_nets::small_resnet>({5, 8});    // inside the first block's run: both ends cut it
+    check_range_passes<test_nets::small_resnet>({3, 10});   // fork to add
+    check_range_passes<test_nets::small_resnet>({12, 20});  // a run, then the shortcut
+    check_range_passes<test_nets::small_resnet_on>(pp::layer_stack<test_nets::small_resnet_on, float>::all());
+    check_range_passes<test_nets::small_resnet_on>({6, 9});  // stateful nodes at both ends of a cut run
+    check_range_passes<nested>(pp::layer_stack<nested, float>::all());
+    check_range_passes<mlp_with_block>(pp::layer_stack<mlp_with_block, float>::all());
 }

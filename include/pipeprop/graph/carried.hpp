@@ -81,6 +81,35 @@ struct carried : wrapped_layer<L> {
         layer.backward_input(w, x, y, dy, dx, b, st, ws, s);
         carry_backward(dy, dx, b);
     }
+    ///@{
+    /// forward / backward_input of the main part only, the carried part of y / dx left as it is: for
+    /// runtime_layer_stack, which copies the carried part once per run of consecutive carried nodes (the nodes of a
+    /// run pass it through unchanged, so the copy from the run's input to its output is the same values).
+    void forward_main(std::span<const T> w, const T* x, T* y, std::size_t b, stash_type& st,
+                      workspace_type& ws) const
+        requires(state_count == 0)
+    {
+        layer.forward(w, x, y, b, st, ws);
+    }
+    void forward_main(std::span<const T> w, const T* x, T* y, std::size_t b, stash_type& st, workspace_type& ws,
+                      std::span<T> s) const
+        requires(state_count > 0)
+    {
+        layer.forward(w, x, y, b, st, ws, s);
+    }
+    void backward_input_main(std::span<const T> w, const T* x, const T* y, const T* dy, T* dx, std::size_t b,
+                             const stash_type& st, workspace_type& ws) const
+        requires(state_count == 0)
+    {
+        layer.backward_input(w, x, y, dy, dx, b, st, ws);
+    }
+    void backward_input_main(std::span<const T> w, const T* x, const T* y, const T* dy, T* dx, std::size_t b,
+                             const stash_type& st, workspace_type& ws, std::span<T> s) const
+        requires(state_count > 0)
+    {
+        layer.backward_input(w, x, y, dy, dx, b, st, ws, s);
+    }
+    ///@}
     /// Backward-p2 (weighted form, weighted_layer_contract::backward_weight): L's weight gradient of the main part,
     /// added into dw; L's unweighted form is called when it declares that one.
     void backward_weight(std::span<const T> w, std::span<T> dw, const T* x, const T* y, const T* dy, std::size_t b,
