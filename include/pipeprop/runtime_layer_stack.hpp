@@ -38,6 +38,7 @@ class runtime_layer_stack : public runtime_layer_tables<T> {
     using base::facts_;
     using base::entry_points_;
     using base::address_;
+    using base::check_range;
 
 public:
     ///@{
@@ -51,6 +52,8 @@ public:
     using base::activation_size;
     using base::state_count_of;
     using base::inference_stride;
+    using base::activation_bytes;
+    using base::workspace_bytes;
     ///@}
     using value_type = T;  ///< The value type T of every node.
     /// Per-micro-batch buffers of one range (layer_buffers.hpp). Move-only.
@@ -99,30 +102,6 @@ public:
             if (r.contains(k)) ws.bytes_ += entry_points_[k].workspace_bytes(address_(k), ws.ws_.back().get());
         }
         return ws;
-    }
-
-    /// The bytes() of activations of range r for max_b samples, computed without making them (memory_estimate.hpp):
-    /// the layers' stashes (pipeprop::stash_bytes_for) plus, unless `inference` (make_inference_activations: a(k) in
-    /// the caller's buffers), a(k) for k in [begin, end] but the `external` boundaries, and g(k) for every k when
-    /// own_gradients (make_activations; false: make_activations_sharing_gradients). Throws as make_activations.
-    [[nodiscard]] std::size_t activation_bytes(layer_range r, std::size_t max_b, bool own_gradients,
-                                               bool inference = false, external_boundaries external = {}) const {
-        check_range(r, "activation_bytes");
-        std::size_t values = 0, stashes = 0;
-        for (std::size_t k = r.begin; k <= r.end; ++k) values += activation_size[k] * max_b;
-        for (std::size_t k = r.begin; k < r.end; ++k)
-            stashes += entry_points_[k].stash_bytes_for(address_(k), max_b);
-        const std::size_t own = values - (external.input ? activation_size[r.begin] * max_b : 0) -
-                                (external.output ? activation_size[r.end] * max_b : 0);
-        return inference ? stashes : (own + (own_gradients ? values : 0)) * sizeof(T) + stashes;
-    }
-    /// The bytes() of make_workspaces(r, max_b), computed without making them (pipeprop::workspace_bytes_for).
-    [[nodiscard]] std::size_t workspace_bytes(layer_range r, std::size_t max_b) const {
-        check_range(r, "workspace_bytes");
-        std::size_t n = 0;
-        for (std::size_t k = r.begin; k < r.end; ++k)
-            n += entry_points_[k].workspace_bytes_for(address_(k), max_b);
-        return n;
     }
 
     /// Initialize the whole network's parameter block w [parameter_count]: layer i is initialized from
@@ -243,11 +222,14 @@ public:
     /// [parameter_count_of(range)] in place with coefficients c (after its p1 has read wb; wb may be w) instead of
     /// adding its gradient into dw, whose part of dw is not touched. The other layers' parts of w and v are not
     /// touched: the caller applies their update from dw (unfused_parameter_runs). Together the same bits as
-    /// backward followed by optim::momentum_update over the whole block.
+    /// backward followed by optim::momentum_update over the whole block. With update_unfused (for a caller that keeps
+    /// no gradient), each other layer's part of dw is zeroed, receives its p2 and is applied to its parts of w and v
+    /// at once, while it is in cache: the pass is then the whole update.
     template <class Range = dynamic_range>
     void backward_momentum_update(std::span<const T> wb, std::span<T> dw, std::span<T> w, std::span<T> v,
                                   const optim::update_coefficients<T>& c, activations& act, workspaces& ws,
-                                  bool input_gradient_needed = true, std::span<T> state = {}, Range range = {}) const {
+                                  bool input_gradient_needed = true, std::span<T> state = {},
+                                  bool update_unfused = false, Range range = {}) const {
         const layer_range r = loop_range(act, range);
         check_state(state, r, "backward_momentum_update");
         for (std::size_t i = r.end; i-- > r.begin;) {
@@ -258,8 +240,13 @@ public:
             if (facts_[i].fuses_momentum_update)
                 entry_points_[i].backward_weight_momentum_update(address_(i), w.subspan(off, n),
                                                                  v.subspan(off, n), act.a(i), act.g(i + 1), c);
-            else
+            else if (!update_unfused)
                 p2(i, wb, dw, act, 1, ws, r);
+            else {
+                std::fill_n(dw.data() + off, n, T(0));
+                p2(i, wb, dw, act, 1, ws, r);
+                optim::momentum_update(n, w.data() + off, v.data() + off, dw.data() + off, c);
+            }
         }
     }
 
@@ -386,13 +373,6 @@ private:
             act.bytes_ += entry_points_[k].stash_bytes(address_(k), act.stashes_.back().get());
         }
         return act;
-    }
-
-    void check_range(layer_range r, const char* what) const {
-        if (r.begin >= r.end || r.end > layer_count)
-            throw std::invalid_argument(std::string("pipeprop::layer_stack::") + what + ": range [" +
-                                        std::to_string(r.begin) + ", " + std::to_string(r.end) +
-                                        ") is empty or exceeds the " + std::to_string(layer_count) + " layers");
     }
 };
 

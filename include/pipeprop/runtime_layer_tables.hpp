@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <span>
+#include <stdexcept>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -96,6 +98,30 @@ public:
         return detail::unfused_parameter_runs(facts_, parameter_offset, r);
     }
 
+    /// The bytes() of activations of range r for max_b samples, computed without making them (memory_estimate.hpp):
+    /// the layers' stashes (pipeprop::stash_bytes_for) plus, unless `inference` (make_inference_activations: a(k) in
+    /// the caller's buffers), a(k) for k in [begin, end] but the `external` boundaries, and g(k) for every k when
+    /// own_gradients (make_activations; false: make_activations_sharing_gradients). Throws as make_activations.
+    [[nodiscard]] std::size_t activation_bytes(layer_range r, std::size_t max_b, bool own_gradients,
+                                               bool inference = false, external_boundaries external = {}) const {
+        check_range(r, "activation_bytes");
+        std::size_t values = 0, stashes = 0;
+        for (std::size_t k = r.begin; k <= r.end; ++k) values += activation_size[k] * max_b;
+        for (std::size_t k = r.begin; k < r.end; ++k)
+            stashes += entry_points_[k].stash_bytes_for(address_(k), max_b);
+        const std::size_t own = values - (external.input ? activation_size[r.begin] * max_b : 0) -
+                                (external.output ? activation_size[r.end] * max_b : 0);
+        return inference ? stashes : (own + (own_gradients ? values : 0)) * sizeof(T) + stashes;
+    }
+    /// The bytes() of make_workspaces(r, max_b), computed without making them (pipeprop::workspace_bytes_for).
+    [[nodiscard]] std::size_t workspace_bytes(layer_range r, std::size_t max_b) const {
+        check_range(r, "workspace_bytes");
+        std::size_t n = 0;
+        for (std::size_t k = r.begin; k < r.end; ++k)
+            n += entry_points_[k].workspace_bytes_for(address_(k), max_b);
+        return n;
+    }
+
 protected:
     /// The tables of a network type (layer_tables<Net, T>'s arrays) and its per-position facts and entry points.
     struct tables {
@@ -127,6 +153,13 @@ protected:
     const void* address_(std::size_t i) const noexcept { return addresses_[i]; }
     std::span<const layer_facts> facts_;  ///< facts_[i]: node i's layer_facts
     std::span<const layer_entry_points<T>> entry_points_;  ///< entry_points_[i]: node i's entry points
+    /// Throws std::invalid_argument (naming `what`) for an empty range or one past the last node.
+    void check_range(layer_range r, const char* what) const {
+        if (r.begin >= r.end || r.end > layer_count)
+            throw std::invalid_argument(std::string("pipeprop::layer_stack::") + what + ": range [" +
+                                        std::to_string(r.begin) + ", " + std::to_string(r.end) +
+                                        ") is empty or exceeds the " + std::to_string(layer_count) + " layers");
+    }
 
 private:
     const void* const* addresses_ = nullptr;

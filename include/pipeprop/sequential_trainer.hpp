@@ -11,9 +11,10 @@
 //   the update: the learning rate lr(t) of the schedule at t = samples consumed before this batch and the config's
 //   momentum and weight decay, or those the caller passes for this batch.
 // This is the reference every pipeline executor is compared with, so its arithmetic is kept plain and fixed: the
-// same inputs give bit-identical results (no threads, fixed summation order). At b = 1 with momentum SGD a layer
-// that can (dense_layer) applies its update in its backward-p2 without storing its gradient
-// (layer_stack::backward_momentum_update): the same bits, one pass over its weights and velocity fewer.
+// same inputs give bit-identical results (no threads, fixed summation order). At b = 1 with momentum SGD the update
+// is applied in the backward, layer by layer (layer_stack::backward_momentum_update with update_unfused): a layer
+// that can (dense_layer) without storing its gradient, the others from their gradient while it is in cache; the
+// same bits as the backward followed by the optimizer step, with one pass over the gradient block fewer.
 #pragma once
 
 #include <algorithm>
@@ -115,8 +116,6 @@ public:
         state_.resize(stack_type::state_count);
         state_backup_.resize(stack_type::state_count);
         if constexpr (stack_type::state_count > 0) stack_.init_state(std::span<T>(state_));
-        unfused_runs_ = stack_type::unfused_parameter_runs(stack_type::all());
-        fuses_update_ = stack_type::fuses_momentum_update_in(stack_type::all());
     }
 
     /// The configuration the trainer was made with.
@@ -192,13 +191,13 @@ public:
                 step_count(), samples_seen_);
         }
         if constexpr (std::is_same_v<Optimizer, optim::sgd<T>>) {
-            if (b == 1 && fuses_update_) {  // dense layers' p2 fused into the update; same bits
+            if (b == 1) {  // the update applied in the backward, layer by layer; same bits
                 const optim::update_coefficients<T> c = optimizer_.coefficients(h);
-                for (const auto& [offset, count] : unfused_runs_) std::fill_n(gradient_.data() + offset, count, T(0));
                 stack_.backward_momentum_update(std::span<const T>(parameters_), std::span<T>(gradient_),
                                                 std::span<T>(parameters_), optimizer_.velocity(), c, act_, ws_,
-                                                /*input_gradient_needed=*/false, std::span<T>(state_));
-                optimizer_.step_parts(std::span<T>(parameters_), std::span<const T>(gradient_), c, unfused_runs_);
+                                                /*input_gradient_needed=*/false, std::span<T>(state_),
+                                                /*update_unfused=*/true);
+                optimizer_.step_parts(std::span<T>(parameters_), std::span<const T>(gradient_), c, {});  // counts it
                 samples_seen_ += b;
                 return loss;
             }
@@ -274,9 +273,7 @@ private:
     config_type config_;
     stack_type stack_{};
     std::vector<T> parameters_;  // [P]
-    std::vector<T> gradient_;    // [P], zeroed per batch (at b = 1 with fuses_update_: its unfused runs only)
-    std::vector<std::pair<std::size_t, std::size_t>> unfused_runs_;  // layer_stack::unfused_parameter_runs
-    bool fuses_update_ = false;  // a layer fuses backward-p2 into the momentum update (dense_layer)
+    std::vector<T> gradient_;    // [P], zeroed per batch (at b = 1 per layer, in backward_momentum_update)
     std::vector<T> state_;       // [state_count] running state of the stateful layers
     std::vector<T> state_backup_;  // [state_count] state before the current batch
     Optimizer optimizer_;

@@ -86,7 +86,7 @@ template <class T, class Range>
     p.backward_momentum_update = [](const Stack& s, std::span<const T> wb, std::span<T> dw, std::span<T> w,
                                     std::span<T> v, const optim::update_coefficients<T>& c, act_t& a, ws_t& ws,
                                     bool need, std::span<T> st) {
-        s.backward_momentum_update(wb, dw, w, v, c, a, ws, need, st, Range{});
+        s.backward_momentum_update(wb, dw, w, v, c, a, ws, need, st, false, Range{});
     };
     return p;
 }

@@ -123,6 +123,20 @@ void check_stack_range(pp::layer_range r, std::uint64_t seed) {
         CHECK(same_bits(dx, dx_ref));
         CHECK(same_bits(w, w_ref));
         CHECK(same_bits(v, v_ref));
+
+        // update_unfused: the pass applies every layer's update; the gradient block is scratch (NaN before: each
+        // unfused layer's part must be zeroed before its p2 adds into it)
+        auto act3 = stack.make_activations(r, 1);
+        auto ws3 = stack.make_workspaces(r, 1);
+        std::copy(x.begin(), x.end(), act3.input());
+        stack.forward(std::span<const T>(w0), act3, 1, ws3, std::span<T>(state));
+        std::copy(dy.begin(), dy.end(), act3.output_gradient());
+        std::vector<T> w3 = w0, v3 = v0, g3(P, std::numeric_limits<T>::quiet_NaN());
+        stack.backward_momentum_update(std::span<const T>(w3), std::span<T>(g3), std::span<T>(w3), std::span<T>(v3),
+                                       c, act3, ws3, true, std::span<T>(state), /*update_unfused=*/true);
+        CHECK(same_bits(std::vector<T>(act3.input_gradient(), act3.input_gradient() + dx_ref.size()), dx_ref));
+        CHECK(same_bits(w3, w_ref));
+        CHECK(same_bits(v3, v_ref));
     }
 }
 
