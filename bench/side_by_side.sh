@@ -16,7 +16,10 @@
 #   3. layers_bench: conv2d and dense layers vs OpenBLAS sgemm at the GEMM-equivalent shapes, and the training step;
 #   4. gemm_choice: OpenBLAS sgemm vs pipeprop's xsimd GEMM at the layers' GEMM shapes.
 # Usage: bench/side_by_side.sh [--quick] [--rounds R] [--build-dir DIR] [--data DIR] [--text DIR] [--no-cnn]
-#                              [--no-llama] [--no-gbench]
+#                              [--no-llama] [--no-gbench] [--cpu N]
+#   --cpu N: run every timed program (all three sides, the peak, the Google Benchmark programs) on CPU N only
+#   (taskset -c N): on a host whose cores run at different speeds (a shared virtual machine), the sides then cannot
+#   land on different cores.
 #   --quick: fewer samples, one round, fewer repetitions (a smoke run: about 2 minutes after the build); the default
 #   (3 rounds) takes 5-6 minutes after the build on 2 cores (--rounds 5: 6.5) plus about 2 for llama-tiny, the
 #   build of its six programs 4-5. --no-cnn, --no-llama, --no-gbench leave out section 1, 2, or 3 and 4.
@@ -47,6 +50,7 @@ cnn=1
 llama=1
 reps=10
 gbench=1
+pin=()
 while (($#)); do
   case "$1" in
     --quick) rounds=1; cnn_b1=500; resnet20_b1=100; resnet20_b32=320; llama_b1=100; llama_b8=160; reps=3; shift ;;
@@ -57,6 +61,8 @@ while (($#)); do
     --no-cnn) cnn=0; shift ;;
     --no-llama) llama=0; shift ;;
     --no-gbench) gbench=0; shift ;;
+    --cpu) [[ ${2:-} =~ ^[0-9]+$ ]] || { echo "side_by_side.sh: --cpu needs a CPU number" >&2; exit 2; }
+           pin=(taskset -c "$2"); shift 2 ;;
     *) echo "side_by_side.sh: unknown argument $1 (see the usage at the top of the script)" >&2; exit 2 ;;
   esac
 done
@@ -85,6 +91,7 @@ echo "side_by_side.sh at $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(
   echo ' (with uncommitted changes)'), $(date '+%Y-%m-%d %H:%M %Z')"
 echo "load average: $(uptime | sed 's/.*load average: //')"
 echo "cpu: $(lscpu | sed -n 's/^Model name:[[:space:]]*//p'), $(nproc --all) cores; flags: ${flags:-none of avx2 avx512f fma}"
+((${#pin[@]})) && echo "every timed program pinned to CPU ${pin[2]} (taskset -c ${pin[2]})"
 arch=$(sed -n 's/^PIPEPROP_ARCH:[A-Z]*=//p' "$build/CMakeCache.txt")
 if [[ $arch == x86-64-v3 ]]; then
   export ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2
@@ -108,9 +115,9 @@ $(dpkg-query -W -f='${Version}' libtorch-dev 2>/dev/null)"
 # Runs the three sides on one exported configuration: $1 = export directory, the rest = side_by_side_train options.
 three_sides() {
   local dir=$1; shift
-  "$train" --data "$data" "$@" | tee -a "$results" >&2
-  "$python" bench/torch_side_by_side.py --data "$dir" | tee -a "$results" >&2
-  "$libtorch" --data "$dir" | tee -a "$results" >&2
+  "${pin[@]}" "$train" --data "$data" "$@" | tee -a "$results" >&2
+  "${pin[@]}" "$python" bench/torch_side_by_side.py --data "$dir" | tee -a "$results" >&2
+  "${pin[@]}" "$libtorch" --data "$dir" | tee -a "$results" >&2
 }
 
 # Section 1: the small CNN and ResNet-20.
@@ -131,7 +138,7 @@ if ((cnn)); then
     done
   done
   # This core's fp32 peak before and after the timed runs (ratios.py takes the best): what the targets ask of it.
-  "$train" --peak | tee -a "$results" >&2
+  "${pin[@]}" "$train" --peak | tee -a "$results" >&2
   for ((r = 1; r <= rounds; r++)); do
     echo "side_by_side.sh: round $r of $rounds" >&2
     for c in "${configurations[@]}"; do
@@ -139,7 +146,7 @@ if ((cnn)); then
       three_sides "$work/$network-b$b-float" --network "$network" --batch "$b" --samples "$samples"
     done
   done
-  "$train" --peak | tee -a "$results" >&2
+  "${pin[@]}" "$train" --peak | tee -a "$results" >&2
   echo "side_by_side.sh: float64 same-math check" >&2
   for c in "${configurations[@]}"; do
     read -r network b samples <<<"$c"
@@ -161,9 +168,9 @@ if ((llama)); then
   llama_libtorch="$build/bench/libtorch_llama_side_by_side"
   llama_three_sides() {  # $1 = export directory, the rest = llama_side_by_side_train options
     local dir=$1; shift
-    "$llama_train" --text "$text" "$@" | tee -a "$llama_results" >&2
-    "$python" bench/torch_llama_side_by_side.py --data "$dir" | tee -a "$llama_results" >&2
-    "$llama_libtorch" --data "$dir" | tee -a "$llama_results" >&2
+    "${pin[@]}" "$llama_train" --text "$text" "$@" | tee -a "$llama_results" >&2
+    "${pin[@]}" "$python" bench/torch_llama_side_by_side.py --data "$dir" | tee -a "$llama_results" >&2
+    "${pin[@]}" "$llama_libtorch" --data "$dir" | tee -a "$llama_results" >&2
   }
   llama_configurations=("1 $llama_b1" "8 $llama_b8")
   for c in "${llama_configurations[@]}"; do
@@ -173,7 +180,7 @@ if ((llama)); then
         --export "$work/llama-tiny-b$b-$precision" >/dev/null
     done
   done
-  "$train" --peak | tee -a "$llama_results" >&2
+  "${pin[@]}" "$train" --peak | tee -a "$llama_results" >&2
   for ((r = 1; r <= rounds; r++)); do
     echo "side_by_side.sh: llama-tiny round $r of $rounds" >&2
     for c in "${llama_configurations[@]}"; do
@@ -181,7 +188,7 @@ if ((llama)); then
       llama_three_sides "$work/llama-tiny-b$b-float" --batch "$b" --samples "$samples"
     done
   done
-  "$train" --peak | tee -a "$llama_results" >&2
+  "${pin[@]}" "$train" --peak | tee -a "$llama_results" >&2
   echo "side_by_side.sh: llama-tiny float64 same-math check" >&2
   for c in "${llama_configurations[@]}"; do
     read -r b samples <<<"$c"
@@ -201,9 +208,9 @@ if ((gbench)); then
   gb_args=(--benchmark_repetitions="$reps" --benchmark_enable_random_interleaving=true
            --benchmark_min_time=0.05 --benchmark_out_format=json)
   echo "side_by_side.sh: layers_bench ($reps repetitions)" >&2
-  "$build/bench/layers_bench" "${gb_args[@]}" --benchmark_out="$work/layers_bench.json" >/dev/null
+  "${pin[@]}" "$build/bench/layers_bench" "${gb_args[@]}" --benchmark_out="$work/layers_bench.json" >/dev/null
   echo "side_by_side.sh: gemm_choice ($reps repetitions)" >&2
-  "$build/bench/gemm_choice" "${gb_args[@]}" --benchmark_out="$work/gemm_choice.json" >/dev/null
+  "${pin[@]}" "$build/bench/gemm_choice" "${gb_args[@]}" --benchmark_out="$work/gemm_choice.json" >/dev/null
   echo
   echo "## conv2d and dense layers vs OpenBLAS sgemm at the GEMM-equivalent shape (GFLOP/s)"
   echo

@@ -14,7 +14,8 @@
 //     (flatten) costs nothing.
 //   - Update: momentum SGD (optim/momentum_update.hpp, heavy-ball, no weight decay, the sequential trainer's default):
 //     v = m v + g, w = w - lr v: 4 FLOP per parameter; reads w, v, g and writes w, v, and the trainer zeroes the
-//     gradient block before the backward: 6 sizeof(T) bytes per parameter. At b = 1 a layer that fuses its p2 into
+//     gradient block before the backward (at b = 1 each layer's part, before its p2): 6 sizeof(T) bytes per
+//     parameter. At b = 1 a layer that fuses its p2 into
 //     the update (dense: layer_stack::backward_momentum_update) neither stores nor zeroes a gradient: its p2 reads
 //     x and dy only, and the update reads w, v and writes w, v: 4 sizeof(T) bytes per parameter.
 //   - Loss: softmax cross-entropy over K classes: forward 4 K (max, subtract, exp, sum) + 1 (log), p1 2 K.
@@ -38,7 +39,9 @@
 //   global_avg_pool  C channels of H W: forward C H W + C, bytes (C H W + C) T; p1 C H W, bytes (C + C H W) T
 //   flatten  0 (a view)
 //   Nodes of a flattened network (network.hpp): carried<L, C> and on_shortcut<L, F, C> cost L plus copying the
-//   elements they carry past it (2 C, 2 (F + C) elements read + written, forward and p1); block_fork<Main, C>:
+//   elements they carry past it (2 C, 2 (F + C) elements read + written, forward and p1), where a run of
+//   consecutive carried nodes of one C copies its C elements once (runtime_layer_stack: forward at the run's last
+//   node, p1 at its first, so the step counts them there only); block_fork<Main, C>:
 //   forward copies M to 2 M (3 M + 2 C elements), p1 adds the two gradients (M FLOP, 3 M + 2 C elements);
 //   block_add<Main, C>: forward M FLOP (3 M + 2 C elements), p1 copies (3 M + 2 C elements).
 // A node of any other kind does not compile (a static_assert names this file): add its formulas here first.
@@ -224,7 +227,14 @@ constexpr step_cost step_cost_of(std::size_t b) noexcept {
     const double n = double(b);
     double fused = 0;  // parameters of layers whose p2 is fused into the update (b = 1)
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<stack::layer_count>>([&](auto I) {
-        constexpr node_cost c = node_cost_of<typename stack::template layer_type<I>>;
+        node_cost c = node_cost_of<typename stack::template layer_type<I>>;
+        constexpr std::size_t carry = layer_facts_of<typename stack::template layer_type<I>>.carry_size;
+        if constexpr (carry != 0 && I + 1 < stack::layer_count)  // the next node carries the same part: no copy here
+            if constexpr (layer_facts_of<typename stack::template layer_type<I + 1>>.carry_size == carry)
+                c.forward.bytes -= detail::bytes_of<T>(2 * double(carry));
+        if constexpr (carry != 0 && I > 0)  // the previous node carries the same part: its p1 copies it
+            if constexpr (layer_facts_of<typename stack::template layer_type<I - 1>>.carry_size == carry)
+                c.backward_input.bytes -= detail::bytes_of<T>(2 * double(carry));
         s.forward += {n * c.forward.flops, n * c.forward.bytes};
         if (I > 0) s.backward_input += {n * c.backward_input.flops, n * c.backward_input.bytes};
         s.backward_weight += {n * c.backward_weight.flops, n * c.backward_weight.bytes};
