@@ -217,8 +217,8 @@ const train::mode_entry mode_table[] = {
 
 namespace {
 /// True when the command line asks for --transport mpi (read before parsing: MPI starts before the options are
-/// parsed, so that only rank 0 reports a bad one).
-bool wants_mpi(int argc, char** argv) {
+/// parsed, so that only rank 0 reports a bad one). Used only where MPI is compiled in.
+[[maybe_unused]] bool wants_mpi(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--transport=mpi" || (a == "--transport" && i + 1 < argc && std::string(argv[i + 1]) == "mpi"))
