@@ -77,7 +77,9 @@ public:
     /// The micro-batch capacity max_b: every buffer holds up to max_b samples.
     [[nodiscard]] std::size_t max_batch() const noexcept { return max_b_; }
     ///@{
-    /// Input of layer k (k in [begin, end]), [b, the stack's activation_size[k]].
+    /// Input of layer k (k in [begin, end]), [b, the stack's activation_size[k]]. Between two nodes of a run of
+    /// carried nodes (graph/carried.hpp) the training passes leave its carried part unwritten: only the run's input
+    /// and output hold it (runtime_layer_stack::forward).
     [[nodiscard]] T* a(std::size_t k) noexcept { return a_at_[k - range_.begin]; }
     [[nodiscard]] const T* a(std::size_t k) const noexcept { return a_at_[k - range_.begin]; }
     ///@}
@@ -91,7 +93,8 @@ public:
     void bind_output(T* values) { bind(external_.output, range_.size(), values, "bind_output"); }
     ///@}
     ///@{
-    /// Gradient w.r.t. a(k) (in the owner's buffers when made by make_activations_sharing_gradients).
+    /// Gradient w.r.t. a(k) (in the owner's buffers when made by make_activations_sharing_gradients); its carried
+    /// part inside a run of carried nodes is left unwritten, as a(k)'s.
     [[nodiscard]] T* g(std::size_t k) noexcept { return g_base_ + offset_[k - range_.begin]; }
     [[nodiscard]] const T* g(std::size_t k) const noexcept { return g_base_ + offset_[k - range_.begin]; }
     ///@}

@@ -30,6 +30,12 @@ using cnn = pp::network<shape<2, 6, 6>, pp::conv2d<4, 3, 1, 1>, pp::group_norm<2
                         pp::flatten, pp::dense<11>, pp::relu, pp::dense<3>>;
 using with_block = pp::network<shape<6>, pp::dense<6>, pp::residual<pp::dense<5>, pp::relu, pp::dense<6>>, pp::relu,
                                pp::dense<4>>;
+// No layer fuses its p2 (no dense layer): at b = 1 every update is applied layer by layer from the gradient; the
+// second with stateful layers (Online Normalization) inside the block's run of carried nodes.
+using conv_only = pp::network<shape<1, 6, 6>, pp::conv2d<4, 3, 1, 1>, pp::group_norm<2>, pp::relu,
+                              pp::residual<pp::conv2d<4, 3, 1, 1>, pp::group_norm<2>, pp::relu>, pp::global_avg_pool>;
+using conv_only_on = pp::network<shape<1, 6, 6>, pp::conv2d<4, 3, 1, 1>, pp::online_norm<>, pp::relu,
+                                 pp::residual<pp::conv2d<4, 3, 1, 1>, pp::online_norm<>, pp::relu>, pp::global_avg_pool>;
 
 // Values in U(-1, 1) with every 7th an exact +0 and every 11th a -0 (the sign of a zero gradient must match too).
 template <class T>
@@ -235,6 +241,9 @@ TEST_CASE("the sequential trainer at b = 1 (fused) equals the unfused steps bitw
     check_trainer<cnn, float>(true, 5e-4);
     check_trainer<cnn, double>(false, 1e-2);
     check_trainer<with_block, float>(false, 1e-3);
+    check_trainer<conv_only, float>(true, 1e-3);
+    check_trainer<conv_only_on, float>(false, 0.0);
+    check_trainer<conv_only_on, double>(true, 1e-3);
 }
 
 TEST_CASE("which PB stages fuse backward-p2 into the update", "[fused][pb]") {

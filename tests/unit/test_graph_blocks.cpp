@@ -170,7 +170,7 @@ namespace {
 // node's output and input gradient moved between the nodes' own buffers). Returns the range's output, its input
 // gradient, the weight gradient and the running state after the passes, concatenated.
 template <class Net>
-std::vector<float> range_passes(pp::layer_range r, std::size_t b, bool node_by_node) {
+std::vector<float> range_passes(pp::layer_range r, std::size_t b, bool node_by_node, bool input_gradient_needed) {
     using stack_t = pp::layer_stack<Net, float>;
     const stack_t stack;
     std::vector<float> w(stack_t::parameter_count), dw(stack_t::parameter_count, 0.0f), state(stack_t::state_count);
@@ -201,7 +201,7 @@ std::vector<float> range_passes(pp::layer_range r, std::size_t b, bool node_by_n
         const auto p = parts[j];
         std::copy(v.begin(), v.end(), acts[j].output_gradient());
         stack.backward(std::span<const float>(part_of(w, stack_t::parameter_offset, p)),
-                       part_of(dw, stack_t::parameter_offset, p), acts[j], b, wss[j], true,
+                       part_of(dw, stack_t::parameter_offset, p), acts[j], b, wss[j], j > 0 || input_gradient_needed,
                        part_of(state, stack_t::state_offset, p));
         v.assign(acts[j].input_gradient(), acts[j].input_gradient() + b * stack_t::activation_size[p.begin]);
     }
@@ -211,13 +211,15 @@ std::vector<float> range_passes(pp::layer_range r, std::size_t b, bool node_by_n
 
 template <class Net>
 void check_range_passes(pp::layer_range r) {
-    for (const std::size_t b : {1, 3}) {
-        INFO("layers [" << r.begin << ", " << r.end << "), b = " << b);
-        const auto whole = range_passes<Net>(r, b, false);
-        const auto nodes = range_passes<Net>(r, b, true);
-        REQUIRE(whole.size() == nodes.size());
-        CHECK(std::memcmp(whole.data(), nodes.data(), whole.size() * sizeof(float)) == 0);
-    }
+    for (const std::size_t b : {1, 3})
+        for (const bool input_gradient_needed : {true, false}) {
+            INFO("layers [" << r.begin << ", " << r.end << "), b = " << b << ", input gradient needed "
+                            << input_gradient_needed);
+            const auto whole = range_passes<Net>(r, b, false, input_gradient_needed);
+            const auto nodes = range_passes<Net>(r, b, true, input_gradient_needed);
+            REQUIRE(whole.size() == nodes.size());
+            CHECK(std::memcmp(whole.data(), nodes.data(), whole.size() * sizeof(float)) == 0);
+        }
 }
 
 }  // namespace
@@ -231,7 +233,12 @@ TEST_CASE("a pass over a range equals its nodes run one by one (runs of carried 
     check_range_passes<test_nets::small_resnet>({3, 10});   // fork to add
     check_range_passes<test_nets::small_resnet>({12, 20});  // a run, then the shortcut
     check_range_passes<test_nets::small_resnet_on>(pp::layer_stack<test_nets::small_resnet_on, float>::all());
-    check_range_passes<test_nets::small_resnet_on>({6, 9});  // stateful nodes at both ends of a cut run
+    check_range_passes<test_nets::small_resnet_on>({5, 8});  // a stateful node first, both ends inside the run
+    check_range_passes<test_nets::small_resnet_on>({5, 9});  // a stateful node first and last (the add follows)
+    check_range_passes<test_nets::small_resnet_on>({6, 9});
+    check_range_passes<test_nets::small_resnet_on>({12, 20});  // the projection block: In and Out of a run differ
     check_range_passes<nested>(pp::layer_stack<nested, float>::all());
+    check_range_passes<nested>({3, 5});  // the inner block's run of two carried nodes
+    check_range_passes<nested>({2, 4});  // the inner fork and a cut inside that run
     check_range_passes<mlp_with_block>(pp::layer_stack<mlp_with_block, float>::all());
 }
