@@ -171,9 +171,10 @@ public:
 
     /// Backward-p1 over the range, last layer first: from act.output_gradient() assigns every g(k), k > begin (but,
     /// as forward's a(k), the carried parts inside a run), and g(begin) (the range's input gradient) when
-    /// input_gradient_needed (false for the first stage, whose input gradient nobody reads). w: the parameter block the backward uses (current weights in PB).
-    /// state: the range's running-state block, as for forward (stateful layers update it here too; such a layer
-    /// runs even when its input gradient is not needed, so that its state advances the same whatever the cut).
+    /// input_gradient_needed (false for the first stage, whose input gradient nobody reads). w: the parameter block
+    /// the backward uses (current weights in PB). state: the range's running-state block, as for forward (stateful
+    /// layers update it here too; such a layer runs even when its input gradient is not needed, so that its state
+    /// advances the same whatever the cut).
     template <class Range = dynamic_range>
     void backward_input(std::span<const T> w, activations& act, std::size_t b, workspaces& ws,
                         bool input_gradient_needed = true, std::span<T> state = {}, Range range = {}) const {

@@ -34,8 +34,9 @@ using with_block = pp::network<shape<6>, pp::dense<6>, pp::residual<pp::dense<5>
 // second with stateful layers (Online Normalization) inside the block's run of carried nodes.
 using conv_only = pp::network<shape<1, 6, 6>, pp::conv2d<4, 3, 1, 1>, pp::group_norm<2>, pp::relu,
                               pp::residual<pp::conv2d<4, 3, 1, 1>, pp::group_norm<2>, pp::relu>, pp::global_avg_pool>;
-using conv_only_on = pp::network<shape<1, 6, 6>, pp::conv2d<4, 3, 1, 1>, pp::online_norm<>, pp::relu,
-                                 pp::residual<pp::conv2d<4, 3, 1, 1>, pp::online_norm<>, pp::relu>, pp::global_avg_pool>;
+using conv_only_on =
+    pp::network<shape<1, 6, 6>, pp::conv2d<4, 3, 1, 1>, pp::online_norm<>, pp::relu,
+                pp::residual<pp::conv2d<4, 3, 1, 1>, pp::online_norm<>, pp::relu>, pp::global_avg_pool>;
 
 // Values in U(-1, 1) with every 7th an exact +0 and every 11th a -0 (the sign of a zero gradient must match too).
 template <class T>
