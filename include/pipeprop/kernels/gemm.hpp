@@ -43,7 +43,7 @@ inline void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::
 }
 
 /// Double-precision overload (used by the finite-difference gradient checks, which so check the same kernel the
-/// float layers run).
+/// float layers run). A template, so that only a unit that calls it compiles the double kernels.
 template <class T>
     requires std::same_as<T, double>
 inline void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha,
