@@ -1,6 +1,7 @@
 // Tests of kernels::simd_gemm (kernels/simd_gemm.hpp) against a plain double-precision reference: every
 // transposition case, shapes around the register-block and vector sizes (remainders of rows, columns and K), the
 // layers' shapes, row strides larger than the matrix, alpha / beta, and beta == 0 with a NaN-filled C (C not read).
+// Also the kernels beside it: shifted_gemm_indexed_a (a direct convolution's backward-p1) and transpose_add.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -11,7 +12,9 @@
 #include <random>
 #include <vector>
 
+#include "pipeprop/kernels/shifted_gemm.hpp"
 #include "pipeprop/kernels/simd_gemm.hpp"
+#include "pipeprop/kernels/transpose_add.hpp"
 
 namespace {
 
@@ -183,4 +186,68 @@ TEST_CASE("simd_gemm in double precision (the gradient checks' kernel) matches t
                         INFO("ta=" << ta << " tb=" << tb << " m=" << m << " n=" << n << " k=" << k);
                         CHECK(max_error<double>({ta, tb, m, n, k, 1.5f, k % 2 ? 1.0f : 0.0f, 1}, rng) < 1e-12);
                     }
+}
+
+/// dst += src^T element by element, the definition kernels::transpose_add must equal bit for bit.
+template <class T>
+void check_transpose_add(std::size_t rows, std::size_t cols, std::mt19937& rng) {
+    std::uniform_real_distribution<T> u(T(-1), T(1));
+    const std::size_t ld_src = cols + 3, ld_dst = rows + 5;  // strides wider than the matrices: gaps never written
+    std::vector<T> src(rows * ld_src), dst(cols * ld_dst);
+    for (auto& v : src) v = u(rng);
+    for (auto& v : dst) v = u(rng);
+    std::vector<T> want = dst;
+    for (std::size_t i = 0; i < rows; ++i)
+        for (std::size_t j = 0; j < cols; ++j) want[j * ld_dst + i] += src[i * ld_src + j];
+    pipeprop::kernels::transpose_add(rows, cols, src.data(), ld_src, dst.data(), ld_dst);
+    INFO("rows=" << rows << " cols=" << cols);
+    CHECK(dst == want);
+}
+
+TEST_CASE("transpose_add adds src^T with one rounding per element: tiles, edges and strides", "[kernels]") {
+    std::mt19937 rng(15);
+    // Around the register tiles (8 x 8 with AVX, 16 x 16 with AVX-512) and conv2d's shapes (C K K x OC: 144 x 16,
+    // 288 x 32, 576 x 64, 9 x 16 for the 1-channel stem).
+    for (std::size_t rows : {1, 7, 8, 9, 15, 16, 17, 33, 144, 288, 576})
+        for (std::size_t cols : {1, 5, 8, 9, 16, 17, 31, 32, 64}) {
+            check_transpose_add<float>(rows, cols, rng);
+            check_transpose_add<double>(rows, cols, rng);
+        }
+}
+
+TEST_CASE("shifted_gemm_indexed_a equals shifted_gemm on the matrix its offsets describe, bit for bit", "[kernels]") {
+    // A's columns read at offsets, as conv2d's direct backward-p1 reads W' from the weights [OC, C, K, K]: A[r, p] =
+    // a[r lda + a_offsets[p]] with the columns in reverse order within groups of 3 and the groups strided.
+    std::mt19937 rng(16);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    constexpr std::size_t w = xsimd::batch<float>::size;
+    for (std::size_t m : {1, 3, 8, 13, 32})
+        for (std::size_t n : {w, 2 * w, 3 * w, 7 * w})
+            for (std::size_t k : {1, 3, 9, 48}) {
+                const std::size_t lda = 3, groups = (k + 2) / 3, group_stride = m * lda;
+                std::vector<float> a(groups * group_stride + lda), b(k * 2 + n + 64);
+                for (auto& v : a) v = u(rng);
+                for (auto& v : b) v = u(rng);
+                std::vector<std::ptrdiff_t> a_offsets(k), b_offsets(k);
+                std::vector<float> dense(m * k);  // the same A, materialized row-major
+                for (std::size_t p = 0; p < k; ++p) {
+                    a_offsets[p] = static_cast<std::ptrdiff_t>((p / 3) * group_stride + 2 - p % 3);
+                    b_offsets[p] = static_cast<std::ptrdiff_t>((p * 7) % 64);
+                    for (std::size_t r = 0; r < m; ++r) dense[r * k + p] = a[r * lda + a_offsets[p]];
+                }
+                std::vector<float> c1(m * n), c2(m * n);
+                pipeprop::kernels::shifted_gemm_indexed_a(m, n, k, a.data(), lda, a_offsets.data(), b.data(),
+                                                          b_offsets.data(), c1.data(), n);
+                pipeprop::kernels::shifted_gemm(m, n, k, dense.data(), k, b.data(), b_offsets.data(), c2.data(), n);
+                INFO("m=" << m << " n=" << n << " k=" << k);
+                CHECK(c1 == c2);
+                double worst = 0.0;  // and both are the product
+                for (std::size_t r = 0; r < m; ++r)
+                    for (std::size_t j = 0; j < n; ++j) {
+                        double s = 0.0;
+                        for (std::size_t p = 0; p < k; ++p) s += double(dense[r * k + p]) * b[b_offsets[p] + j];
+                        worst = std::max(worst, std::abs(c1[r * n + j] - s) / (1.0 + std::abs(s)));
+                    }
+                CHECK(worst < 1e-5);
+            }
 }

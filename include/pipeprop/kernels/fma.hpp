@@ -5,8 +5,8 @@
 // xsimd::fnma only for its FMA3 and FMA4 architectures (fma3<sse4_2>, fma3<avx>, fma3<avx2>, fma4: x86-64 with -mfma,
 // e.g. -march=x86-64-v3 or -march=native on any x86-64 CPU since 2013). Elsewhere it falls back to the generic
 // `x * y + z`, rounded twice under -ffp-contract=off, so a vector body and a std::fma tail disagree:
-//   - AVX-512 (avx512f and up): these helpers call the AVX-512 FMA instruction directly (the one place pipeprop uses
-//     intrinsics: a gap in that xsimd version);
+//   - AVX-512 (avx512f and up): these helpers call the AVX-512 FMA instruction directly (a gap in that xsimd version;
+//     the only other intrinsics in pipeprop are kernels/transpose_add.hpp's register transposes);
 //   - every other architecture (x86-64 without FMA: baseline, -march=x86-64-v2, SSE2..SSE4.2, AVX without FMA; ARM
 //     NEON, where xsimd 8.1 fuses fma only for some types and never fnma): lane-wise std::fma, the correctly rounded
 //     C library fma that the scalar tails call as well. Same bits as a fused instruction, but each lane is a library

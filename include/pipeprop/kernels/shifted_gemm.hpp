@@ -23,13 +23,15 @@ namespace pipeprop::kernels {
 
 namespace detail {
 
-/// C block [MR x NV W] of C = A B, A [M x K] row-major (stride lda), B[p, j] = b[b_offsets[p] + j] (NV W readable
-/// values from every b + b_offsets[p] + j0), C row-major (stride ldc), assigned. K >= 1. Never inlined, for the
-/// reason given at simd_block_nn (the accumulators stay in registers).
-template <class T, std::size_t MR, std::size_t NV>
+/// C block [MR x NV W] of C = A B, A[r, p] = a[r lda + p] (IndexedA false: row-major) or a[r lda + a_offsets[p]]
+/// (IndexedA true), B[p, j] = b[b_offsets[p] + j] (NV W readable values from every b + b_offsets[p] + j0), C
+/// row-major (stride ldc), assigned. K >= 1. Never inlined, for the reason given at simd_block_nn (the accumulators
+/// stay in registers).
+template <class T, std::size_t MR, std::size_t NV, bool IndexedA>
 [[gnu::noinline]] inline void simd_block_shifted(std::size_t k, const T* __restrict a, std::size_t lda,
-                                                 const T* __restrict b, const std::ptrdiff_t* __restrict b_offsets,
-                                                 T* __restrict c, std::size_t ldc) noexcept {
+                                                 const std::ptrdiff_t* __restrict a_offsets, const T* __restrict b,
+                                                 const std::ptrdiff_t* __restrict b_offsets, T* __restrict c,
+                                                 std::size_t ldc) noexcept {
     using batch = xsimd::batch<T>;
     constexpr std::size_t w = batch::size;
     std::array<std::array<batch, NV>, MR> acc;
@@ -42,9 +44,12 @@ template <class T, std::size_t MR, std::size_t NV>
         std::array<batch, NV> bv;
         PIPEPROP_UNROLL
         for (std::size_t v = 0; v < NV; ++v) bv[v] = batch::load_unaligned(bp + v * w);
+        const T* ap = a;
+        if constexpr (IndexedA) ap += a_offsets[p];
+        else ap += p;
         PIPEPROP_UNROLL
         for (std::size_t r = 0; r < MR; ++r) {
-            const batch ar(a[r * lda + p]);
+            const batch ar(ap[r * lda]);
             PIPEPROP_UNROLL
             for (std::size_t v = 0; v < NV; ++v) acc[r][v] = kernels::fma(ar, bv[v], acc[r][v]);
         }
@@ -94,6 +99,25 @@ template <class T, std::size_t MR, std::size_t NV, bool Accumulate>
         }
 }
 
+/// The column and row blocks of shifted_gemm and shifted_gemm_indexed_a (A indexed as simd_block_shifted).
+template <bool IndexedA, class T>
+void shifted_gemm_blocks(std::size_t m, std::size_t n, std::size_t k, const T* a, std::size_t lda,
+                         const std::ptrdiff_t* a_offsets, const T* b, const std::ptrdiff_t* b_offsets, T* c,
+                         std::size_t ldc) noexcept {
+    constexpr std::size_t w = xsimd::batch<T>::size;
+    std::size_t j = 0;
+    for (; j + 2 * w <= n; j += 2 * w)
+        for_row_blocks<simd_rows_2v<T>>(m, [&]<std::size_t MR>(std::size_t i) {
+            simd_block_shifted<T, MR, 2, IndexedA>(k, a + i * lda, lda, a_offsets, b + j, b_offsets, c + i * ldc + j,
+                                                   ldc);
+        });
+    if (j < n)
+        for_row_blocks<simd_rows_1v<T>>(m, [&]<std::size_t MR>(std::size_t i) {
+            simd_block_shifted<T, MR, 1, IndexedA>(k, a + i * lda, lda, a_offsets, b + j, b_offsets, c + i * ldc + j,
+                                                   ldc);
+        });
+}
+
 }  // namespace detail
 
 /// C [M x N] = A [M x K] B with B[p, j] = b[b_offsets[p] + j] (see the file comment): C assigned, row-major with
@@ -103,16 +127,18 @@ template <class T, std::size_t MR, std::size_t NV, bool Accumulate>
 template <class T>
 void shifted_gemm(std::size_t m, std::size_t n, std::size_t k, const T* a, std::size_t lda, const T* b,
                   const std::ptrdiff_t* b_offsets, T* c, std::size_t ldc) noexcept {
-    constexpr std::size_t w = xsimd::batch<T>::size;
-    std::size_t j = 0;
-    for (; j + 2 * w <= n; j += 2 * w)
-        detail::for_row_blocks<detail::simd_rows_2v<T>>(m, [&]<std::size_t MR>(std::size_t i) {
-            detail::simd_block_shifted<T, MR, 2>(k, a + i * lda, lda, b + j, b_offsets, c + i * ldc + j, ldc);
-        });
-    if (j < n)
-        detail::for_row_blocks<detail::simd_rows_1v<T>>(m, [&]<std::size_t MR>(std::size_t i) {
-            detail::simd_block_shifted<T, MR, 1>(k, a + i * lda, lda, b + j, b_offsets, c + i * ldc + j, ldc);
-        });
+    detail::shifted_gemm_blocks<false>(m, n, k, a, lda, nullptr, b, b_offsets, c, ldc);
+}
+
+/// shifted_gemm with A's columns read at per-column offsets too: A[r, p] = a[r lda + a_offsets[p]] (a weight tensor
+/// read in another index order without copying it: a direct convolution's backward-p1, layers/conv2d_direct.hpp).
+/// a + r lda + a_offsets[p] readable for every r < M and p < K; otherwise as shifted_gemm, and the same arithmetic
+/// as shifted_gemm on the matrix A these offsets describe.
+template <class T>
+void shifted_gemm_indexed_a(std::size_t m, std::size_t n, std::size_t k, const T* a, std::size_t lda,
+                            const std::ptrdiff_t* a_offsets, const T* b, const std::ptrdiff_t* b_offsets, T* c,
+                            std::size_t ldc) noexcept {
+    detail::shifted_gemm_blocks<true>(m, n, k, a, lda, a_offsets, b, b_offsets, c, ldc);
 }
 
 /// C [M x N] = A [M x K] B, or C += A B (Accumulate), with A[r, p] = a[a_offsets[r] + p] (the rows of A read in place

@@ -16,6 +16,7 @@
 #include "pipeprop/kernels/elementwise.hpp"
 #include "pipeprop/layers/conv2d_direct.hpp"
 #include "pipeprop/kernels/gemm.hpp"
+#include "pipeprop/kernels/transpose_add.hpp"
 #include "pipeprop/layer_concept.hpp"
 #include "pipeprop/parameter_tensor.hpp"
 #include "pipeprop/seed.hpp"
@@ -100,11 +101,10 @@ struct conv2d_layer {
     /// p1 likewise where, besides, C >= 4 (fewer rows of dx make GEMV-shaped blocks: the 1-channel stem measured
     /// half the speed of GEMM + col2im; bench/README.md, "conv2d without im2col").
     static constexpr bool direct_p1 = direct && channels >= 4;
-    /// p2 likewise (dW^T = cols dy^T, the rows of cols read in place from the padded sample) where, besides, C >= 4,
-    /// OutChannels is a whole number of SIMD vectors of T and OH OW at least 8 vectors (at 7x7 the padded width's
-    /// discarded columns cost more than im2col; bench/README.md, "p2 without im2col").
-    static constexpr bool direct_p2 = direct_p1 && OutChannels % xsimd::batch<T>::size == 0 &&
-                                      pixels >= 8 * xsimd::batch<T>::size;
+    /// p2 likewise (dW^T = cols dy^T, the rows of cols read in place from the padded sample) where, besides, C >= 4
+    /// and OutChannels is a whole number of SIMD vectors of T (at 7x7 too, where the padded width's discarded columns
+    /// add 31% of multiply-adds: still faster than im2col; bench/README.md, "p2 without im2col").
+    static constexpr bool direct_p2 = direct_p1 && OutChannels % xsimd::batch<T>::size == 0;
     /// The direct convolution's geometry and passes (used only where direct is true).
     using direct_conv = detail::conv2d_direct<T, channels, height, width, OutChannels, Kernel>;
     /// Backward-p2 as cols dy^T with dy transposed in the workspace (a GEMM with B [OH OW, OC] row-major: register
@@ -144,7 +144,6 @@ struct conv2d_layer {
         if constexpr (!identity_columns && !direct_p2) ws.columns.assign(patch * pixels, T(0));
         if constexpr (direct) {  // the padding positions of `padded` stay zero from here on
             ws.padded.assign(direct_conv::padded_size, T(0)), ws.out.assign(direct_conv::out_size, T(0));
-            if constexpr (direct_p1) ws.flipped.assign(direct_conv::flipped_size, T(0));
         }
         if constexpr (direct_p2) {
             ws.dy_t.assign(direct_conv::dy_t_size, T(0));
@@ -157,8 +156,8 @@ struct conv2d_layer {
     }
     /// \copydoc pipeprop::layer_contract::workspace_bytes
     [[nodiscard]] std::size_t workspace_bytes(const workspace_type& ws) const noexcept {
-        return sizeof(ws) + (ws.columns.size() + ws.dy_t.size() + ws.dw_t.size() + ws.padded.size() + ws.out.size() +
-                             ws.flipped.size()) * sizeof(T);
+        return sizeof(ws) +
+               (ws.columns.size() + ws.dy_t.size() + ws.dw_t.size() + ws.padded.size() + ws.out.size()) * sizeof(T);
     }
 
     /// \copydoc pipeprop::layer_contract::init_parameters
@@ -192,9 +191,8 @@ struct conv2d_layer {
     void backward_input(std::span<const T> w, const T*, const T*, const T* dy, T* dx, std::size_t b,
                         const stash_type&, workspace_type& ws) const {
         if constexpr (direct_p1) {
-            direct_conv::flip_weights(w.data(), ws.flipped.data());
             for (std::size_t n = 0; n < b; ++n)
-                direct_conv::backward_input(ws.flipped.data(), dy + n * output_shape::size, dx + n * input_shape::size,
+                direct_conv::backward_input(w.data(), dy + n * output_shape::size, dx + n * input_shape::size,
                                             ws.padded.data(), ws.out.data());
             return;
         }
@@ -239,11 +237,7 @@ struct conv2d_layer {
         }
         if constexpr (direct_p2 || transposed_p2) {
             if (b == 0) return;
-            const T* __restrict dwt = ws.dw_t.data();
-            for (std::size_t o = 0; o < OutChannels; ++o) {
-                T* __restrict row = dw.data() + o * patch;
-                for (std::size_t q = 0; q < patch; ++q) row[q] += dwt[q * OutChannels + o];
-            }
+            kernels::transpose_add(patch, OutChannels, ws.dw_t.data(), OutChannels, dw.data(), patch);
         }
     }
 

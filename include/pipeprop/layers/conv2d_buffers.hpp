@@ -19,7 +19,7 @@ struct conv2d_stash {
 /// Workspace of conv2d (one per runner), each pass uses it only within its own call: one sample's column matrix
 /// [C K K, OH OW] (im2col's output, or p1's column gradient dcol that col2im folds into dx; empty for an identity
 /// im2col); with transposed_p2, dy_t [OH OW, OutChannels] of one sample and dw_t [C K K, OutChannels], summed over
-/// the micro-batch; with direct, a zero-padded sample, the direct GEMM's output and p1's W' (conv2d_direct.hpp); with
+/// the micro-batch; with direct, a zero-padded sample and the direct GEMM's output (conv2d_direct.hpp); with
 /// direct_p2 (no column matrix then, where p1 is direct too) dy_t in the padded-width layout.
 template <class T>
 struct conv2d_workspace {
@@ -30,8 +30,8 @@ struct conv2d_workspace {
     detail::aligned_buffer<T> dy_t, dw_t;
     ///@}
     ///@{
-    /// direct only: one zero-padded sample, the padded-width output [M, Np] and W' [C, OC K K] (conv2d_direct).
-    detail::aligned_buffer<T> padded, out, flipped;
+    /// direct only: one zero-padded sample and the padded-width output [M, Np] (conv2d_direct).
+    detail::aligned_buffer<T> padded, out;
     ///@}
 };
 

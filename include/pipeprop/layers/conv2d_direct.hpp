@@ -18,10 +18,11 @@
 //            samples of a micro-batch added in order; the caller adds dW^T's transpose to dW;
 //   p1:      dx_n = conv(dy_n, W') with W'[c, (o, kh, kw)] = W[o, c, K - 1 - kh, K - 1 - kw] (the transposed
 //            convolution of a stride-1 "same" convolution is a "same" convolution with the kernel transposed in
-//            channels and rotated by 180 degrees): one fused multiply-add chain over (o, kh, kw), assigned. This sums
-//            in another order than im2col's W^T dy followed by col2im (which adds the K^2 partial sums of each input
-//            pixel after the GEMM), so p1's last bits differ from the im2col form of other builds; within a build
-//            every runner and every b uses this form.
+//            channels and rotated by 180 degrees), W' read in place from W at per-column offsets
+//            (kernels::shifted_gemm_indexed_a: no copy of the weights per call): one fused multiply-add chain over
+//            (o, kh, kw), assigned. This sums in another order than im2col's W^T dy followed by col2im (which adds
+//            the K^2 partial sums of each input pixel after the GEMM), so p1's last bits differ from the im2col form
+//            of other builds; within a build every runner and every b uses this form.
 // One sample at a time (its padded copy, Ch (H + 2P + 1)(W + P) values, and the output [M, Np] stay in L1 / L2 while
 // the GEMM reads them); the same code for every micro-batch size b, so a sample's result does not depend on b.
 #pragma once
@@ -50,7 +51,6 @@ struct conv2d_direct {
     /// the last channel may read.
     static constexpr std::size_t padded_size = max_channels * channel + 2 * vec;
     static constexpr std::size_t out_size = max_channels * columns;  ///< Values of the output buffer [M, Np].
-    static constexpr std::size_t flipped_size = C * OC * Kernel * Kernel;  ///< Values of W' [C, OC K K].
 
     /// Offsets of the rows (ch, kh, kw) of the column matrix of a Ch-channel padded sample.
     template <std::size_t Ch>
@@ -104,20 +104,22 @@ struct conv2d_direct {
                                                dw_t, OC);
     }
 
-    /// W' [C, OC K K] of w [OC, C, K, K]: W'[c, (o, kh, kw)] = w[o, c, K - 1 - kh, K - 1 - kw] (p1's weights).
-    static void flip_weights(const T* __restrict w, T* __restrict flipped) noexcept {
+    /// Column offsets of p1's weights W' [C, OC K K] in w [OC, C, K, K]: W'[c, (o, kh, kw)] = w[o, c, K - 1 - kh,
+    /// K - 1 - kw] is w[c K K + flipped_offsets[(o, kh, kw)]], flipped_offsets[(o, t)] = o C K K + K K - 1 - t.
+    static constexpr std::array<std::ptrdiff_t, OC * Kernel * Kernel> flipped_offsets = [] {
         constexpr std::size_t kk = Kernel * Kernel;
-        for (std::size_t c = 0; c < C; ++c)
-            for (std::size_t o = 0; o < OC; ++o)
-                for (std::size_t t = 0; t < kk; ++t) flipped[(c * OC + o) * kk + t] = w[(o * C + c) * kk + kk - 1 - t];
-    }
+        std::array<std::ptrdiff_t, OC * kk> o{};
+        for (std::size_t oc = 0; oc < OC; ++oc)
+            for (std::size_t t = 0; t < kk; ++t) o[oc * kk + t] = static_cast<std::ptrdiff_t>(oc * C * kk + kk - 1 - t);
+        return o;
+    }();
 
-    /// Backward-p1 of one sample: dx [C, H, W] = conv(dy [OC, H, W], flipped) (assigned; flipped from
-    /// flip_weights). padded and out as in forward.
-    static void backward_input(const T* flipped, const T* dy, T* __restrict dx, T* padded, T* out) noexcept {
+    /// Backward-p1 of one sample: dx [C, H, W] = conv(dy [OC, H, W], W') with W' read from w [OC, C, K, K] (assigned).
+    /// padded and out as in forward.
+    static void backward_input(const T* w, const T* dy, T* __restrict dx, T* padded, T* out) noexcept {
         pad_sample<OC>(dy, padded);
-        kernels::shifted_gemm(C, columns, OC * Kernel * Kernel, flipped, OC * Kernel * Kernel, padded,
-                              offsets<OC>.data(), out, columns);
+        kernels::shifted_gemm_indexed_a(C, columns, OC * Kernel * Kernel, w, Kernel * Kernel, flipped_offsets.data(),
+                                        padded, offsets<OC>.data(), out, columns);
         for (std::size_t c = 0; c < C; ++c)
             for (std::size_t h = 0; h < H; ++h) std::copy_n(out + c * columns + h * row, W, dx + (c * H + h) * W);
     }
