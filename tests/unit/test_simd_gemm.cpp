@@ -215,7 +215,8 @@ TEST_CASE("transpose_add adds src^T with one rounding per element: tiles, edges 
         }
 }
 
-TEST_CASE("shifted_gemm_indexed_a equals shifted_gemm on the matrix its offsets describe, bit for bit", "[kernels]") {
+TEST_CASE("shifted_gemm (indexed A too) is the product; indexed A equals the matrix it describes, bitwise",
+          "[kernels]") {
     // A's columns read at offsets, as conv2d's direct backward-p1 reads W' from the weights [OC, C, K, K]: A[r, p] =
     // a[r lda + a_offsets[p]] with the columns in reverse order within groups of 3 and the groups strided.
     std::mt19937 rng(16);
