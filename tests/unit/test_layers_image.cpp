@@ -147,7 +147,7 @@ TEST_CASE("conv2d: backward-p1 and backward-p2 match finite differences", "[laye
     check_layer<pp::conv2d_layer<double, shape<3, 9, 8>, 17, 3, 1, 1>>("3x9x8 -> 17 channels, 3x3, pad 1");
     check_layer<pp::conv2d_layer<double, shape<3, 16, 15>, 18, 3, 2, 1>>("3x16x15 -> 18 channels, 3x3, stride 2");
     check_layer<pp::conv2d_layer<double, shape<5, 9, 8>, 16, 1, 1, 0>>("5x9x8 -> 16 channels, 1x1 (identity im2col)");
-    // 4+ input channels, a whole number of vectors of output channels, 8+ vectors of pixels, stride 1, 'same':
+    // 4+ input channels, a whole number of vectors of output channels, stride 1, 'same':
     // backward-p2 over the padded sample read in place (direct_p2) where the build's GEMM is pipeprop's.
     check_layer<pp::conv2d_layer<double, shape<4, 8, 8>, 8, 3, 1, 1>>("4x8x8 -> 8 channels, 3x3, pad 1 (direct p2)");
 }

@@ -102,8 +102,10 @@ struct conv2d_layer {
     /// half the speed of GEMM + col2im; bench/README.md, "conv2d without im2col").
     static constexpr bool direct_p1 = direct && channels >= 4;
     /// p2 likewise (dW^T = cols dy^T, the rows of cols read in place from the padded sample) where, besides, C >= 4
-    /// and OutChannels is a whole number of SIMD vectors of T (at 7x7 too, where the padded width's discarded columns
-    /// add 31% of multiply-adds: still faster than im2col; bench/README.md, "p2 without im2col").
+    /// and OutChannels is a whole number of SIMD vectors of T. At 7x7 too: its 55 rows of dy^T for 49 pixels (12%
+    /// more multiply-adds) measured faster than im2col (bench/README.md, "conv2d at b = 1"). Its samples are summed
+    /// in dw_t and added to dW once, as transposed_p2's; the dy cols^T form adds each sample to dW, which rounds
+    /// differently where dW is not zero before a call with b >= 2 (see p2 above).
     static constexpr bool direct_p2 = direct_p1 && OutChannels % xsimd::batch<T>::size == 0;
     /// The direct convolution's geometry and passes (used only where direct is true).
     using direct_conv = detail::conv2d_direct<T, channels, height, width, OutChannels, Kernel>;
