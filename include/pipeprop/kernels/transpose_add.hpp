@@ -1,11 +1,12 @@
 // pipeprop/kernels/transpose_add.hpp: dst += src^T for row-major matrices, in register tiles.
 //
-// conv2d's backward-p2 forms the transposed weight gradient dW^T [C K K, OC] (layers/conv2d.hpp) and adds it to
-// dW [OC, C K K] once per micro-batch. Element by element that reads src down a column (a stride of OC values per
-// element); at ResNet shapes (36864 values for 64 x 64 x 3 x 3) it cost about as much as a third of the GEMM before
-// it. Here whole tiles are loaded a row at a time, transposed in registers and added to dst a row at a time: 16 x 16
-// tiles of float with AVX-512, 8 x 8 with AVX, element by element elsewhere and at the edges. Each dst element gets
-// exactly one addition (dst + src, rounded once), so the result is the same bits whatever path or tile computes it.
+// conv2d's backward-p2 forms the transposed weight gradient dW^T [C K K, OC] (layers/conv2d.hpp; the micro-batch's
+// samples already summed into it) and adds it to dW [OC, C K K] once per micro-batch. Element by element that reads
+// src down a column, a stride of OC values per element. Here whole tiles are loaded a row at a time, transposed in
+// registers (the usual unpack / 128-bit-lane shuffle transpose; no paper's algorithm) and added to dst a row at a
+// time: 16 x 16 tiles of float with AVX-512, 8 x 8 with AVX, element by element elsewhere (double included) and at
+// the edges. Each dst element gets exactly one addition (dst + src, rounded once), so the result is the same bits
+// whatever path or tile computes it. Units: those of the values; no errors (noexcept, no allocation).
 #pragma once
 
 #include <cstddef>
