@@ -18,6 +18,7 @@
 #include "pipeprop/kernels/fma.hpp"
 #include "pipeprop/detail/image_dims.hpp"
 #include "pipeprop/kernels/elementwise.hpp"
+#include "pipeprop/kernels/strided_sums.hpp"
 #include "pipeprop/layer_concept.hpp"
 #include "pipeprop/parameter_tensor.hpp"
 #include "pipeprop/shape.hpp"
@@ -72,6 +73,8 @@ struct group_norm_layer {
     static constexpr std::size_t group_size = channels_per_group * spatial;
     static constexpr double epsilon = 1e-5;  ///< eps added to the variance (1e-5, as PyTorch).
     static constexpr bool normalization = true;  ///< joins the stage of the layer before it (layer_concept.hpp)
+    /// Channels whose (sum, centered dot) pairs p1 and p2 reduce at once (kernels::strided_pair_chains).
+    static constexpr std::size_t pair_chains = kernels::strided_pair_chains<T>;
 
     /// \copydoc pipeprop::layer_contract::value_type
     using value_type = T;
@@ -118,22 +121,28 @@ struct group_norm_layer {
         detail::check_micro_batch(b, st.max_b, "pipeprop::group_norm::forward");
         const T inv_m = T(1) / static_cast<T>(group_size);
         for (std::size_t n = 0; n < b; ++n) {
-            for (std::size_t g = 0; g < Groups; ++g) {
-                const std::size_t first = n * InputShape::size + g * group_size;
-                const T* xg = x + first;
-                T* yg = y + first;
-                const T mean = kernels::sum(group_size, xg) * inv_m;
-                const T var = kernels::centered_square_sum(group_size, xg, mean) * inv_m;
-                const T rstd = T(1) / std::sqrt(var + static_cast<T>(epsilon));
-                st.stats[(n * Groups + g) * 2] = mean;
-                st.stats[(n * Groups + g) * 2 + 1] = rstd;
-                for (std::size_t k = 0; k < channels_per_group; ++k) {
-                    const std::size_t c = g * channels_per_group + k;
-                    const T a = Affine ? w[c] * rstd : rstd;            // y = a x + (beta - a mean)
-                    const T shift = (Affine ? w[channels + c] : T(0)) - a * mean;
-                    detail::affine_map(spatial, xg + k * spatial, a, shift, yg + k * spatial);
+            // groups in chunks of K, their sums as K independent chains (bitwise as one group at a time)
+            kernels::for_each_chunk<kernels::strided_chains, Groups>([&]<std::size_t K>(std::size_t g0) {
+                const std::size_t first = n * InputShape::size + g0 * group_size;
+                T mean[K], var[K];
+                kernels::strided_sums<K>(group_size, x + first, group_size, mean);
+                for (std::size_t j = 0; j < K; ++j) mean[j] *= inv_m;
+                kernels::strided_centered_square_sums<K>(group_size, x + first, group_size, mean, var);
+                for (std::size_t j = 0; j < K; ++j) {
+                    const std::size_t g = g0 + j;
+                    const T* xg = x + first + j * group_size;
+                    T* yg = y + first + j * group_size;
+                    const T rstd = T(1) / std::sqrt(var[j] * inv_m + static_cast<T>(epsilon));
+                    st.stats[(n * Groups + g) * 2] = mean[j];
+                    st.stats[(n * Groups + g) * 2 + 1] = rstd;
+                    for (std::size_t k = 0; k < channels_per_group; ++k) {
+                        const std::size_t c = g * channels_per_group + k;
+                        const T a = Affine ? w[c] * rstd : rstd;  // y = a x + (beta - a mean)
+                        const T shift = (Affine ? w[channels + c] : T(0)) - a * mean[j];
+                        detail::affine_map(spatial, xg + k * spatial, a, shift, yg + k * spatial);
+                    }
                 }
-            }
+            });
         }
     }
 
@@ -151,12 +160,16 @@ struct group_norm_layer {
                 const T rstd = st.stats[(n * Groups + g) * 2 + 1];
                 // s1 = sum dxhat, s2 = sum dxhat * xhat, with dxhat = gamma[c] dy and xhat = (x - mean) rstd.
                 T s1 = 0, s2 = 0;
-                for (std::size_t k = 0; k < channels_per_group; ++k) {
-                    const std::size_t c = g * channels_per_group + k;
-                    const T gamma = Affine ? w[c] : T(1);
-                    s1 += gamma * kernels::sum(spatial, dyg + k * spatial);
-                    s2 += gamma * kernels::centered_dot(spatial, dyg + k * spatial, xg + k * spatial, mean);
-                }
+                kernels::for_each_chunk<pair_chains, channels_per_group>([&]<std::size_t K>(std::size_t k0) {
+                    T sums[K], dots[K];  // per channel: sum dy, sum dy (x - mean)
+                    kernels::strided_sums_and_centered_dots<K>(spatial, dyg + k0 * spatial, xg + k0 * spatial,
+                                                               spatial, mean, sums, dots);
+                    for (std::size_t j = 0; j < K; ++j) {
+                        const T gamma = Affine ? w[g * channels_per_group + k0 + j] : T(1);
+                        s1 += gamma * sums[j];
+                        s2 += gamma * dots[j];
+                    }
+                });
                 s2 *= rstd;
                 // dx = rstd gamma dy - rstd s1 / M - (x - mean) rstd^2 s2 / M
                 //    = (rstd gamma) dy + bx x + c0,  bx = -rstd^2 s2 / M,  c0 = -rstd s1 / M - bx mean.
@@ -185,12 +198,17 @@ struct group_norm_layer {
             for (std::size_t g = 0; g < Groups; ++g) {
                 const T mean = st.stats[(n * Groups + g) * 2];
                 const T rstd = st.stats[(n * Groups + g) * 2 + 1];
-                for (std::size_t k = 0; k < channels_per_group; ++k) {
-                    const std::size_t c = g * channels_per_group + k;
-                    const std::size_t first = n * InputShape::size + c * spatial;
-                    dgamma[c] += rstd * kernels::centered_dot(spatial, dy + first, x + first, mean);
-                    dbeta[c] += kernels::sum(spatial, dy + first);
-                }
+                kernels::for_each_chunk<pair_chains, channels_per_group>([&]<std::size_t K>(std::size_t k0) {
+                    const std::size_t c0 = g * channels_per_group + k0;
+                    const std::size_t first = n * InputShape::size + c0 * spatial;
+                    T sums[K], dots[K];
+                    kernels::strided_sums_and_centered_dots<K>(spatial, dy + first, x + first, spatial, mean, sums,
+                                                               dots);
+                    for (std::size_t j = 0; j < K; ++j) {
+                        dgamma[c0 + j] += rstd * dots[j];
+                        dbeta[c0 + j] += sums[j];
+                    }
+                });
             }
         }
     }
