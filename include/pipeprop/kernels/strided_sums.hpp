@@ -35,6 +35,13 @@ void for_each_chunk(F&& f) {
         for (std::size_t first = Count - Count % K; first < Count; ++first) f.template operator()<1>(first);
 }
 
+// GCC 12 reports the pass-through operand of its own AVX-512 extract intrinsics (inside xsimd::hadd for double) as
+// an uninitialized __Y where they are inlined here; the false warnings are silenced for these kernels only.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 /// out[j] = sum(n, x + j stride) for j < K, bitwise as K calls of kernels::sum. x: K arrays of n values, stride
 /// apart (they may overlap; nothing is written to them). out: K values.
 template <std::size_t K, class T>
@@ -110,5 +117,9 @@ void strided_sums_and_centered_dots(std::size_t n, const T* dy, const T* x, std:
         dots[j] = dj;
     }
 }
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 }  // namespace pipeprop::kernels
