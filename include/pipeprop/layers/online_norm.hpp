@@ -34,6 +34,7 @@
 
 #include "pipeprop/detail/image_dims.hpp"
 #include "pipeprop/kernels/elementwise.hpp"
+#include "pipeprop/kernels/strided_sums.hpp"
 #include "pipeprop/kernels/fma.hpp"
 #include "pipeprop/kernels/online_norm_kernels.hpp"
 #include "pipeprop/layer_concept.hpp"
@@ -203,18 +204,24 @@ struct online_norm_layer {
                                                      st.yhat.data() + first, y + first, scale);
             } else {
                 const T inv_s = T(1) / static_cast<T>(spatial);
-                for (std::size_t c = 0; c < channels; ++c) {
-                    const std::size_t at = first + c * spatial;
-                    const T mu = kernels::sum(spatial, x + at) * inv_s;
-                    const T var = kernels::centered_square_sum(spatial, x + at, mu) * inv_s;
-                    const T sd = std::sqrt(v[c] + eps);
-                    scale[c] = sd;
-                    detail::online_norm_run_forward(spatial, x + at, m[c], T(1) / sd, gamma[c], beta[c], k,
-                                                    st.yhat.data() + at, y + at);
-                    const T delta = mu - m[c];
-                    v[c] = af * v[c] + omaf * var + af * omaf * (delta * delta);
-                    m[c] += omaf * delta;
-                }
+                // channels in chunks of K, their statistics as K independent chains (bitwise as one at a time)
+                kernels::for_each_chunk<kernels::strided_chains, channels>([&]<std::size_t K>(std::size_t c0) {
+                    T mu[K], var[K];
+                    kernels::strided_sums<K>(spatial, x + first + c0 * spatial, spatial, mu);
+                    for (std::size_t j = 0; j < K; ++j) mu[j] *= inv_s;
+                    kernels::strided_centered_square_sums<K>(spatial, x + first + c0 * spatial, spatial, mu, var);
+                    for (std::size_t j = 0; j < K; ++j) {
+                        const std::size_t c = c0 + j;
+                        const std::size_t at = first + c * spatial;
+                        const T sd = std::sqrt(v[c] + eps);
+                        scale[c] = sd;
+                        detail::online_norm_run_forward(spatial, x + at, m[c], T(1) / sd, gamma[c], beta[c], k,
+                                                        st.yhat.data() + at, y + at);
+                        const T delta = mu[j] - m[c];
+                        v[c] = af * v[c] + omaf * (var[j] * inv_s) + af * omaf * (delta * delta);
+                        m[c] += omaf * delta;
+                    }
+                });
             }
         }
     }
