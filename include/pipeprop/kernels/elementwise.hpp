@@ -63,6 +63,13 @@ void relu_backward(std::size_t n, const T* y, const T* dy, T* dx) noexcept {
     for (; i < n; ++i) dx[i] = y[i] > T(0) ? dy[i] : T(0);
 }
 
+// GCC 12 reports the pass-through operand of its own AVX-512 extract intrinsics (inside xsimd::hadd for double) as
+// an uninitialized __Y where they are inlined here; the false warnings are silenced for the reductions only.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 /// Sum of x[i] for i < n, in a fixed order (deterministic for a given build).
 template <class T>
 [[nodiscard]] T sum(std::size_t n, const T* x) noexcept {
@@ -107,6 +114,10 @@ template <class T>
     for (std::size_t i = vector_end; i < n; ++i) s += dy[i] * (x[i] - mean);
     return s;
 }
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 /// Copy n values.
 template <class T>
