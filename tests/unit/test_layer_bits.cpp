@@ -36,6 +36,11 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
+template <class T>
+bool same_bits(T a, T b) {  // tells -0 from +0
+    return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
 /// max_pool2d<2, 2> on [C, H, W] against the general algorithm written out here.
 template <class T, std::size_t C, std::size_t H, std::size_t W>
 void check_pool_pairs(std::size_t b) {
@@ -113,15 +118,16 @@ TEST_CASE("strided sums: bitwise equal to one call of the one-array kernel per a
             pp::kernels::strided_sums_and_centered_dots<4>(n, dy.data(), x.data(), stride, means[1], ds, dd);
             for (std::size_t j = 0; j < 4; ++j) {
                 CAPTURE(n, j);
-                CHECK(s[j] == pp::kernels::sum(n, x.data() + j * stride));
-                CHECK(q[j] == pp::kernels::centered_square_sum(n, x.data() + j * stride, means[j]));
-                CHECK(ds[j] == pp::kernels::sum(n, dy.data() + j * stride));
-                CHECK(dd[j] == pp::kernels::centered_dot(n, dy.data() + j * stride, x.data() + j * stride, means[1]));
+                CHECK(same_bits(s[j], pp::kernels::sum(n, x.data() + j * stride)));
+                CHECK(same_bits(q[j], pp::kernels::centered_square_sum(n, x.data() + j * stride, means[j])));
+                CHECK(same_bits(ds[j], pp::kernels::sum(n, dy.data() + j * stride)));
+                CHECK(same_bits(dd[j],
+                                pp::kernels::centered_dot(n, dy.data() + j * stride, x.data() + j * stride, means[1])));
             }
             T one_s, one_d;
             pp::kernels::strided_sums_and_centered_dots<1>(n, dy.data(), x.data(), stride, means[2], &one_s, &one_d);
-            CHECK(one_s == pp::kernels::sum(n, dy.data()));
-            CHECK(one_d == pp::kernels::centered_dot(n, dy.data(), x.data(), means[2]));
+            CHECK(same_bits(one_s, pp::kernels::sum(n, dy.data())));
+            CHECK(same_bits(one_d, pp::kernels::centered_dot(n, dy.data(), x.data(), means[2])));
         }
     };
     SECTION("float") { check(0.0f); }
@@ -189,4 +195,7 @@ TEST_CASE("group_norm: forward, p1 and p2 bitwise equal to one group / channel a
     SECTION("double 28 x 64, 7 groups (4 channels per group)") { check_group_norm_bits<double, 28, 64, 7>(2); }
     SECTION("float 20 x 1, 1 group") { check_group_norm_bits<float, 20, 1, 1>(4); }
     SECTION("double 6 x 9, 6 groups") { check_group_norm_bits<double, 6, 9, 6>(2); }
+    SECTION("double 24 x 17, 4 groups (6 channels per group: chunk remainders)") {
+        check_group_norm_bits<double, 24, 17, 4>(2);
+    }
 }

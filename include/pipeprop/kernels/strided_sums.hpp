@@ -1,6 +1,8 @@
 // pipeprop/kernels/strided_sums.hpp: K reductions of equal length at once, over the arrays x + j stride
 // (j < K), each summed in exactly the order of its one-array kernel in kernels/elementwise.hpp (sum,
-// centered_square_sum, centered_dot), so the results are bitwise those of K separate calls.
+// centered_square_sum, centered_dot), so the results are bitwise those of K separate calls (compiled with
+// -ffp-contract=off, as the library requires for bit-identical results; a NaN result may carry another sign or
+// payload, as between any two compilations of the same sum, since the compiler may swap an addition's operands).
 //
 // Why: each one-array reduction is a single chain of dependent vector additions, so it runs at one vector per
 // addition latency (3-4 cycles) however fast the loads are. K independent chains in one loop fill that latency:
@@ -23,7 +25,7 @@ inline constexpr std::size_t strided_chains = 4;
 /// already two chains over three loads per vector; with 512-bit vectors that keeps up with the loads (more pairs
 /// were slower in the group-norm benchmark: their longer epilogue), with narrower vectors four pairs are faster.
 template <class T>
-inline constexpr std::size_t strided_pair_chains = xsimd::batch<T>::size >= 16 ? 1 : 4;
+inline constexpr std::size_t strided_pair_chains = sizeof(T) * xsimd::batch<T>::size >= 64 ? 1 : 4;
 
 /// Splits [0, Count) into chunks for the strided kernels: calls f.template operator()<K>(first) for
 /// first = 0, K, 2 K, ... while a whole chunk fits, then f.template operator()<1>(first) for each index left.
