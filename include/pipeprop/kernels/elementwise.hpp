@@ -5,6 +5,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "pipeprop/kernels/fma.hpp"
+#include "pipeprop/kernels/strided_sums.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -70,33 +71,20 @@ void relu_backward(std::size_t n, const T* y, const T* dy, T* dx) noexcept {
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-/// Sum of x[i] for i < n, in a fixed order (deterministic for a given build).
+/// Sum of x[i] for i < n, in a fixed order (deterministic for a given build): one chain of vector additions, then
+/// the horizontal sum, then the scalar tail (kernels/strided_sums.hpp with K = 1, which runs K such chains at once).
 template <class T>
 [[nodiscard]] T sum(std::size_t n, const T* x) noexcept {
-    using batch = xsimd::batch<T>;
-    constexpr std::size_t w = batch::size;
-    batch acc(T(0));
-    const std::size_t vector_end = n - n % w;
-    for (std::size_t i = 0; i < vector_end; i += w) acc += batch::load_unaligned(x + i);
-    T s = xsimd::hadd(acc);
-    for (std::size_t i = vector_end; i < n; ++i) s += x[i];
+    T s;
+    strided_sums<1>(n, x, 0, &s);
     return s;
 }
 
-/// sum_i (x[i] - mean)^2 for i < n, in a fixed order (deterministic for a given build).
+/// sum_i (x[i] - mean)^2 for i < n, in a fixed order (deterministic for a given build; strided_sums.hpp, K = 1).
 template <class T>
 [[nodiscard]] T centered_square_sum(std::size_t n, const T* x, T mean) noexcept {
-    using batch = xsimd::batch<T>;
-    constexpr std::size_t w = batch::size;
-    const batch vm(mean);
-    const std::size_t vector_end = n - n % w;  // (this form keeps GCC 12 from a false -Waggressive-loop-optimizations)
-    batch acc(T(0));
-    for (std::size_t i = 0; i < vector_end; i += w) {
-        const batch d = batch::load_unaligned(x + i) - vm;
-        acc = kernels::fma(d, d, acc);
-    }
-    T s = xsimd::hadd(acc);
-    for (std::size_t i = vector_end; i < n; ++i) s += (x[i] - mean) * (x[i] - mean);
+    T s;
+    strided_centered_square_sums<1>(n, x, 0, &mean, &s);
     return s;
 }
 

@@ -1,6 +1,6 @@
 // pipeprop/kernels/strided_sums.hpp: K reductions of equal length at once, over the arrays x + j stride
-// (j < K), each summed in exactly the order of its one-array kernel in kernels/elementwise.hpp (sum,
-// centered_square_sum, centered_dot), so the results are bitwise those of K separate calls (compiled with
+// (j < K), each summed in exactly the order of its one-array kernel in kernels/elementwise.hpp (sum and
+// centered_square_sum are the K = 1 case; centered_dot), so the results are bitwise those of K separate calls (with
 // -ffp-contract=off, as the library requires for bit-identical results; a NaN result may carry another sign or
 // payload, as between any two compilations of the same sum, since the compiler may swap an addition's operands).
 //
