@@ -4,7 +4,8 @@
 //   with ties, NaN inputs, -0 and NaN gradients, odd heights / widths, float and double;
 // - the strided reductions (kernels/strided_sums.hpp) against one call of the one-array kernel per array;
 // - group_norm's forward, p1 and p2 against the same formulas reduced one group / channel at a time with the
-//   one-array kernels (the order the strided kernels must keep), at group and channel counts that leave remainders.
+//   one-array kernels (the order the strided kernels must keep), at group and channel counts that leave remainders,
+//   spatial extents below one vector (the scalar path) and without the affine map.
 // The finite-difference and definition checks of these layers are in test_layers_image.cpp.
 #include <catch2/catch.hpp>
 
@@ -124,6 +125,19 @@ TEST_CASE("strided sums: bitwise equal to one call of the one-array kernel per a
                 CHECK(same_bits(dd[j],
                                 pp::kernels::centered_dot(n, dy.data() + j * stride, x.data() + j * stride, means[1])));
             }
+            if (n == 3 || n == 17) {  // the compile-time length of the normalization layers
+                T fs[4], fd[4];
+                if (n == 3)
+                    pp::kernels::fixed_sums_and_centered_dots<3, 4>(dy.data(), x.data(), stride, means[3], fs, fd);
+                else
+                    pp::kernels::fixed_sums_and_centered_dots<17, 4>(dy.data(), x.data(), stride, means[3], fs, fd);
+                for (std::size_t j = 0; j < 4; ++j) {
+                    CAPTURE(n, j);
+                    CHECK(same_bits(fs[j], pp::kernels::sum(n, dy.data() + j * stride)));
+                    CHECK(same_bits(fd[j], pp::kernels::centered_dot(n, dy.data() + j * stride,
+                                                                     x.data() + j * stride, means[3])));
+                }
+            }
             T one_s, one_d;
             pp::kernels::strided_sums_and_centered_dots<1>(n, dy.data(), x.data(), stride, means[2], &one_s, &one_d);
             CHECK(same_bits(one_s, pp::kernels::sum(n, dy.data())));
@@ -137,18 +151,19 @@ TEST_CASE("strided sums: bitwise equal to one call of the one-array kernel per a
 namespace {
 
 /// group_norm forward / p1 / p2 against the formulas with one-array reductions, one group / channel at a time.
-template <class T, std::size_t C, std::size_t S, std::size_t G>
+template <class T, std::size_t C, std::size_t S, std::size_t G, bool Affine = true>
 void check_group_norm_bits(std::size_t b) {
-    using l = pp::group_norm_layer<T, shape<C, S>, G, true>;
+    using l = pp::group_norm_layer<T, shape<C, S>, G, Affine>;
     constexpr std::size_t cpg = C / G, m = cpg * S, size = C * S;
     std::mt19937 rng(5);
     std::normal_distribution<T> u(T(0.2), T(1));
-    std::vector<T> x(b * size), dy(b * size), w(2 * C);
+    std::vector<T> x(b * size), dy(b * size), w(Affine ? 2 * C : 0);
     for (auto& e : x) e = u(rng);
     for (auto& e : dy) e = u(rng);
     for (auto& e : w) e = u(rng);
     const T inv_m = T(1) / static_cast<T>(m);
-    std::vector<T> y_ref(b * size), dx_ref(b * size), dw_ref(2 * C, T(0.25));
+    std::vector<T> y_ref(b * size), dx_ref(b * size), dw_ref(w.size(), T(0.25));
+    const auto gamma = [&](std::size_t c) { return Affine ? w[c] : T(1); };
     for (std::size_t n = 0; n < b; ++n)
         for (std::size_t g = 0; g < G; ++g) {
             const std::size_t first = n * size + g * m;
@@ -158,30 +173,32 @@ void check_group_norm_bits(std::size_t b) {
             T s1 = 0, s2 = 0;
             for (std::size_t k = 0; k < cpg; ++k) {
                 const std::size_t c = g * cpg + k, at = first + k * S;
-                const T a = w[c] * rstd, shift = w[C + c] - a * mean;
+                const T a = gamma(c) * rstd, shift = (Affine ? w[C + c] : T(0)) - a * mean;
                 for (std::size_t i = 0; i < S; ++i) y_ref[at + i] = a * x[at + i] + shift;
                 const T sum = pp::kernels::sum(S, dy.data() + at);
                 const T dot = pp::kernels::centered_dot(S, dy.data() + at, x.data() + at, mean);
-                s1 += w[c] * sum;
-                s2 += w[c] * dot;
-                dw_ref[c] += rstd * dot;
-                dw_ref[C + c] += sum;
+                s1 += gamma(c) * sum;
+                s2 += gamma(c) * dot;
+                if constexpr (Affine) {
+                    dw_ref[c] += rstd * dot;
+                    dw_ref[C + c] += sum;
+                }
             }
             s2 *= rstd;
             const T bx = -rstd * rstd * s2 * inv_m;
             const T c0 = -rstd * s1 * inv_m - bx * mean;
             for (std::size_t k = 0; k < cpg; ++k) {
                 const std::size_t at = first + k * S;
-                const T a = w[g * cpg + k] * rstd;
+                const T a = gamma(g * cpg + k) * rstd;
                 for (std::size_t i = 0; i < S; ++i) dx_ref[at + i] = a * dy[at + i] + bx * x[at + i] + c0;
             }
         }
     auto st = l{}.make_stash(b);
     pp::no_workspace ws;
-    std::vector<T> y(b * size), dx(b * size), dw(2 * C, T(0.25));
+    std::vector<T> y(b * size), dx(b * size), dw(w.size(), T(0.25));
     l{}.forward(w, x.data(), y.data(), b, st, ws);
     l{}.backward_input(w, x.data(), y.data(), dy.data(), dx.data(), b, st, ws);
-    l{}.backward_weight(dw, x.data(), y.data(), dy.data(), b, st, ws);
+    if constexpr (Affine) l{}.backward_weight(dw, x.data(), y.data(), dy.data(), b, st, ws);
     CHECK(same_bits(y, y_ref));
     CHECK(same_bits(dx, dx_ref));
     CHECK(same_bits(dw, dw_ref));
@@ -197,5 +214,14 @@ TEST_CASE("group_norm: forward, p1 and p2 bitwise equal to one group / channel a
     SECTION("double 6 x 9, 6 groups") { check_group_norm_bits<double, 6, 9, 6>(2); }
     SECTION("double 24 x 17, 4 groups (6 channels per group: chunk remainders)") {
         check_group_norm_bits<double, 24, 17, 4>(2);
+    }
+    // spatial extents below one vector: p1 and p2 take the scalar path of fixed_sums_and_centered_dots
+    SECTION("float 32 x 3, 4 groups (8 channels per group)") { check_group_norm_bits<float, 32, 3, 4>(3); }
+    SECTION("float 24 x 7, 2 groups") { check_group_norm_bits<float, 24, 7, 2>(2); }
+    SECTION("double 40 x 1, 5 groups") { check_group_norm_bits<double, 40, 1, 5>(3); }
+    SECTION("without the affine map: float 30 x 37 and 32 x 3, double 24 x 17") {
+        check_group_norm_bits<float, 30, 37, 5, false>(2);
+        check_group_norm_bits<float, 32, 3, 4, false>(2);
+        check_group_norm_bits<double, 24, 17, 4, false>(2);
     }
 }

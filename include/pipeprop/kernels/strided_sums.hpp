@@ -47,7 +47,7 @@ void for_each_chunk(F&& f) {
 /// out[j] = sum(n, x + j stride) for j < K, bitwise as K calls of kernels::sum. x: K arrays of n values, stride
 /// apart (they may overlap; nothing is written to them). out: K values.
 template <std::size_t K, class T>
-void strided_sums(std::size_t n, const T* x, std::size_t stride, T* out) noexcept {
+[[gnu::always_inline]] inline void strided_sums(std::size_t n, const T* x, std::size_t stride, T* out) noexcept {
     using batch = xsimd::batch<T>;
     constexpr std::size_t w = batch::size;
     batch acc[K];
@@ -57,7 +57,7 @@ void strided_sums(std::size_t n, const T* x, std::size_t stride, T* out) noexcep
         for (std::size_t j = 0; j < K; ++j) acc[j] += batch::load_unaligned(x + j * stride + i);
     for (std::size_t j = 0; j < K; ++j) {
         const T* xj = x + j * stride;
-        T s = xsimd::hadd(acc[j]);
+        T s = vector_end == 0 ? T(0) : xsimd::hadd(acc[j]);  // +0 both ways below one vector
         for (std::size_t i = vector_end; i < n; ++i) s += xj[i];
         out[j] = s;
     }
@@ -66,7 +66,8 @@ void strided_sums(std::size_t n, const T* x, std::size_t stride, T* out) noexcep
 /// out[j] = centered_square_sum(n, x + j stride, mean[j]) for j < K, bitwise as K calls of
 /// kernels::centered_square_sum. mean, out: K values.
 template <std::size_t K, class T>
-void strided_centered_square_sums(std::size_t n, const T* x, std::size_t stride, const T* mean, T* out) noexcept {
+[[gnu::always_inline]] inline void strided_centered_square_sums(std::size_t n, const T* x, std::size_t stride,
+                                                                const T* mean, T* out) noexcept {
     using batch = xsimd::batch<T>;
     constexpr std::size_t w = batch::size;
     batch acc[K];
@@ -83,7 +84,7 @@ void strided_centered_square_sums(std::size_t n, const T* x, std::size_t stride,
         }
     for (std::size_t j = 0; j < K; ++j) {
         const T* xj = x + j * stride;
-        T s = xsimd::hadd(acc[j]);
+        T s = vector_end == 0 ? T(0) : xsimd::hadd(acc[j]);  // +0 both ways below one vector
         for (std::size_t i = vector_end; i < n; ++i) s += (xj[i] - mean[j]) * (xj[i] - mean[j]);
         out[j] = s;
     }
@@ -111,12 +112,34 @@ void strided_sums_and_centered_dots(std::size_t n, const T* dy, const T* x, std:
     for (std::size_t j = 0; j < K; ++j) {
         const T* dyj = dy + j * stride;
         const T* xj = x + j * stride;
-        T sj = xsimd::hadd(s[j]);
-        T dj = xsimd::hadd(d[j]);
+        T sj = vector_end == 0 ? T(0) : xsimd::hadd(s[j]);
+        T dj = vector_end == 0 ? T(0) : xsimd::hadd(d[j]);
         for (std::size_t i = vector_end; i < n; ++i) sj += dyj[i];
         for (std::size_t i = vector_end; i < n; ++i) dj += dyj[i] * (xj[i] - mean);
         sums[j] = sj;
         dots[j] = dj;
+    }
+}
+
+/// strided_sums_and_centered_dots for a length N known at compile time. Below one vector the same sums come from a
+/// scalar loop in the caller (bitwise equal: the vector kernel starts from +0 and adds every value in order in its
+/// tail), so a spatial extent of a few values (group norm over dense features) pays no call and no horizontal sum.
+template <std::size_t N, std::size_t K, class T>
+[[gnu::always_inline]] inline void fixed_sums_and_centered_dots(const T* dy, const T* x, std::size_t stride, T mean,
+                                                                T* sums, T* dots) noexcept {
+    if constexpr (N < xsimd::batch<T>::size) {
+        for (std::size_t j = 0; j < K; ++j) {
+            const T* dyj = dy + j * stride;
+            const T* xj = x + j * stride;
+            T sj = T(0);
+            T dj = T(0);
+            for (std::size_t i = 0; i < N; ++i) sj += dyj[i];
+            for (std::size_t i = 0; i < N; ++i) dj += dyj[i] * (xj[i] - mean);
+            sums[j] = sj;
+            dots[j] = dj;
+        }
+    } else {
+        strided_sums_and_centered_dots<K>(N, dy, x, stride, mean, sums, dots);
     }
 }
 

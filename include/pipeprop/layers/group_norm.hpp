@@ -162,8 +162,8 @@ struct group_norm_layer {
                 T s1 = 0, s2 = 0;
                 kernels::for_each_chunk<pair_chains, channels_per_group>([&]<std::size_t K>(std::size_t k0) {
                     T sums[K], dots[K];  // per channel: sum dy, sum dy (x - mean)
-                    kernels::strided_sums_and_centered_dots<K>(spatial, dyg + k0 * spatial, xg + k0 * spatial,
-                                                               spatial, mean, sums, dots);
+                    kernels::fixed_sums_and_centered_dots<spatial, K>(dyg + k0 * spatial, xg + k0 * spatial, spatial,
+                                                                      mean, sums, dots);
                     for (std::size_t j = 0; j < K; ++j) {
                         const T gamma = Affine ? w[g * channels_per_group + k0 + j] : T(1);
                         s1 += gamma * sums[j];
@@ -202,8 +202,8 @@ struct group_norm_layer {
                     const std::size_t c0 = g * channels_per_group + k0;
                     const std::size_t first = n * InputShape::size + c0 * spatial;
                     T sums[K], dots[K];
-                    kernels::strided_sums_and_centered_dots<K>(spatial, dy + first, x + first, spatial, mean, sums,
-                                                               dots);
+                    kernels::fixed_sums_and_centered_dots<spatial, K>(dy + first, x + first, spatial, mean, sums,
+                                                                      dots);
                     for (std::size_t j = 0; j < K; ++j) {
                         dgamma[c0 + j] += rstd * dots[j];
                         dbeta[c0 + j] += sums[j];
