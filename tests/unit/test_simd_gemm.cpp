@@ -1,7 +1,8 @@
 // Tests of kernels::simd_gemm (kernels/simd_gemm.hpp) against a plain double-precision reference: every
 // transposition case, shapes around the register-block and vector sizes (remainders of rows, columns and K), the
 // layers' shapes, row strides larger than the matrix, alpha / beta, and beta == 0 with a NaN-filled C (C not read).
-// Also the kernels beside it: shifted_gemm_indexed_a (a direct convolution's backward-p1) and transpose_add.
+// Also the kernels beside it: shifted_gemm_indexed_a (a direct convolution's backward-p1), transpose_add, and the
+// Winograd convolution's small_gemm (bitwise one fused multiply-add chain per element) and transpose_copy.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -14,7 +15,9 @@
 
 #include "pipeprop/kernels/shifted_gemm.hpp"
 #include "pipeprop/kernels/simd_gemm.hpp"
+#include "pipeprop/kernels/small_gemm.hpp"
 #include "pipeprop/kernels/transpose_add.hpp"
+#include "pipeprop/kernels/transpose_copy.hpp"
 
 namespace {
 
@@ -213,6 +216,71 @@ TEST_CASE("transpose_add adds src^T with one rounding per element: tiles, edges 
             check_transpose_add<float>(rows, cols, rng);
             check_transpose_add<double>(rows, cols, rng);
         }
+}
+
+TEST_CASE("transpose_copy writes src^T exactly: tiles, overlapping last tiles, edges and strides", "[kernels]") {
+    std::mt19937 rng(16);
+    const auto check = [&](auto zero, std::size_t rows, std::size_t cols) {
+        using T = decltype(zero);
+        const std::size_t ld_src = cols + 3, ld_dst = rows + 2;
+        std::vector<T> src(rows * ld_src), dst(cols * ld_dst, T(-7)), want(dst);
+        std::uniform_real_distribution<T> u(-1, 1);
+        for (auto& e : src) e = u(rng);
+        for (std::size_t i = 0; i < rows; ++i)
+            for (std::size_t j = 0; j < cols; ++j) want[j * ld_dst + i] = src[i * ld_src + j];
+        pipeprop::kernels::transpose_copy(rows, cols, src.data(), ld_src, dst.data(), ld_dst);
+        INFO("rows=" << rows << " cols=" << cols);
+        CHECK(dst == want);  // the padding between rows of dst untouched
+    };
+    for (std::size_t rows : {1, 7, 8, 9, 12, 16, 28, 64})
+        for (std::size_t cols : {1, 5, 7, 8, 9, 14, 28, 576}) {
+            check(0.0f, rows, cols);
+            check(0.0, rows, cols);
+        }
+}
+
+namespace {
+
+/// small_gemm<T, TransA, M, K, N, Lda> against one std::fma chain per element over k in order (from 0, or from C's
+/// value with accumulate): the same bits.
+template <class T, bool TransA, std::size_t M, std::size_t K, std::size_t N>
+void check_small_gemm(std::mt19937& rng) {
+    constexpr std::size_t lda = (TransA ? M : K) + 3;
+    std::uniform_real_distribution<T> u(-1, 1);
+    std::vector<T> a((TransA ? K : M) * lda), b(K * N), c(M * N), want(M * N);
+    for (auto& e : a) e = u(rng);
+    for (auto& e : b) e = u(rng);
+    for (bool accumulate : {false, true}) {
+        for (auto& e : c) e = u(rng);
+        for (std::size_t i = 0; i < M; ++i)
+            for (std::size_t j = 0; j < N; ++j) {
+                T acc = accumulate ? c[i * N + j] : T(0);
+                for (std::size_t k = 0; k < K; ++k)
+                    acc = std::fma(TransA ? a[k * lda + i] : a[i * lda + k], b[k * N + j], acc);
+                want[i * N + j] = acc;
+            }
+        pipeprop::kernels::small_gemm<T, TransA, M, K, N, lda>(a.data(), b.data(), c.data(), accumulate);
+        INFO("M=" << M << " K=" << K << " N=" << N << " trans_a=" << TransA << " accumulate=" << accumulate);
+        CHECK(c == want);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("small_gemm: each element one fused multiply-add chain over k, bitwise, every block remainder",
+          "[kernels]") {
+    std::mt19937 rng(17);
+    constexpr std::size_t vf = xsimd::batch<float>::size, vd = xsimd::batch<double>::size;
+    // the Winograd convolution's shapes (tiles x C x OC, and C x tiles x OC transposed) and row remainders
+    check_small_gemm<float, false, 196, 16, 16>(rng);
+    check_small_gemm<float, false, 49, 32, 2 * vf>(rng);
+    check_small_gemm<float, false, 16, 64, 4 * vf>(rng);
+    check_small_gemm<float, false, 13, 5, 8 * vf>(rng);
+    check_small_gemm<float, true, 16, 196, 16>(rng);
+    check_small_gemm<float, true, 33, 16, 3 * vf>(rng);
+    check_small_gemm<double, false, 15, 9, vd>(rng);
+    check_small_gemm<double, false, 20, 8, 6 * vd>(rng);
+    check_small_gemm<double, true, 8, 12, 2 * vd>(rng);
 }
 
 TEST_CASE("shifted_gemm (indexed A too) is the product; indexed A equals the matrix it describes, bitwise",

@@ -57,7 +57,8 @@ inline void transpose_16x16(__m512 (&r)[16]) noexcept {
         r[12 + k] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
     }
 }
-#elif defined(__AVX__)
+#endif
+#if defined(__AVX__)
 /// Transposes the 8 x 8 tile r[0..7] (row i in r[i]) in place: afterwards r[j] holds column j.
 inline void transpose_8x8(__m256 (&r)[8]) noexcept {
     __m256 t[8];

@@ -15,6 +15,7 @@
 #include "pipeprop/layers/conv2d_buffers.hpp"
 #include "pipeprop/kernels/elementwise.hpp"
 #include "pipeprop/layers/conv2d_direct.hpp"
+#include "pipeprop/layers/conv2d_winograd.hpp"
 #include "pipeprop/kernels/gemm.hpp"
 #include "pipeprop/kernels/transpose_add.hpp"
 #include "pipeprop/layer_concept.hpp"
@@ -34,6 +35,7 @@ namespace pipeprop {
 /// With `direct` / `direct_p1` the forward / p1 read the column matrix in place from a zero-padded sample instead
 /// (no im2col / col2im; conv2d_direct.hpp, which gives the summation orders). Every form runs one sample at a time,
 /// the same code for every b: b = 1 and b > 1 sum in the same order.
+/// With `winograd` (3x3, stride 1, padding 1, 8+ channels) all three passes run F(2x2, 3x3) (conv2d_winograd.hpp).
 /// p2:       per sample n: cols_n = im2col(x_n) again; dW += dy_n cols_n^T (added; dbias += sum over n, OH, OW of
 ///           dy). With direct_p2 the rows of cols_n are read in place from the padded sample instead, in the
 ///           transposed form below (conv2d_direct.hpp). With transposed_p2: dW^T = sum over n of cols_n dy_n^T
@@ -109,6 +111,12 @@ struct conv2d_layer {
     static constexpr bool direct_p2 = direct_p1 && OutChannels % xsimd::batch<T>::size == 0;
     /// The direct convolution's geometry and passes (used only where direct is true).
     using direct_conv = detail::conv2d_direct<T, channels, height, width, OutChannels, Kernel>;
+    /// All three passes by Winograd's F(2x2, 3x3) (conv2d_winograd.hpp: 2.25x fewer multiply-adds, other rounding):
+    /// 3x3, stride 1, padding 1, 8+ channels in and out, whole numbers of SIMD vectors, with the xsimd GEMM.
+    static constexpr bool winograd = direct && Kernel == 3 && channels >= 8 && OutChannels >= 8 &&
+                                     channels % xsimd::batch<T>::size == 0 && OutChannels % xsimd::batch<T>::size == 0;
+    /// The Winograd form's transforms and passes (used only where winograd is true).
+    using winograd_conv = detail::conv2d_winograd<T, channels, height, width, OutChannels>;
     /// Backward-p2 as cols dy^T with dy transposed in the workspace (a GEMM with B [OH OW, OC] row-major: register
     /// blocks of whole vectors of output channels, B's panel in L1) rather than dy cols^T (B transposed: the GEMM
     /// packs cols^T, C K K x OH OW values, or forms dot products along OH OW). Chosen where OutChannels fills at
@@ -143,6 +151,8 @@ struct conv2d_layer {
     /// \copydoc pipeprop::layer_contract::make_workspace
     [[nodiscard]] workspace_type make_workspace(std::size_t) const {
         workspace_type ws;
+        if constexpr (winograd)
+            return workspace_type{.winograd = detail::aligned_buffer<T>(winograd_conv::workspace_size, T(0))};
         if constexpr (!identity_columns && !direct_p2) ws.columns.assign(patch * pixels, T(0));
         if constexpr (direct) {  // the padding positions of `padded` stay zero from here on
             ws.padded.assign(direct_conv::padded_size, T(0)), ws.out.assign(direct_conv::out_size, T(0));
@@ -159,7 +169,8 @@ struct conv2d_layer {
     /// \copydoc pipeprop::layer_contract::workspace_bytes
     [[nodiscard]] std::size_t workspace_bytes(const workspace_type& ws) const noexcept {
         return sizeof(ws) +
-               (ws.columns.size() + ws.dy_t.size() + ws.dw_t.size() + ws.padded.size() + ws.out.size()) * sizeof(T);
+               (ws.columns.size() + ws.dy_t.size() + ws.dw_t.size() + ws.padded.size() + ws.out.size() +
+                ws.winograd.size()) * sizeof(T);
     }
 
     /// \copydoc pipeprop::layer_contract::init_parameters
@@ -174,6 +185,7 @@ struct conv2d_layer {
     void forward(std::span<const T> w, const T* x, T* y, std::size_t b, stash_type& st, workspace_type& ws) const {
         detail::check_micro_batch(b, st.max_b, "pipeprop::conv2d::forward");
         const T* bias = w.data() + OutChannels * patch;
+        if constexpr (winograd) return winograd_conv::forward(w.data(), bias, x, y, b, ws.winograd.data());
         if constexpr (direct) {
             for (std::size_t n = 0; n < b; ++n)
                 direct_conv::forward(w.data(), bias, x + n * input_shape::size, y + n * output_shape::size,
@@ -192,6 +204,7 @@ struct conv2d_layer {
     /// \copydoc pipeprop::layer_contract::backward_input
     void backward_input(std::span<const T> w, const T*, const T*, const T* dy, T* dx, std::size_t b,
                         const stash_type&, workspace_type& ws) const {
+        if constexpr (winograd) return winograd_conv::backward_input(w.data(), dy, dx, b, ws.winograd.data());
         if constexpr (direct_p1) {
             for (std::size_t n = 0; n < b; ++n)
                 direct_conv::backward_input(w.data(), dy + n * output_shape::size, dx + n * input_shape::size,
@@ -217,6 +230,7 @@ struct conv2d_layer {
     void backward_weight(std::span<T> dw, const T* x, const T*, const T* dy, std::size_t b, const stash_type&,
                          workspace_type& ws) const {
         T* dbias = dw.data() + OutChannels * patch;
+        if constexpr (winograd) return winograd_conv::backward_weight(x, dy, dw.data(), dbias, b, ws.winograd.data());
         for (std::size_t n = 0; n < b; ++n) {
             const T* dyn = dy + n * output_shape::size;
             if constexpr (direct_p2) {

@@ -33,6 +33,8 @@ struct conv2d_workspace {
     /// direct only: one zero-padded sample and the padded-width output [M, Np] (conv2d_direct).
     detail::aligned_buffer<T> padded, out;
     ///@}
+    /// winograd only: its padded copies, tiles, transforms (conv2d_winograd::workspace_size values).
+    detail::aligned_buffer<T> winograd;
 };
 
 }  // namespace pipeprop
