@@ -10,8 +10,10 @@
 //   - per node, the op costs of pipeprop::measure_op_costs (forward + fused backward + update, one node per range),
 //     to see which layers lose most.
 // The FLOP and bytes of a step come from the layer types (bench/step_cost.hpp, where the formulas are written down).
-// Prints: peak GFLOP/s, the step's GFLOP/s and % of peak, arithmetic intensity, bytes per step, the roofline bound
-// min(peak, intensity x bandwidth), and per node GFLOP/s and the time lost against the peak.
+// Prints: peak GFLOP/s, the step's GFLOP/s and % of peak (FLOP as the layers run them: a Winograd convolution's
+// own arithmetic; also the direct-equivalent rate, the direct convolutions' FLOP over the same time), arithmetic
+// intensity, bytes per step, the roofline bound min(peak, intensity x bandwidth), and per node GFLOP/s and the time
+// lost against the peak.
 //
 // Usage: roofline [--network cnn|resnet20|all] [--rounds R] [--quick]
 // Built twice by bench/CMakeLists.txt: roofline (-march=native) and roofline_x86_64_v3 (-march=x86-64-v3, AVX2 + FMA).
@@ -154,8 +156,10 @@ double working_set_bytes() {
 template <class Net>
 void report(const char* name, double peak, double bw_memory, std::size_t steps, int rounds, int probe_rounds) {
     using stack_type = pipeprop::layer_stack<Net, float>;
-    constexpr pipeprop::bench::step_cost cost = pipeprop::bench::step_cost_of<Net, float>(1);
+    // FLOP as the layers run them (Winograd convolutions do fewer multiply-adds than the direct formula credits)
+    constexpr pipeprop::bench::step_cost cost = pipeprop::bench::step_cost_of<Net, float>(1, true);
     const auto total = cost.total();
+    const double credited = pipeprop::bench::step_cost_of<Net, float>(1).total().flops;
     const double ws = working_set_bytes<Net>();
     const double bw_ws = measure_bandwidth_gbs(std::size_t(ws), 5);
     const step_timing t = time_step<Net>(steps, rounds);
@@ -164,9 +168,10 @@ void report(const char* name, double peak, double bw_memory, std::size_t steps, 
     const double bound = std::min(peak, ai * bw_ws);
     std::printf("\n## %s, b = 1: %zu nodes, %zu parameters\n\n", name, stack_type::layer_count,
                 stack_type::parameter_count);
-    std::printf("FLOP per step: %.4g (forward %.4g, p1 %.4g, p2 %.4g, loss %.3g, update %.4g)\n", total.flops,
-                cost.forward.flops, cost.backward_input.flops, cost.backward_weight.flops, cost.loss.flops,
-                cost.update.flops);
+    std::printf("FLOP per step as run: %.4g (forward %.4g, p1 %.4g, p2 %.4g, loss %.3g, update %.4g); with direct "
+                "convolutions: %.4g\n",
+                total.flops, cost.forward.flops, cost.backward_input.flops, cost.backward_weight.flops,
+                cost.loss.flops, cost.update.flops, credited);
     std::printf("bytes per step: %.4g (forward %.4g, p1 %.4g, p2 %.4g, update %.4g); working set %.2f MB\n",
                 total.bytes, cost.forward.bytes, cost.backward_input.bytes, cost.backward_weight.bytes,
                 cost.update.bytes, ws / 1e6);
@@ -175,12 +180,14 @@ void report(const char* name, double peak, double bw_memory, std::size_t steps, 
     std::printf("roofline bound: min(peak %.1f, %.2f x %.1f) = %.1f GFLOP/s (memory-level bound: %.1f)\n", peak, ai,
                 bw_ws, bound, std::min(peak, ai * bw_memory));
     std::printf("step: %.1f us CPU time (%.1f us wall), %.0f samples/s\n", 1e6 * t.cpu, 1e6 * t.wall, 1.0 / t.cpu);
-    std::printf("step GFLOP/s: %.1f = %.1f%% of peak, %.1f%% of the roofline bound "
-                "(target: >= 35%% of peak)\n",
-                gflops, 100.0 * gflops / peak, 100.0 * gflops / bound);
+    const double direct_gflops = credited / t.cpu / 1e9;
+    std::printf("step GFLOP/s as run: %.1f = %.1f%% of peak, %.1f%% of the roofline bound; direct-equivalent "
+                "(the direct convolutions' FLOP over the same time): %.1f = %.1f%% of peak\n",
+                gflops, 100.0 * gflops / peak, 100.0 * gflops / bound, direct_gflops, 100.0 * direct_gflops / peak);
     std::printf("result network=%s peak_gflops=%.1f step_us=%.2f step_gflops=%.2f pct_peak=%.1f ai=%.3f "
-                "bytes=%.0f bound_gflops=%.1f\n",
-                name, peak, 1e6 * t.cpu, gflops, 100.0 * gflops / peak, ai, total.bytes, bound);
+                "bytes=%.0f bound_gflops=%.1f direct_gflops=%.2f pct_peak_direct=%.1f\n",
+                name, peak, 1e6 * t.cpu, gflops, 100.0 * gflops / peak, ai, total.bytes, bound, direct_gflops,
+                100.0 * direct_gflops / peak);
 
     // Per node: forward + fused backward (+ p1 skipped on node 0, as the trainer does) + update, one node per range.
     std::vector<pipeprop::layer_range> ranges;
@@ -199,7 +206,8 @@ void report(const char* name, double peak, double bw_memory, std::size_t steps, 
         constexpr pipeprop::bench::node_cost c =
             pipeprop::bench::node_cost_of<typename stack_type::template layer_type<I>>;
         constexpr double p = double(stack_type::template layer_type<I>::parameter_count);
-        const double flops = c.forward.flops + (I > 0 ? c.backward_input.flops : 0.0) + c.backward_weight.flops + 4 * p;
+        const double flops = c.run(0, c.forward.flops) + (I > 0 ? c.run(1, c.backward_input.flops) : 0.0) +
+                             c.run(2, c.backward_weight.flops) + 4 * p;
         const auto& oc = costs[I];
         const double s = oc.forward + oc.backward_fused + oc.update;
         probe_total += s;

@@ -29,7 +29,8 @@
 //   - hyperparameters.txt: "batch", "lr", "momentum", "network", "precision" lines ("key value").
 //
 // flop_per_sample is the work any implementation of the step does with direct (GEMM-shaped) convolutions, so
-// samples/s x flop_per_sample is a side's GFLOP/s; bench/ratios.py sets it against this core's peak.
+// samples/s x flop_per_sample is a side's GFLOP/s; bench/ratios.py sets it against this core's peak. pipeprop's
+// Winograd convolutions (layers/conv2d_winograd.hpp) do fewer multiply-adds: its GFLOP/s are direct-equivalent.
 // With --peak it only measures this core's fp32 peak for the compiled architecture (bench/fp32_peak.hpp) and prints
 //   peak peak_gflops=<GFLOP/s> march=<-march of this build> xsimd_arch=<xsimd architecture>
 //

@@ -25,6 +25,11 @@
 //            forward 2 OC P Q + OC Q (bias)          bytes (X + Wt + OC Q) T
 //            p1      2 OC P Q                        bytes (OC Q + OC P + X) T
 //            p2      2 OC P Q + OC Q (bias gradient) bytes (OC Q + X + 2 Wt) T
+//            These FLOP are the direct convolution's (what every side of bench/side_by_side.sh is credited with).
+//            As run (step_cost_of's as_run), a layer in the Winograd form (layers/conv2d_winograd.hpp; N = tiles):
+//            forward 32 N C OC + 32 N C + 28 N OC + 42 C OC, p1 32 N C OC + 32 N OC + 24 N C + 42 C OC,
+//            p2 32 N C OC + 32 N C + 18 N OC + 65 C OC + OC Q (the 16 GEMMs, input / output / output-gradient
+//            transforms per tile and channel, the weights' transforms once per call: counted per sample, as at b = 1).
 //   dense    In -> Out; Wt = In Out + Out
 //            forward 2 In Out + Out                  bytes (In + Wt + Out) T
 //            p1      2 In Out                        bytes (Out + In Out + In) T
@@ -81,6 +86,12 @@ struct pass_cost {
 struct node_cost {
     std::string_view kind;
     pass_cost forward, backward_input, backward_weight;
+    /// FLOP of forward, p1, p2 as the layer runs them where its algorithm does other arithmetic than the formulas
+    /// credit (a Winograd convolution); negative: the formulas' FLOP.
+    double run_flops[3] = {-1, -1, -1};
+    [[nodiscard]] constexpr double run(int pass, double credited) const noexcept {
+        return run_flops[pass] >= 0 ? run_flops[pass] : credited;
+    }
 };
 
 namespace detail {
@@ -99,10 +110,17 @@ constexpr node_cost kind_cost(const conv2d_layer<T, In, OC, K, S, P>*) noexcept 
     using L = conv2d_layer<T, In, OC, K, S, P>;
     const double oc = OC, patch = L::patch, q = L::pixels, x = In::size, wt = double(L::parameter_count);
     const double mac = 2 * oc * patch * q;
-    return {"conv2d",
-            {mac + oc * q, bytes_of<T>(x + wt + oc * q)},
-            {mac, bytes_of<T>(oc * q + oc * patch + x)},
-            {mac + oc * q, bytes_of<T>(oc * q + x + 2 * wt)}};
+    node_cost c{"conv2d",
+                {mac + oc * q, bytes_of<T>(x + wt + oc * q)},
+                {mac, bytes_of<T>(oc * q + oc * patch + x)},
+                {mac + oc * q, bytes_of<T>(oc * q + x + 2 * wt)}};
+    if constexpr (L::winograd) {
+        const double n = L::winograd_conv::tiles, ch = L::channels, gemm = 32 * n * ch * oc, weights = ch * oc;
+        c.run_flops[0] = gemm + 32 * n * ch + 28 * n * oc + 42 * weights;
+        c.run_flops[1] = gemm + 32 * n * oc + 24 * n * ch + 42 * weights;
+        c.run_flops[2] = gemm + 32 * n * ch + 18 * n * oc + 65 * weights + oc * q;
+    }
+    return c;
 }
 
 template <class T, class In, std::size_t Out>
@@ -220,14 +238,20 @@ struct step_cost {
     }
 };
 
+/// as_run: FLOP as the layers run them (node_cost::run_flops) instead of the formulas' credit.
 template <class Net, class T = float>
-constexpr step_cost step_cost_of(std::size_t b) noexcept {
+constexpr step_cost step_cost_of(std::size_t b, bool as_run = false) noexcept {
     using stack = layer_stack<Net, T>;
     step_cost s;
     const double n = double(b);
     double fused = 0;  // parameters of layers whose p2 is fused into the update (b = 1)
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<stack::layer_count>>([&](auto I) {
         node_cost c = node_cost_of<typename stack::template layer_type<I>>;
+        if (as_run) {
+            c.forward.flops = c.run(0, c.forward.flops);
+            c.backward_input.flops = c.run(1, c.backward_input.flops);
+            c.backward_weight.flops = c.run(2, c.backward_weight.flops);
+        }
         constexpr std::size_t carry = layer_facts_of<typename stack::template layer_type<I>>.carry_size;
         if constexpr (carry != 0 && I + 1 < stack::layer_count)  // the next node carries the same part: no copy here
             if constexpr (layer_facts_of<typename stack::template layer_type<I + 1>>.carry_size == carry)

@@ -151,8 +151,10 @@ struct conv2d_layer {
     /// \copydoc pipeprop::layer_contract::make_workspace
     [[nodiscard]] workspace_type make_workspace(std::size_t) const {
         workspace_type ws;
-        if constexpr (winograd)
-            return workspace_type{.winograd = detail::aligned_buffer<T>(winograd_conv::workspace_size, T(0))};
+        if constexpr (winograd) {
+            ws.winograd.assign(winograd_conv::workspace_size, T(0));
+            return ws;
+        }
         if constexpr (!identity_columns && !direct_p2) ws.columns.assign(patch * pixels, T(0));
         if constexpr (direct) {  // the padding positions of `padded` stay zero from here on
             ws.padded.assign(direct_conv::padded_size, T(0)), ws.out.assign(direct_conv::out_size, T(0));
