@@ -1,7 +1,7 @@
 // pipeprop/layers/conv2d_winograd.hpp: conv2d's three passes for a 3x3 kernel, stride 1 and padding 1 by Winograd's
 // minimal filtering F(2x2, 3x3) (Lavin & Gray 2016, "Fast Algorithms for Convolutional Neural Networks", §4): 16
 // multiplications per 2x2 output tile and channel pair instead of 36, so 2.25x fewer multiply-adds where the output
-// is a whole number of tiles (28 x 28, 14 x 14) and 1.72x at 7 x 7 (16 tiles cover 8 x 8).
+// is a whole number of tiles (28 x 28, 14 x 14; an odd size computes the last tiles' extra row / column).
 //
 // With the tile transforms (d a 4x4 input tile, g a 3x3 kernel, m a 4x4 product, e a 2x2 output-gradient tile)
 //   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1],  G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1],
@@ -15,9 +15,9 @@
 //            (a GEMM [C, tiles] x [tiles, OC] per xi, the samples of a micro-batch added in order), then once per call
 //            dW += G^T dU G; dbias += the sum of dy per channel (as the direct form).
 // Rounding: the transforms add and subtract (and halve, exactly) before the multiplications, so the results differ
-// from a direct convolution's in the last bits. Against the exact convolution in float at ResNet's shapes: max
-// |y - exact| / max |exact| 1.9e-7 to 2.9e-7 for the forward and p1 (the direct kernel: 4e-7 to 1.1e-6), up to
-// 1.2e-6 for p2 (a sum over 196 tiles); in double 4e-16 to 1.7e-15. The GEMMs are kernels::small_gemm (one fused
+// from a direct convolution's in the last bits. Against the exact convolution in float at ResNet's 28 x 28 and
+// 14 x 14 shapes: max |y - exact| / max |exact| 1.8e-7 to 2.8e-7 for the forward and p1 (the direct kernel: 4e-7 to
+// 7e-7), up to 1.2e-6 for p2 (a sum over 196 tiles); in double 6e-16 to 1.7e-15. The GEMMs are kernels::small_gemm (one fused
 // multiply-add chain per element). Every runner of a build calls the same code for every micro-batch size, one
 // sample at a time, so executors stay bit-identical.
 // Layouts (per sample; channel-last so that the transforms vectorize over channels): a zero-padded copy
@@ -37,6 +37,15 @@
 
 namespace pipeprop::detail {
 
+/// Where conv2d (3x3, stride 1, padding 1, with the xsimd GEMM) takes the Winograd form: 8+ channels in and out, in
+/// whole SIMD vectors of T (the transforms run on vectors of channels), and maps of 8 x 8 or larger. Smaller maps
+/// (ResNet's 7 x 7) stay direct: 16 tiles cover 8 x 8 there (1.72x fewer multiply-adds, not 2.25x), and at b = 1 the
+/// ResNet-20 step measured about 10% slower with them in Winograd form, whose transformed weights (16 C OC values,
+/// 1.8x the weights) are written and read in every pass (bench/README.md, "Winograd convolutions").
+template <class T, std::size_t C, std::size_t OC, std::size_t H, std::size_t W>
+inline constexpr bool winograd_fits = C >= 8 && OC >= 8 && C % xsimd::batch<T>::size == 0 &&
+                                      OC % xsimd::batch<T>::size == 0 && H >= 8 && W >= 8;
+
 /// F(2x2, 3x3) convolution of [C, H, W] samples into [OC, H, W] (3x3 kernel, stride 1, padding 1; see the file
 /// comment); C and OC whole numbers of SIMD vectors of T. The workspace is one buffer of workspace_size values (make
 /// it zero: the padding positions stay zero).
@@ -49,7 +58,11 @@ struct conv2d_winograd {
     static constexpr std::size_t tiles_h = (H + 1) / 2, tiles_w = (W + 1) / 2, tiles = tiles_h * tiles_w;
     static constexpr std::size_t padded_h = 2 * tiles_h + 2, padded_w = 2 * tiles_w + 2, out_w = 2 * tiles_w;
     static constexpr std::size_t wide = C > OC ? C : OC;  // the larger channel count (p1 swaps them)
-    static constexpr std::size_t tile_plane = tiles * wide + 16;
+    // Tiles go through the transforms and GEMMs in blocks of block_rows tile rows (about 32 tiles), whose V and M
+    // stay in L1 / L2 from one block to the next instead of streaming 16 planes of every tile through memory.
+    static constexpr std::size_t block_rows = tiles_w >= 32 ? 1 : (32 / tiles_w < tiles_h ? 32 / tiles_w : tiles_h);
+    static constexpr std::size_t block_tiles = block_rows * tiles_w, last_rows = tiles_h % block_rows;
+    static constexpr std::size_t tile_plane = block_tiles * wide + 16;
     static constexpr std::size_t weight_plane = C * OC + 16;
     // workspace parts: padded input (C channels), padded dy (OC channels), output tiles, dy tiles (zero where
     // cropped), the weights transposed, V, M, U, dU
@@ -86,11 +99,16 @@ struct conv2d_winograd {
         T* du = ws + at_du;
         for (std::size_t n = 0; n < b; ++n) {
             to_padded<C>(x + n * C * H * W, ws);
-            input_transform<C>(ws, v);
-            output_gradient_transform(dy + n * OC * H * W, ws + at_dy, dm);
-            for (std::size_t xi = 0; xi < 16; ++xi)
-                kernels::small_gemm<T, true, C, tiles, OC, C>(v + xi * tile_plane, dm + xi * tile_plane,
-                                                              du + xi * weight_plane, n > 0);
+            for (std::size_t h = 0; h < H; ++h)  // dy channel-last; the cropped positions stay zero
+                kernels::transpose_copy(OC, W, dy + n * OC * H * W + h * W, H * W, ws + at_dy + h * out_w * OC, OC);
+            // dU (+)= V^T dM block by block: each element one fused multiply-add chain over the tiles in order
+            for_each_block([&]<std::size_t Rows>(std::size_t th) {
+                input_transform<C, Rows>(ws, th, v);
+                output_gradient_transform<Rows>(ws + at_dy, th, dm);
+                for (std::size_t xi = 0; xi < 16; ++xi)
+                    kernels::small_gemm<T, true, C, Rows * tiles_w, OC, C>(
+                        v + xi * tile_plane, dm + xi * tile_plane, du + xi * weight_plane, n > 0 || th > 0);
+            });
             for (std::size_t o = 0; o < OC; ++o) dbias[o] += kernels::sum(H * W, dy + n * OC * H * W + o * H * W);
         }
         // g = G^T dU G per (c, o), G^T = [1 1/2 1/2 0; 0 1/2 -1/2 0; 0 1/2 1/2 1], vectorized over o into
@@ -170,11 +188,20 @@ private:
         T* v = ws + at_v;
         T* m = ws + at_m;
         to_padded<In>(src, padded);
-        input_transform<In>(padded, v);
-        for (std::size_t xi = 0; xi < 16; ++xi)
-            kernels::small_gemm<T, false, tiles, In, Out, In>(v + xi * tile_plane, ws + at_u + xi * weight_plane,
-                                                              m + xi * tile_plane, false);
-        output_transform<Out>(m, bias, ws + at_out);
+        for_each_block([&]<std::size_t Rows>(std::size_t th) {
+            input_transform<In, Rows>(padded, th, v);
+            for (std::size_t xi = 0; xi < 16; ++xi)
+                kernels::small_gemm<T, false, Rows * tiles_w, In, Out, In>(
+                    v + xi * tile_plane, ws + at_u + xi * weight_plane, m + xi * tile_plane, false);
+            output_transform<Out, Rows>(m, bias, th, ws + at_out);
+        });
+    }
+
+    // f.template operator()<Rows>(th) for the blocks of tile rows [th, th + Rows) in order.
+    template <class F>
+    static void for_each_block(F&& f) {
+        for (std::size_t th = 0; th + block_rows <= tiles_h; th += block_rows) f.template operator()<block_rows>(th);
+        if constexpr (last_rows != 0) f.template operator()<last_rows>(tiles_h - last_rows);
     }
 
     // [Ch, H, W] into the padded channel-last copy (row h, column x at padded (h + 1, x + 1)); the rest stays zero.
@@ -191,13 +218,13 @@ private:
             kernels::transpose_copy(W, Out, out + h * out_w * Out, Out, dst + h * W, H * W);
     }
 
-    // V [16][tiles, Ch] = B^T d B for every tile, vectors over the channels.
-    template <std::size_t Ch>
-    static void input_transform(const T* padded, T* v) {
-        for (std::size_t th = 0; th < tiles_h; ++th)
+    // V [16][block tiles, Ch] = B^T d B for the tiles of rows [th0, th0 + Rows), vectors over the channels.
+    template <std::size_t Ch, std::size_t Rows>
+    static void input_transform(const T* padded, std::size_t th0, T* v) {
+        for (std::size_t th = th0; th < th0 + Rows; ++th)
             for (std::size_t tw = 0; tw < tiles_w; ++tw) {
                 const T* d = padded + (2 * th * padded_w + 2 * tw) * Ch;
-                T* vt = v + (th * tiles_w + tw) * Ch;
+                T* vt = v + ((th - th0) * tiles_w + tw) * Ch;
                 for (std::size_t c = 0; c < Ch; c += vw) {
                     batch e[4][4];
                     for (std::size_t s = 0; s < 4; ++s) {  // B^T d, column s
@@ -220,12 +247,13 @@ private:
             }
     }
 
-    // The output tiles [2 tiles_h, 2 tiles_w, Out] = A^T M A (+ bias) per tile, vectors over the channels.
-    template <std::size_t Out>
-    static void output_transform(const T* m, const T* bias, T* out) {
-        for (std::size_t th = 0; th < tiles_h; ++th)
+    // The output tiles [2 tiles_h, 2 tiles_w, Out] of rows [th0, th0 + Rows) = A^T M A (+ bias) per tile, M the
+    // block's [16][block tiles, Out], vectors over the channels.
+    template <std::size_t Out, std::size_t Rows>
+    static void output_transform(const T* m, const T* bias, std::size_t th0, T* out) {
+        for (std::size_t th = th0; th < th0 + Rows; ++th)
             for (std::size_t tw = 0; tw < tiles_w; ++tw) {
-                const T* mt = m + (th * tiles_w + tw) * Out;
+                const T* mt = m + ((th - th0) * tiles_w + tw) * Out;
                 T* o0 = out + (2 * th * out_w + 2 * tw) * Out;
                 T* o1 = o0 + out_w * Out;
                 for (std::size_t o = 0; o < Out; o += vw) {
@@ -252,16 +280,15 @@ private:
             }
     }
 
-    // dM [16][tiles, OC] = A e A^T per tile, e the 2x2 tile of dy [OC, H, W], through the channel-last dy tiles
-    // [2 tiles_h, 2 tiles_w, OC] (zero past H, W from the start), vectors over the channels.
-    static void output_gradient_transform(const T* dy, T* dy_tiles, T* dm) {
-        for (std::size_t h = 0; h < H; ++h)
-            kernels::transpose_copy(OC, W, dy + h * W, H * W, dy_tiles + h * out_w * OC, OC);
-        for (std::size_t th = 0; th < tiles_h; ++th)
+    // dM [16][block tiles, OC] = A e A^T per tile of rows [th0, th0 + Rows), e the 2x2 tile of the channel-last dy
+    // tiles [2 tiles_h, 2 tiles_w, OC] (zero past H, W from the start), vectors over the channels.
+    template <std::size_t Rows>
+    static void output_gradient_transform(const T* dy_tiles, std::size_t th0, T* dm) {
+        for (std::size_t th = th0; th < th0 + Rows; ++th)
             for (std::size_t tw = 0; tw < tiles_w; ++tw) {
                 const T* e0 = dy_tiles + (2 * th * out_w + 2 * tw) * OC;
                 const T* e1 = e0 + out_w * OC;
-                T* mt = dm + (th * tiles_w + tw) * OC;
+                T* mt = dm + ((th - th0) * tiles_w + tw) * OC;
                 for (std::size_t o = 0; o < OC; o += vw) {
                     const batch e00 = batch::load_unaligned(e0 + o), e01 = batch::load_unaligned(e0 + OC + o);
                     const batch e10 = batch::load_unaligned(e1 + o), e11 = batch::load_unaligned(e1 + OC + o);
