@@ -108,6 +108,24 @@ void check_conv_against_direct(std::size_t b) {
     std::vector<double> dw_fresh(w.size(), 0.0);
     layer.backward_weight(dw_fresh, x.data(), y.data(), dy.data(), b, layer.make_stash(b), fresh);
     CHECK(dw_fresh == dw);
+    // A workspace every pass has used gives a fresh one's bits for other data, in another order of passes (nothing
+    // carried over: padding that must stay zero, partial tiles, accumulators).
+    std::vector<double> x2(x.size()), dy2(dy.size());
+    for (std::size_t i = 0; i < x.size(); ++i) x2[i] = 0.5 - x[i];
+    for (std::size_t i = 0; i < dy.size(); ++i) dy2[i] = 1.5 * dy[i] + 0.25;
+    std::vector<double> y_used(y.size()), dx_used(x.size()), dw_used(w.size(), 0.0);
+    layer.backward_weight(dw_used, x2.data(), y.data(), dy2.data(), b, st, ws);
+    layer.forward(w, x2.data(), y_used.data(), b, st, ws);
+    layer.backward_input(w, x2.data(), y_used.data(), dy2.data(), dx_used.data(), b, st, ws);
+    auto st_new = layer.make_stash(b);
+    auto ws_new = layer.make_workspace(b);
+    std::vector<double> y_new(y.size()), dx_new(x.size()), dw_new(w.size(), 0.0);
+    layer.forward(w, x2.data(), y_new.data(), b, st_new, ws_new);
+    layer.backward_input(w, x2.data(), y_new.data(), dy2.data(), dx_new.data(), b, st_new, ws_new);
+    layer.backward_weight(dw_new, x2.data(), y_new.data(), dy2.data(), b, st_new, ws_new);
+    CHECK(y_used == y_new);
+    CHECK(dx_used == dx_new);
+    CHECK(dw_used == dw_new);
 }
 
 }  // namespace
@@ -273,6 +291,8 @@ TEST_CASE("conv2d: forward, p1 and p2 equal a naive direct convolution", "[layer
         check_conv_against_direct<pp::conv2d_layer<double, shape<1, 1, 5>, 2, 3, 1, 1>>(b);
         check_conv_against_direct<pp::conv2d_layer<double, shape<16, 14, 14>, 32, 3, 1, 1>>(b);  // CNN's 2nd conv
         check_conv_against_direct<pp::conv2d_layer<double, shape<8, 9, 11>, 8, 3, 1, 1>>(b);  // Winograd, odd sizes
+        check_conv_against_direct<pp::conv2d_layer<double, shape<16, 13, 10>, 8, 3, 1, 1>>(b);  // Winograd, C > OC
+        check_conv_against_direct<pp::conv2d_layer<double, shape<8, 9, 66>, 24, 3, 1, 1>>(b);   // 33 tiles per row
         check_conv_against_direct<pp::conv2d_layer<double, shape<3, 16, 15>, 17, 3, 2, 1>>(b);
         check_conv_against_direct<pp::conv2d_layer<double, shape<5, 9, 8>, 16, 1, 1, 0>>(b);
     }
