@@ -20,6 +20,10 @@
 // 7e-7), up to 1.2e-6 for p2 (a sum over 196 tiles); in double 6e-16 to 1.7e-15. The GEMMs are kernels::small_gemm (one fused
 // multiply-add chain per element). Every runner of a build calls the same code for every micro-batch size, one
 // sample at a time, so executors stay bit-identical.
+// Shapes: x, y, dy, dx are [b, C or OC, H, W] row-major (micro-batch first), w [OC, C, 3, 3] then bias [OC]; units
+// those of the values. Errors: none here (no allocation, no throw): conv2d checks b against its stash first.
+// Work done twice by design: p2 rebuilds the padded copy and V from x (as the direct form rebuilds its columns)
+// instead of keeping 16 x tiles x C values per sample in the stash for every micro-batch in flight.
 // Layouts (per sample; channel-last so that the transforms vectorize over channels): a zero-padded copy
 // [2 tiles_h + 2, 2 tiles_w + 2, Ch]; V [16][tiles, Ch]; M [16][tiles, Och]; U [16][Ch, Och]; the output tiles
 // [2 tiles_h, 2 tiles_w, Och] before the transpose into [Och, H, W]. Planes are padded by 16 values: 4 KiB apart
