@@ -17,9 +17,9 @@
 // Rounding: the transforms add and subtract (and halve, exactly) before the multiplications, so the results differ
 // from a direct convolution's in the last bits. Against the exact convolution in float at ResNet's 28 x 28 and
 // 14 x 14 shapes: max |y - exact| / max |exact| 1.8e-7 to 2.8e-7 for the forward and p1 (the direct kernel: 4e-7 to
-// 7e-7), up to 1.2e-6 for p2 (a sum over 196 tiles); in double 6e-16 to 1.7e-15. The GEMMs are kernels::small_gemm (one fused
-// multiply-add chain per element). Every runner of a build calls the same code for every micro-batch size, one
-// sample at a time, so executors stay bit-identical.
+// 7e-7), up to 1.2e-6 for p2 (a sum over 196 tiles); in double 6e-16 to 1.7e-15. The GEMMs are
+// kernels::small_gemm (one fused multiply-add chain per element). Every runner of a build calls the same code for
+// every micro-batch size, one sample at a time, so executors stay bit-identical.
 // Shapes: x, y, dy, dx are [b, C or OC, H, W] row-major (micro-batch first), w [OC, C, 3, 3] then bias [OC]; units
 // those of the values. Errors: none here (no allocation, no throw): conv2d checks b against its stash first.
 // Work done twice by design: p2 rebuilds the padded copy and V from x (as the direct form rebuilds its columns)
