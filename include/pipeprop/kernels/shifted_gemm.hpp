@@ -4,10 +4,11 @@
 // For a stride-1 "same" convolution over an input padded with zeros (layers/conv2d_direct.hpp), the column matrix
 // of im2col (Chellapilla, Puri & Simard 2006, §2-3) has, in a padded-width pixel layout, row (c, kh, kw) equal to the
 // padded input shifted by c * channel stride + kh * padded width + kw: the GEMM reads those rows in place, and the
-// 9x larger column matrix (3x3) is never written. Register blocks as kernels::simd_gemm's op(A) B (simd_gemm_blocks.hpp:
-// 8 x 2 vectors of C with AVX-512, 6 x 2 with AVX2, then one-vector blocks). Every element of C is the same arithmetic
-// whatever block computes it: a chain of fused multiply-adds over p from 0 to K - 1 (kernels::fma), stored unrounded
-// further (alpha = 1, beta = 0). Raw pointers, row-major A and C, no allocation, no exceptions.
+// 9x larger column matrix (3x3) is never written. Register blocks as kernels::simd_gemm's op(A) B
+// (simd_gemm_blocks.hpp: 8 x 2 vectors of C with AVX-512, 6 x 2 with AVX2, then one-vector blocks). Every element
+// of C is the same arithmetic whatever block computes it: a chain of fused multiply-adds over p from 0 to K - 1
+// (kernels::fma), stored unrounded further (alpha = 1, beta = 0). Raw pointers, row-major A and C, no allocation, no
+// exceptions.
 #pragma once
 
 #include <xsimd/xsimd.hpp>
@@ -26,12 +27,13 @@ namespace detail {
 /// C block [MR x NV W] of C = A B, A[r, p] = a[r lda + p] (IndexedA false: row-major) or a[r lda + a_offsets[p]]
 /// (IndexedA true), B[p, j] = b[b_offsets[p] + j] (NV W readable values from every b + b_offsets[p] + j0), C
 /// row-major (stride ldc), assigned. K >= 1. Never inlined, for the reason given at simd_block_nn (the accumulators
-/// stay in registers).
+/// stay in registers) nor cloned.
 template <class T, std::size_t MR, std::size_t NV, bool IndexedA>
-[[gnu::noinline]] inline void simd_block_shifted(std::size_t k, const T* __restrict a, std::size_t lda,
-                                                 const std::ptrdiff_t* __restrict a_offsets, const T* __restrict b,
-                                                 const std::ptrdiff_t* __restrict b_offsets, T* __restrict c,
-                                                 std::size_t ldc) noexcept {
+[[gnu::noinline, gnu::noclone]]
+inline void simd_block_shifted(std::size_t k, const T* __restrict a, std::size_t lda,
+                               const std::ptrdiff_t* __restrict a_offsets, const T* __restrict b,
+                               const std::ptrdiff_t* __restrict b_offsets, T* __restrict c,
+                               std::size_t ldc) noexcept {
     using batch = xsimd::batch<T>;
     constexpr std::size_t w = batch::size;
     std::array<std::array<batch, NV>, MR> acc;
@@ -64,10 +66,11 @@ template <class T, std::size_t MR, std::size_t NV, bool IndexedA>
 /// row-major (stride ldb), C row-major (stride ldc): per p, NV vector loads of B, MR broadcasts of A, MR NV fused
 /// multiply-adds in order of p; the sum is stored (or added to C with one rounding). Never inlined, as above.
 template <class T, std::size_t MR, std::size_t NV, bool Accumulate>
-[[gnu::noinline]] inline void simd_block_shifted_rows(std::size_t k, const T* __restrict a,
-                                                      const std::ptrdiff_t* __restrict a_offsets,
-                                                      const T* __restrict b, std::size_t ldb, T* __restrict c,
-                                                      std::size_t ldc) noexcept {
+[[gnu::noinline, gnu::noclone]]
+inline void simd_block_shifted_rows(std::size_t k, const T* __restrict a,
+                                    const std::ptrdiff_t* __restrict a_offsets,
+                                    const T* __restrict b, std::size_t ldb, T* __restrict c,
+                                    std::size_t ldc) noexcept {
     using batch = xsimd::batch<T>;
     constexpr std::size_t w = batch::size;
     std::array<const T*, MR> rows;

@@ -19,6 +19,7 @@
 #include "pipeprop/kernels/unroll.hpp"
 #include "pipeprop/kernels/simd_gemm_blocks.hpp"
 #include "pipeprop/kernels/simd_gemv.hpp"
+#include "pipeprop/kernels/transpose_copy.hpp"
 
 #include <algorithm>
 #include <array>
@@ -172,9 +173,10 @@ inline void simd_gemm_nn(std::size_t m, std::size_t n, std::size_t k, T alpha, c
 /// remainder (< W) as one more vector zero-padded on the stack, then reduced by xsimd::hadd. With beta == 0 C is
 /// not read.
 template <class T, std::size_t MR, std::size_t NR>
-[[gnu::noinline]] inline void simd_block_dot(std::size_t k, T alpha, const T* __restrict a, std::size_t lda,
-                                             const T* __restrict b, std::size_t ldb, T beta, T* __restrict c,
-                                             std::size_t ldc) noexcept {
+[[gnu::noinline, gnu::noclone]]
+inline void simd_block_dot(std::size_t k, T alpha, const T* __restrict a, std::size_t lda,
+                           const T* __restrict b, std::size_t ldb, T beta, T* __restrict c,
+                           std::size_t ldc) noexcept {
     using batch = xsimd::batch<T>;
     constexpr std::size_t w = batch::size;
     std::array<std::array<batch, NR>, MR> acc;
@@ -263,10 +265,7 @@ inline void simd_gemm_nt(std::size_t m, std::size_t n, std::size_t k, T alpha, c
         const std::size_t nj = std::min(nc, n - j0);
         for (std::size_t p0 = 0; p0 < k || p0 == 0; p0 += simd_panel_rows) {
             const std::size_t kk = std::min(simd_panel_rows, k - p0);
-            for (std::size_t jj = 0; jj < nj; ++jj) {
-                const T* src = b + (j0 + jj) * ldb + p0;
-                for (std::size_t p = 0; p < kk; ++p) panel[p * nc + jj] = src[p];
-            }
+            transpose_copy(nj, kk, b + j0 * ldb + p0, ldb, panel.data(), nc);
             for (std::size_t jj = nj; jj < nc; ++jj)
                 for (std::size_t p = 0; p < kk; ++p) panel[p * nc + jj] = T(0);
             const T beta_p = p0 == 0 ? beta : T(1);

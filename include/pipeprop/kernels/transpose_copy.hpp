@@ -1,9 +1,12 @@
 // pipeprop/kernels/transpose_copy.hpp: dst = src^T for row-major matrices, in 8 x 8 register tiles of float (the
 // transpose of kernels/transpose_add.hpp; at least 8 rows and columns, the last tiles overlapping the ones before)
-// where AVX is there, element by element otherwise (double included). conv2d's Winograd form
-// (layers/conv2d_winograd.hpp) turns samples [C, H, W] into the channel-last rows its transforms read and its output
-// tiles back, one image row at a time (W = 7 ... 28 columns). A copy moves values without arithmetic, so every path
-// gives the same bits. No errors (noexcept, no allocation).
+// where AVX is there, element by element otherwise (double included). Used where a layout changes between kernels:
+// conv2d's Winograd form (layers/conv2d_winograd.hpp) turns samples [C, H, W] into the channel-last rows its
+// transforms read and its output tiles back, one image row at a time (W = 7 ... 28 columns); conv2d's backward-p2
+// forms take dy^T [pixels, OC] (layers/conv2d.hpp, conv2d_direct.hpp); simd_gemm's A B^T packs B^T panels
+// (kernels/simd_gemm.hpp). Element by element, these transposes took 47% of the small CNN's stem convolution's
+// backward-p2 and 18% of its 1568 -> 128 dense layer's forward at b = 32 (AVX2; bench/README.md). A copy moves
+// values without arithmetic, so every path gives the same bits. No errors (noexcept, no allocation).
 #pragma once
 
 #include <cstddef>

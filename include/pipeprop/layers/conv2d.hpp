@@ -18,6 +18,7 @@
 #include "pipeprop/layers/conv2d_winograd.hpp"
 #include "pipeprop/kernels/gemm.hpp"
 #include "pipeprop/kernels/transpose_add.hpp"
+#include "pipeprop/kernels/transpose_copy.hpp"
 #include "pipeprop/layer_concept.hpp"
 #include "pipeprop/parameter_tensor.hpp"
 #include "pipeprop/seed.hpp"
@@ -242,9 +243,8 @@ struct conv2d_layer {
                 else direct_conv::template backward_weight_t<true>(x_n, dyn, ws.dw_t.data(), ws.padded.data(),
                                                                   ws.dy_t.data());
             } else if constexpr (transposed_p2) {
-                T* __restrict dyt = ws.dy_t.data();
-                for (std::size_t o = 0; o < OutChannels; ++o)
-                    for (std::size_t q = 0; q < pixels; ++q) dyt[q * OutChannels + o] = dyn[o * pixels + q];
+                T* dyt = ws.dy_t.data();
+                kernels::transpose_copy(OutChannels, pixels, dyn, pixels, dyt, OutChannels);
                 kernels::gemm(false, false, patch, OutChannels, pixels, T(1), columns_of(ws, x, n), pixels, dyt,
                               OutChannels, n == 0 ? T(0) : T(1), ws.dw_t.data(), OutChannels);
             } else {

@@ -34,6 +34,7 @@
 #include <cstddef>
 
 #include "pipeprop/kernels/shifted_gemm.hpp"
+#include "pipeprop/kernels/transpose_copy.hpp"
 
 namespace pipeprop::detail {
 
@@ -100,8 +101,7 @@ struct conv2d_direct {
     static void backward_weight_t(const T* x, const T* __restrict dy, T* dw_t, T* padded, T* __restrict dy_t) noexcept {
         pad_sample<C>(x, padded);
         for (std::size_t h = 0; h < H; ++h) {
-            for (std::size_t x0 = 0; x0 < W; ++x0)
-                for (std::size_t o = 0; o < OC; ++o) dy_t[(h * row + x0) * OC + o] = dy[(o * H + h) * W + x0];
+            kernels::transpose_copy(OC, W, dy + h * W, H * W, dy_t + h * row * OC, OC);
             for (std::size_t x0 = W; x0 < row; ++x0)
                 for (std::size_t o = 0; o < OC; ++o) dy_t[(h * row + x0) * OC + o] = T(0);
         }
