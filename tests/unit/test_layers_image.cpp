@@ -172,11 +172,15 @@ TEST_CASE("conv2d: backward-p1 and backward-p2 match finite differences", "[laye
     // where the build's GEMM is pipeprop's; odd heights and widths leave partial tiles.
     check_layer<pp::conv2d_layer<double, shape<8, 9, 11>, 8, 3, 1, 1>>("8x9x11 -> 8 channels, 3x3, pad 1 (Winograd)");
     check_layer<pp::conv2d_layer<double, shape<8, 8, 13>, 16, 3, 1, 1>>("8x8x13 -> 16, 3x3, pad 1 (Winograd)");
+    check_layer<pp::conv2d_layer<double, shape<8, 7, 9>, 8, 3, 1, 1>>("8x7x9 -> 8, 3x3, pad 1 (Winograd on AVX2)");
     STATIC_REQUIRE((!pp::kernels::simd_gemm_preferred ||
                     (pp::conv2d_layer<double, shape<8, 9, 11>, 8, 3, 1, 1>::winograd &&
                      pp::conv2d_layer<double, shape<8, 8, 13>, 16, 3, 1, 1>::winograd)));
     STATIC_REQUIRE(!pp::conv2d_layer<double, shape<4, 8, 8>, 8, 3, 1, 1>::winograd);  // under 8 input channels
-    STATIC_REQUIRE(!pp::conv2d_layer<double, shape<8, 7, 9>, 8, 3, 1, 1>::winograd);  // under 8 rows
+    STATIC_REQUIRE(!pp::conv2d_layer<double, shape<8, 6, 9>, 8, 3, 1, 1>::winograd);  // under 7 rows
+    // 7 rows: Winograd with vectors of 256 bits (AVX2), direct with AVX-512's
+    STATIC_REQUIRE(pp::conv2d_layer<double, shape<8, 7, 9>, 8, 3, 1, 1>::winograd ==
+                   (pp::kernels::simd_gemm_preferred && sizeof(xsimd::batch<double>) == 32));
 }
 
 TEST_CASE("conv2d: the finite-difference and direct checks reach every form of backward-p2", "[layers][conv2d]") {
@@ -255,11 +259,13 @@ TEST_CASE("conv2d: float32 equals float64 to rounding, direct convolution includ
         check_float_against_double<36, 7, 7, 64, 3, 1, 1>(b);
         check_float_against_double<12, 28, 28, 16, 3, 1, 1>(b);
     }
-    // The small CNN's and ResNet's 3x3 layers at 14 x 14 and 28 x 28 run Winograd F(2x2, 3x3); 7 x 7 and the shapes
-    // above with 12 or 36 input channels (not whole vectors of float) run the direct forms.
+    // The small CNN's and ResNet's 3x3 layers at 14 x 14 and 28 x 28 run Winograd F(2x2, 3x3), at 7 x 7 too with
+    // AVX2 (direct with AVX-512); the shapes above with 12 or 36 input channels (not whole vectors of float) and
+    // 60 output channels run the direct forms.
     if constexpr (pp::kernels::simd_gemm_preferred)
         STATIC_REQUIRE(pp::conv2d_layer<float, shape<16, 14, 14>, 32, 3, 1, 1>::winograd &&
-                       !pp::conv2d_layer<float, shape<32, 7, 7>, 64, 3, 1, 1>::winograd &&
+                       (pp::conv2d_layer<float, shape<32, 7, 7>, 64, 3, 1, 1>::winograd ==
+                        (sizeof(xsimd::batch<float>) == 32)) &&
                        pp::conv2d_layer<float, shape<16, 28, 28>, 16, 3, 1, 1>::winograd &&
                        !pp::conv2d_layer<float, shape<32, 7, 7>, 60, 3, 1, 1>::winograd &&
                        !pp::conv2d_layer<float, shape<12, 14, 14>, 32, 3, 1, 1>::winograd &&
@@ -293,6 +299,7 @@ TEST_CASE("conv2d: forward, p1 and p2 equal a naive direct convolution", "[layer
         check_conv_against_direct<pp::conv2d_layer<double, shape<8, 9, 11>, 8, 3, 1, 1>>(b);  // Winograd, odd sizes
         check_conv_against_direct<pp::conv2d_layer<double, shape<16, 13, 10>, 8, 3, 1, 1>>(b);  // Winograd, C > OC
         check_conv_against_direct<pp::conv2d_layer<double, shape<8, 9, 66>, 24, 3, 1, 1>>(b);   // 33 tiles per row
+        check_conv_against_direct<pp::conv2d_layer<double, shape<8, 7, 7>, 16, 3, 1, 1>>(b);  // Winograd on AVX2
         check_conv_against_direct<pp::conv2d_layer<double, shape<3, 16, 15>, 17, 3, 2, 1>>(b);
         check_conv_against_direct<pp::conv2d_layer<double, shape<5, 9, 8>, 16, 1, 1, 0>>(b);
     }

@@ -113,7 +113,7 @@ struct conv2d_layer {
     /// The direct convolution's geometry and passes (used only where direct is true).
     using direct_conv = detail::conv2d_direct<T, channels, height, width, OutChannels, Kernel>;
     /// All three passes by Winograd's F(2x2, 3x3) (conv2d_winograd.hpp), where detail::winograd_fits says: 3x3,
-    /// stride 1, padding 1, 8+ channels in and out in whole SIMD vectors, maps of 8 x 8 or larger, the xsimd GEMM.
+    /// stride 1, padding 1, 8+ channels in / out in whole SIMD vectors, maps from 8 x 8 (7 x 7 on AVX2), xsimd GEMM.
     static constexpr bool winograd =
         direct && Kernel == 3 && detail::winograd_fits<T, channels, OutChannels, height, width>;
     /// The Winograd form's transforms and passes (used only where winograd is true).

@@ -1,7 +1,8 @@
 // pipeprop/layers/conv2d_winograd.hpp: conv2d's three passes for a 3x3 kernel, stride 1 and padding 1 by Winograd's
 // minimal filtering F(2x2, 3x3) (Lavin & Gray 2016, "Fast Algorithms for Convolutional Neural Networks", §4): 16
 // multiplications per 2x2 output tile and channel pair instead of 36, so 2.25x fewer multiply-adds where the output
-// is a whole number of tiles (28 x 28, 14 x 14; an odd size computes the last tiles' extra row / column).
+// is a whole number of tiles (28 x 28, 14 x 14; an odd size such as 7 x 7 computes the last tiles' extra row /
+// column).
 //
 // With the tile transforms (d a 4x4 input tile, g a 3x3 kernel, m a 4x4 product, e a 2x2 output-gradient tile)
 //   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1],  G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1],
@@ -42,13 +43,18 @@
 namespace pipeprop::detail {
 
 /// Where conv2d (3x3, stride 1, padding 1, with the xsimd GEMM) takes the Winograd form: 8+ channels in and out, in
-/// whole SIMD vectors of T (the transforms run on vectors of channels), and maps of 8 x 8 or larger. Smaller maps
-/// (ResNet's 7 x 7) stay direct: 16 tiles cover 8 x 8 there (1.72x fewer multiply-adds, not 2.25x), and at b = 1 the
-/// ResNet-20 step measured about 10% slower with them in Winograd form, whose transformed weights (16 C OC values,
-/// 1.8x the weights) are written and read in every pass (bench/README.md, "Winograd convolutions").
+/// whole SIMD vectors of T (the transforms run on vectors of channels), and maps of 8 x 8 or larger, or 7 x 7 or
+/// larger with vectors of 256 bits or less (AVX2). At 7 x 7 (ResNet's last stage) 16 tiles cover 8 x 8 (1.72x fewer
+/// multiply-adds, not 2.25x) and the transformed weights (16 C OC values, 1.8x the weights) are written and read in
+/// every pass: with AVX2, whose direct kernel runs near 80% of its peak, the ResNet-20 step measured 5% faster at
+/// b = 1 and 15% at b = 32 with them in Winograd form; with AVX-512 the b = 1 step measured 10% slower, so they stay
+/// direct there (bench/README.md, "Winograd convolutions").
+template <class T>
+inline constexpr std::size_t winograd_min_map = sizeof(xsimd::batch<T>) <= 32 ? 7 : 8;
 template <class T, std::size_t C, std::size_t OC, std::size_t H, std::size_t W>
 inline constexpr bool winograd_fits = C >= 8 && OC >= 8 && C % xsimd::batch<T>::size == 0 &&
-                                      OC % xsimd::batch<T>::size == 0 && H >= 8 && W >= 8;
+                                      OC % xsimd::batch<T>::size == 0 && H >= winograd_min_map<T> &&
+                                      W >= winograd_min_map<T>;
 
 /// F(2x2, 3x3) convolution of [C, H, W] samples into [OC, H, W] (3x3 kernel, stride 1, padding 1; see the file
 /// comment); C and OC whole numbers of SIMD vectors of T. The workspace is one buffer of workspace_size values (make
