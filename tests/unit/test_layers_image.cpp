@@ -251,6 +251,9 @@ TEST_CASE("conv2d: float32 equals float64 to rounding, direct convolution includ
         check_float_against_double<4, 6, 5, 5, 5, 1, 2>(b);      // 5x5, odd sizes
         check_float_against_double<3, 5, 7, 4, 3, 1, 1>(b);      // p1 by im2col (fewer than 4 channels)
         check_float_against_double<16, 9, 9, 8, 3, 2, 1>(b);     // stride 2: im2col
+        // p2 as cols dy^T through the workspace (transposed_p2, dy^T by register transposes in float)
+        check_float_against_double<16, 28, 28, 32, 3, 2, 1>(b);
+        check_float_against_double<16, 28, 28, 32, 1, 2, 0>(b);
         check_float_against_double<32, 7, 7, 64, 3, 1, 1>(b);    // ResNet's 7x7 layers
         check_float_against_double<32, 7, 7, 60, 3, 1, 1>(b);    // 60 channels, not whole vectors: p2 by im2col
         check_float_against_double<16, 28, 28, 16, 3, 1, 1>(b);  // ResNet's 28x28 layers
@@ -281,7 +284,9 @@ TEST_CASE("conv2d: float32 equals float64 to rounding, direct convolution includ
                        pp::conv2d_layer<float, shape<16, 14, 14>, 32, 3, 1, 1>::direct_p2 &&
                        pp::conv2d_layer<float, shape<16, 28, 28>, 16, 3, 1, 1>::direct_p2 &&
                        pp::conv2d_layer<float, shape<32, 7, 7>, 64, 3, 1, 1>::direct_p2 &&
-                       !pp::conv2d_layer<float, shape<32, 7, 7>, 60, 3, 1, 1>::direct_p2);
+                       !pp::conv2d_layer<float, shape<32, 7, 7>, 60, 3, 1, 1>::direct_p2 &&
+                       pp::conv2d_layer<float, shape<16, 28, 28>, 32, 3, 2, 1>::transposed_p2 &&
+                       pp::conv2d_layer<float, shape<16, 28, 28>, 32, 1, 2, 0>::transposed_p2);
 }
 
 TEST_CASE("conv2d: forward, p1 and p2 equal a naive direct convolution", "[layers][conv2d]") {

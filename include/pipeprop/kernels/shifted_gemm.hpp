@@ -14,6 +14,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "pipeprop/kernels/fma.hpp"
+#include "pipeprop/kernels/register_kernel.hpp"
 #include "pipeprop/kernels/unroll.hpp"
 #include "pipeprop/kernels/simd_gemm_blocks.hpp"
 
@@ -29,7 +30,7 @@ namespace detail {
 /// row-major (stride ldc), assigned. K >= 1. Never inlined, for the reason given at simd_block_nn (the accumulators
 /// stay in registers) nor cloned.
 template <class T, std::size_t MR, std::size_t NV, bool IndexedA>
-[[gnu::noinline, gnu::noclone]]
+PIPEPROP_REGISTER_KERNEL
 inline void simd_block_shifted(std::size_t k, const T* __restrict a, std::size_t lda,
                                const std::ptrdiff_t* __restrict a_offsets, const T* __restrict b,
                                const std::ptrdiff_t* __restrict b_offsets, T* __restrict c,
@@ -66,7 +67,7 @@ inline void simd_block_shifted(std::size_t k, const T* __restrict a, std::size_t
 /// row-major (stride ldb), C row-major (stride ldc): per p, NV vector loads of B, MR broadcasts of A, MR NV fused
 /// multiply-adds in order of p; the sum is stored (or added to C with one rounding). Never inlined, as above.
 template <class T, std::size_t MR, std::size_t NV, bool Accumulate>
-[[gnu::noinline, gnu::noclone]]
+PIPEPROP_REGISTER_KERNEL
 inline void simd_block_shifted_rows(std::size_t k, const T* __restrict a,
                                     const std::ptrdiff_t* __restrict a_offsets,
                                     const T* __restrict b, std::size_t ldb, T* __restrict c,

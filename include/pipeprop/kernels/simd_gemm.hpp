@@ -16,6 +16,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "pipeprop/kernels/fma.hpp"
+#include "pipeprop/kernels/register_kernel.hpp"
 #include "pipeprop/kernels/unroll.hpp"
 #include "pipeprop/kernels/simd_gemm_blocks.hpp"
 #include "pipeprop/kernels/simd_gemv.hpp"
@@ -173,7 +174,7 @@ inline void simd_gemm_nn(std::size_t m, std::size_t n, std::size_t k, T alpha, c
 /// remainder (< W) as one more vector zero-padded on the stack, then reduced by xsimd::hadd. With beta == 0 C is
 /// not read.
 template <class T, std::size_t MR, std::size_t NR>
-[[gnu::noinline, gnu::noclone]]
+PIPEPROP_REGISTER_KERNEL
 inline void simd_block_dot(std::size_t k, T alpha, const T* __restrict a, std::size_t lda,
                            const T* __restrict b, std::size_t ldb, T beta, T* __restrict c,
                            std::size_t ldc) noexcept {
@@ -248,7 +249,7 @@ inline void simd_gemm_nt(std::size_t m, std::size_t n, std::size_t k, T alpha, c
     }
     if (n < w || (m <= 2 * w && k >= 16 * w)) {
         // Few columns, or few rows of C against a long K (conv2d backward-p2 at 28 x 28 pixels: 16 x 144 x 784):
-        // packing B^T (a scalar transpose of N K values) would cost more than the M N K / W fused multiply-adds it
+        // packing B^T (a transpose of N K values) would cost more than the M N K / W fused multiply-adds it
         // feeds, so dot products along K, where A and B both are contiguous.
         for_row_blocks<simd_dot_rows<T>>(m, [&]<std::size_t MR>(std::size_t i) {
             std::size_t j = 0;

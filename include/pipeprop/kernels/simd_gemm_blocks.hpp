@@ -8,6 +8,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "pipeprop/kernels/fma.hpp"
+#include "pipeprop/kernels/register_kernel.hpp"
 #include "pipeprop/kernels/unroll.hpp"
 
 #include <array>
@@ -37,14 +38,14 @@ inline constexpr std::size_t simd_rows_1v = sizeof(xsimd::batch<T>) >= 64 ? 8 : 
 /// TransA: A is stored [K x M] (a(r, p) = a[p lda + r]), else [M x K]. Every element of C is the same arithmetic
 /// whatever MR, NV and the lanes stored: a chain of fused multiply-adds over k from 0, then alpha acc + beta c with
 /// one rounding (alpha acc when beta == 0).
-/// Never inlined ([[gnu::noinline]], as the other register-blocked kernels here): inlined into the large
-/// simd_gemm_nn, GCC 12 kept the loaded B vectors on the stack and reloaded them for every fused multiply-add (half
-/// the speed at 6 x 2 and 8 x 2 blocks, AVX-512); compiled alone, all accumulators and B vectors stay in registers.
-/// A call per block costs nothing next to its K loop. Never cloned either ([[gnu::noclone]]): GCC's clone with the
-/// constant arguments of simd_gemm_nt's packed panel (skip_cols = 0, ldb = 2 W) kept one B vector on the stack and
-/// ran 35% slower than this code (62 against 98 GFLOP/s on llama-tiny's 64 x 192 x 64 forward, AVX2).
+/// Never inlined nor cloned (PIPEPROP_REGISTER_KERNEL, kernels/register_kernel.hpp, as the other register-blocked
+/// kernels here): inlined into the large simd_gemm_nn, GCC 12 kept the loaded B vectors on the stack and reloaded them
+/// for every fused multiply-add (half the speed at 6 x 2 and 8 x 2 blocks, AVX-512); cloned for simd_gemm_nt's
+/// constant arguments (skip_cols = 0, ldb = 2 W) it kept one B vector there (62 against 98 GFLOP/s on llama-tiny's
+/// 64 x 192 x 64 forward, AVX2). Compiled alone, all accumulators and B vectors stay in registers, and a call per
+/// block costs nothing next to its K loop.
 template <class T, std::size_t MR, std::size_t NV, bool TransA>
-[[gnu::noinline, gnu::noclone]]
+PIPEPROP_REGISTER_KERNEL
 inline void simd_block_nn(std::size_t k, std::size_t skip_cols, std::size_t last_cols, T alpha,
                           const T* __restrict a, std::size_t lda, const T* __restrict b,
                           std::size_t ldb, T beta, T* __restrict c, std::size_t ldc) noexcept {

@@ -3,12 +3,14 @@
 // with x) and its backward-p2 dW += dy x^T (a rank-1 update streamed over dW's rows). Its backward-p1 dx = W^T dy
 // runs simd_gemm's one-row register blocks (8 vectors wide). Measured against OpenBLAS cblas_sgemv / cblas_sger in
 // bench/gemm_choice.cpp and bench/layers_bench.cpp (bench/README.md, "Kernels at b = 1"). Kernels with a K loop
-// are [[gnu::noinline, gnu::noclone]], for the reasons given at simd_block_nn (simd_gemm_blocks.hpp).
+// are PIPEPROP_REGISTER_KERNEL (never inlined nor cloned), for the reasons given at simd_block_nn
+// (simd_gemm_blocks.hpp).
 #pragma once
 
 #include <xsimd/xsimd.hpp>
 
 #include "pipeprop/kernels/fma.hpp"
+#include "pipeprop/kernels/register_kernel.hpp"
 #include "pipeprop/kernels/unroll.hpp"
 
 #include <algorithm>
@@ -52,7 +54,7 @@ inline constexpr std::size_t simd_dot_chains = sizeof(xsimd::batch<T>) >= 64 ? 1
 /// reduced by xsimd::hadd. With beta == 0 c is not read. (xsimd::haddp, which would reduce W rows at once, is not
 /// used: GCC 12 warns inside xsimd 8.1's AVX-512 version of it.)
 template <class T, std::size_t NR>
-[[gnu::noinline, gnu::noclone]]
+PIPEPROP_REGISTER_KERNEL
 inline void simd_row_dots(std::size_t k, T alpha, const T* __restrict a, const T* __restrict b,
                           std::size_t ldb, T beta, T* __restrict c) noexcept {
     using batch = xsimd::batch<T>;
@@ -183,7 +185,7 @@ inline void simd_rank_update_row_body(std::size_t k, std::size_t n, T alpha, T s
 
 /// simd_rank_update_row_body for one row, a function of its own (see there).
 template <class T>
-[[gnu::noinline, gnu::noclone]]
+PIPEPROP_REGISTER_KERNEL
 inline void simd_rank_update_row(std::size_t k, std::size_t n, T alpha, T s0, T s1, const T* b,
                                  std::size_t ldb, T beta, T* c) noexcept {
     simd_rank_update_row_body<T>(k, n, alpha, s0, s1, b, ldb, beta, c);
@@ -201,7 +203,7 @@ template <bool TransA, class T>
 /// simd_rank_update_row_body for rows i < m of C (row stride ldc; op(A)(i, p) = a[i a_row + p a_col]) in one call:
 /// for short rows (a dense layer to 10 outputs, rows of 64 or 128), where a call per row costs as much as the row.
 template <class T>
-[[gnu::noinline, gnu::noclone]]
+PIPEPROP_REGISTER_KERNEL
 inline void simd_rank_update_short_rows(std::size_t m, std::size_t n, std::size_t k, T alpha,
                                         const T* a, std::size_t a_row, std::size_t a_col,
                                         const T* b, std::size_t ldb, T beta, T* c,
