@@ -42,6 +42,11 @@
 
 namespace pipeprop::detail {
 
+/// The smallest map height and width that take the Winograd form: 7 with vectors of 256 bits or less (AVX2), else 8
+/// (see winograd_fits).
+template <class T>
+inline constexpr std::size_t winograd_min_map = sizeof(xsimd::batch<T>) <= 32 ? 7 : 8;
+
 /// Where conv2d (3x3, stride 1, padding 1, with the xsimd GEMM) takes the Winograd form: 8+ channels in and out, in
 /// whole SIMD vectors of T (the transforms run on vectors of channels), and maps of 8 x 8 or larger, or 7 x 7 or
 /// larger with vectors of 256 bits or less (AVX2). At 7 x 7 (ResNet's last stage) 16 tiles cover 8 x 8 (1.72x fewer
@@ -49,8 +54,6 @@ namespace pipeprop::detail {
 /// every pass: with AVX2, whose direct kernel runs near 80% of its peak, the ResNet-20 step measured 5% faster at
 /// b = 1 and 15% at b = 32 with them in Winograd form; with AVX-512 the b = 1 step measured 10% slower, so they stay
 /// direct there (bench/README.md, "Winograd convolutions").
-template <class T>
-inline constexpr std::size_t winograd_min_map = sizeof(xsimd::batch<T>) <= 32 ? 7 : 8;
 template <class T, std::size_t C, std::size_t OC, std::size_t H, std::size_t W>
 inline constexpr bool winograd_fits = C >= 8 && OC >= 8 && C % xsimd::batch<T>::size == 0 &&
                                       OC % xsimd::batch<T>::size == 0 && H >= winograd_min_map<T> &&
