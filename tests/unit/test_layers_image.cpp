@@ -173,9 +173,21 @@ TEST_CASE("conv2d: backward-p1 and backward-p2 match finite differences", "[laye
     check_layer<pp::conv2d_layer<double, shape<8, 9, 11>, 8, 3, 1, 1>>("8x9x11 -> 8 channels, 3x3, pad 1 (Winograd)");
     check_layer<pp::conv2d_layer<double, shape<8, 8, 13>, 16, 3, 1, 1>>("8x8x13 -> 16, 3x3, pad 1 (Winograd)");
     check_layer<pp::conv2d_layer<double, shape<8, 7, 9>, 8, 3, 1, 1>>("8x7x9 -> 8, 3x3, pad 1 (Winograd on AVX2)");
+    // maps of 12 x 12 or larger where 4 x 4 output tiles waste little: F(4x4, 3x3), partial tiles at 13 and 17
+    check_layer<pp::conv2d_layer<double, shape<8, 13, 12>, 8, 3, 1, 1>>("8x13x12 -> 8, 3x3, pad 1 (F(4x4, 3x3))");
+    check_layer<pp::conv2d_layer<double, shape<8, 16, 17>, 16, 3, 1, 1>>("8x16x17 -> 16, 3x3, pad 1 (F(4x4, 3x3))");
     STATIC_REQUIRE((!pp::kernels::simd_gemm_preferred ||
                     (pp::conv2d_layer<double, shape<8, 9, 11>, 8, 3, 1, 1>::winograd &&
                      pp::conv2d_layer<double, shape<8, 8, 13>, 16, 3, 1, 1>::winograd)));
+    if constexpr (pp::kernels::simd_gemm_preferred)
+        STATIC_REQUIRE(pp::conv2d_layer<double, shape<8, 13, 12>, 8, 3, 1, 1>::winograd_conv::output_tile == 4 &&
+                       pp::conv2d_layer<double, shape<8, 16, 17>, 16, 3, 1, 1>::winograd_conv::output_tile == 4 &&
+                       pp::conv2d_layer<double, shape<8, 9, 11>, 8, 3, 1, 1>::winograd_conv::output_tile == 2);
+    // F(4x4, 3x3) from 12 x 12 where it does at most 2/3 of F(2x2, 3x3)'s products: 14 x 14 (0.73) stays F(2x2)
+    STATIC_REQUIRE(pp::detail::winograd_output_tile<28, 28> == 4 && pp::detail::winograd_output_tile<16, 16> == 4 &&
+                   pp::detail::winograd_output_tile<13, 12> == 4 && pp::detail::winograd_output_tile<14, 14> == 2 &&
+                   pp::detail::winograd_output_tile<12, 11> == 2 && pp::detail::winograd_output_tile<8, 8> == 2 &&
+                   pp::detail::winograd_output_tile<7, 7> == 2);
     STATIC_REQUIRE(!pp::conv2d_layer<double, shape<4, 8, 8>, 8, 3, 1, 1>::winograd);  // under 8 input channels
     STATIC_REQUIRE(!pp::conv2d_layer<double, shape<8, 6, 9>, 8, 3, 1, 1>::winograd);  // under 7 rows
     // 7 rows: Winograd with vectors of 256 bits (AVX2), direct with AVX-512's
@@ -240,9 +252,14 @@ void check_float_against_double(std::size_t b) {
     auto to_double = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
     INFO(C << "x" << H << "x" << W << " -> " << O << ", " << K << "x" << K << ", stride " << S << ", pad " << P
            << ", b = " << b << (Lf::direct ? " (direct)" : "") << (Lf::direct_p1 ? " (direct p1)" : ""));
-    CHECK(relative_error(to_double(yf), y) < 2e-6);
-    CHECK(relative_error(to_double(dxf), dx) < 2e-6);
-    CHECK(relative_error(to_double(dwf), dw) < 2e-6);
+    // F(4x4, 3x3) rounds 15-20x coarser than the other forms (its transforms multiply by up to 8 and its G holds
+    // 1/6, 1/12, 1/24; measured 3e-6 to 6e-6 at 28 x 28 and 14 x 14): its own bound.
+    double tolerance = 2e-6;
+    if constexpr (Lf::winograd)
+        if (Lf::winograd_conv::output_tile == 4) tolerance = 1.5e-5;
+    CHECK(relative_error(to_double(yf), y) < tolerance);
+    CHECK(relative_error(to_double(dxf), dx) < tolerance);
+    CHECK(relative_error(to_double(dwf), dw) < tolerance);
 }
 
 TEST_CASE("conv2d: float32 equals float64 to rounding, direct convolution included", "[layers][conv2d]") {
@@ -262,9 +279,13 @@ TEST_CASE("conv2d: float32 equals float64 to rounding, direct convolution includ
         check_float_against_double<36, 7, 7, 64, 3, 1, 1>(b);
         check_float_against_double<12, 28, 28, 16, 3, 1, 1>(b);
     }
-    // The small CNN's and ResNet's 3x3 layers at 14 x 14 and 28 x 28 run Winograd F(2x2, 3x3), at 7 x 7 too with
-    // AVX2 (direct with AVX-512); the shapes above with 12 or 36 input channels (not whole vectors of float) and
-    // 60 output channels run the direct forms.
+    // The small CNN's and ResNet's 3x3 layers at 14 x 14 run Winograd F(2x2, 3x3), at 7 x 7 too with AVX2 (direct
+    // with AVX-512), ResNet's at 28 x 28 F(4x4, 3x3); the shapes above with 12 or 36 input channels (not whole
+    // vectors of float) and 60 output channels run the direct forms.
+    if constexpr (pp::kernels::simd_gemm_preferred)
+        STATIC_REQUIRE(pp::conv2d_layer<float, shape<16, 28, 28>, 16, 3, 1, 1>::winograd_conv::output_tile == 4 &&
+                       pp::conv2d_layer<float, shape<16, 14, 14>, 32, 3, 1, 1>::winograd_conv::output_tile == 2 &&
+                       pp::conv2d_layer<float, shape<32, 14, 14>, 32, 3, 1, 1>::winograd_conv::output_tile == 2);
     if constexpr (pp::kernels::simd_gemm_preferred)
         STATIC_REQUIRE(pp::conv2d_layer<float, shape<16, 14, 14>, 32, 3, 1, 1>::winograd &&
                        (pp::conv2d_layer<float, shape<32, 7, 7>, 64, 3, 1, 1>::winograd ==
@@ -305,6 +326,8 @@ TEST_CASE("conv2d: forward, p1 and p2 equal a naive direct convolution", "[layer
         check_conv_against_direct<pp::conv2d_layer<double, shape<16, 13, 10>, 8, 3, 1, 1>>(b);  // Winograd, C > OC
         check_conv_against_direct<pp::conv2d_layer<double, shape<8, 9, 66>, 24, 3, 1, 1>>(b);   // 33 tiles per row
         check_conv_against_direct<pp::conv2d_layer<double, shape<8, 7, 7>, 16, 3, 1, 1>>(b);  // Winograd on AVX2
+        check_conv_against_direct<pp::conv2d_layer<double, shape<8, 13, 12>, 16, 3, 1, 1>>(b);  // F(4x4, 3x3)
+        check_conv_against_direct<pp::conv2d_layer<double, shape<16, 12, 17>, 8, 3, 1, 1>>(b);  // F(4x4), C > OC
         check_conv_against_direct<pp::conv2d_layer<double, shape<3, 16, 15>, 17, 3, 2, 1>>(b);
         check_conv_against_direct<pp::conv2d_layer<double, shape<5, 9, 8>, 16, 1, 1, 0>>(b);
     }

@@ -278,6 +278,8 @@ TEST_CASE("small_gemm: each element one fused multiply-add chain over k, bitwise
     check_small_gemm<float, false, 13, 5, 8 * vf>(rng);
     check_small_gemm<float, true, 16, 196, 16>(rng);
     check_small_gemm<float, true, 33, 16, 3 * vf>(rng);
+    check_small_gemm<float, false, 14, 16, 16>(rng);  // F(4x4, 3x3) at 28 x 28: blocks of 14 tiles
+    check_small_gemm<float, true, 16, 14, 16>(rng);
     check_small_gemm<double, false, 15, 9, vd>(rng);
     check_small_gemm<double, false, 20, 8, 6 * vd>(rng);
     check_small_gemm<double, true, 8, 12, 2 * vd>(rng);

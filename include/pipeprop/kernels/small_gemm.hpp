@@ -12,6 +12,7 @@
 #include <cstddef>
 
 #include "pipeprop/kernels/fma.hpp"
+#include "pipeprop/kernels/register_kernel.hpp"
 #include "pipeprop/kernels/unroll.hpp"
 
 namespace pipeprop::kernels {
@@ -25,9 +26,11 @@ inline constexpr std::size_t small_gemm_rows =
     sizeof(T) * xsimd::batch<T>::size >= 64 ? (NV == 1 ? 14 : NV == 2 ? 12 : 6) : (NV == 1 ? 12 : 6);
 
 /// One block: rows [m0, m0 + Rows) of C, vectors [n0, n0 + NV vw) of N (every size known at compile time, so each
-/// row's A elements are one address plus a constant).
+/// row's A elements are one address plus a constant). Never inlined nor cloned (PIPEPROP_REGISTER_KERNEL), so that it
+/// compiles the same in a small test and inside a whole network's layer code.
 template <class T, bool TransA, std::size_t K, std::size_t N, std::size_t Lda, std::size_t NV, std::size_t Rows>
-inline void small_gemm_block(std::size_t m0, std::size_t n0, const T* a, const T* b, T* c, bool accumulate) noexcept {
+PIPEPROP_REGISTER_KERNEL void small_gemm_block(std::size_t m0, std::size_t n0, const T* a, const T* b, T* c,
+                                               bool accumulate) noexcept {
     using batch = xsimd::batch<T>;
     constexpr std::size_t vw = batch::size;
     batch acc[Rows][NV];

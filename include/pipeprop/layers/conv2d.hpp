@@ -36,7 +36,7 @@ namespace pipeprop {
 /// With `direct` / `direct_p1` the forward / p1 read the column matrix in place from a zero-padded sample instead
 /// (no im2col / col2im; conv2d_direct.hpp, which gives the summation orders). Every form runs one sample at a time,
 /// the same code for every b: b = 1 and b > 1 sum in the same order.
-/// With `winograd` (3x3, stride 1, padding 1, 8+ channels, 8 x 8+) all passes run F(2x2, 3x3) (conv2d_winograd.hpp).
+/// With `winograd` (3x3, stride 1, padding 1, 8+ channels, 8 x 8+) all passes run F(2x2 or 4x4, 3x3) (conv2d_winograd).
 /// p2:       per sample n: cols_n = im2col(x_n) again; dW += dy_n cols_n^T (added; dbias += sum over n, OH, OW of
 ///           dy). With direct_p2 the rows of cols_n are read in place from the padded sample instead, in the
 ///           transposed form below (conv2d_direct.hpp). With transposed_p2: dW^T = sum over n of cols_n dy_n^T
@@ -112,11 +112,11 @@ struct conv2d_layer {
     static constexpr bool direct_p2 = direct_p1 && OutChannels % xsimd::batch<T>::size == 0;
     /// The direct convolution's geometry and passes (used only where direct is true).
     using direct_conv = detail::conv2d_direct<T, channels, height, width, OutChannels, Kernel>;
-    /// All three passes by Winograd's F(2x2, 3x3) (conv2d_winograd.hpp), where detail::winograd_fits says: 3x3,
+    /// All three passes by Winograd's F(m x m, 3x3) (conv2d_winograd.hpp), where detail::winograd_fits says: 3x3,
     /// stride 1, padding 1, 8+ channels in / out in whole SIMD vectors, maps from 8 x 8 (7 x 7 on AVX2), xsimd GEMM.
     static constexpr bool winograd =
         direct && Kernel == 3 && detail::winograd_fits<T, channels, OutChannels, height, width>;
-    /// The Winograd form's transforms and passes (used only where winograd is true).
+    /// The Winograd form's transforms and passes, m from detail::winograd_output_tile (used only where winograd).
     using winograd_conv = detail::conv2d_winograd<T, channels, height, width, OutChannels>;
     /// Backward-p2 as cols dy^T with dy transposed in the workspace (a GEMM with B [OH OW, OC] row-major: register
     /// blocks of whole vectors of output channels, B's panel in L1) rather than dy cols^T (B transposed: the GEMM
