@@ -88,8 +88,8 @@ def ceilings(groups, others, networks, peaks):
                   f" | {'-' if within is None else 'yes' if within else 'NO: above the peak'} |")
     print("\n(A target above the peak cannot be met by any step that does these multiply-adds on one core of this "
           "host; only fewer multiply-adds, e.g. Winograd or FFT convolutions, could. pipeprop's 3x3 convolutions with "
-          "8+ channels run Winograd F(2x2, 3x3): its GFLOP/s here are direct-equivalent, the direct convolutions' "
-          "FLOP over its time, and may exceed the peak.)")
+          "8+ channels run Winograd F(2x2, 3x3) or F(4x4, 3x3): its GFLOP/s here are direct-equivalent, the direct "
+          "convolutions' FLOP over its time, and may exceed the peak.)")
     targets = sorted({(n, b) for (n, p, b, _) in groups if p == "float"})
     print("(targets: " + ", ".join(f"{n} b = {b} {target_ratio(b, n):g}x" for n, b in targets) + ")")
 

@@ -169,7 +169,7 @@ TEST_CASE("conv2d: backward-p1 and backward-p2 match finite differences", "[laye
     // backward-p2 over the padded sample read in place (direct_p2) where the build's GEMM is pipeprop's.
     check_layer<pp::conv2d_layer<double, shape<4, 8, 8>, 8, 3, 1, 1>>("4x8x8 -> 8 channels, 3x3, pad 1 (direct p2)");
     // 8+ channels, whole vectors, stride 1, padding 1, 8 x 8 or larger: Winograd F(2x2, 3x3) in all three passes
-    // where the build's GEMM is pipeprop's; odd heights and widths leave partial tiles.
+    // where the build's GEMM is pipeprop's (F(4x4, 3x3) at 12 x 12 and up, below); odd sizes leave partial tiles.
     check_layer<pp::conv2d_layer<double, shape<8, 9, 11>, 8, 3, 1, 1>>("8x9x11 -> 8 channels, 3x3, pad 1 (Winograd)");
     check_layer<pp::conv2d_layer<double, shape<8, 8, 13>, 16, 3, 1, 1>>("8x8x13 -> 16, 3x3, pad 1 (Winograd)");
     check_layer<pp::conv2d_layer<double, shape<8, 7, 9>, 8, 3, 1, 1>>("8x7x9 -> 8, 3x3, pad 1 (Winograd on AVX2)");

@@ -67,8 +67,8 @@ template <std::size_t M, std::size_t H, std::size_t W>
 inline constexpr std::size_t winograd_products = (H + M - 1) / M * ((W + M - 1) / M) * (M + 2) * (M + 2);
 
 /// The output tile m of F(m x m, 3x3) where winograd_fits: 4 on maps of 12 x 12 or larger where F(4x4, 3x3) does at
-/// most 2/3 of F(2x2, 3x3)'s multiplications, else 2. At 28 x 28 it does 0.56 of them and the ResNet-20 step's
-/// 28 x 28 layers measured 1.2-1.3x faster; at 14 x 14, whose 4 x 4 tiles cover 16 x 16, 0.73, and the step measured
+/// most 2/3 of F(2x2, 3x3)'s multiplications, else 2. At 28 x 28 it does 0.56 of them and a ResNet-20 28 x 28
+/// layer measured 1.1-1.5x faster alone; at 14 x 14, whose 4 x 4 tiles cover 16 x 16, 0.73, and the step measured
 /// no faster; at 7 x 7 (4 tiles) the transformed weights' 36 planes cost what the GEMMs save.
 template <std::size_t H, std::size_t W>
 inline constexpr std::size_t winograd_output_tile =
