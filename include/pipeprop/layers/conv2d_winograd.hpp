@@ -16,8 +16,9 @@
 // Rounding: the transforms add and subtract (and scale) before the multiplications, so the results differ from a
 // direct convolution's in the last bits. Against the exact convolution in float at ResNet's 28 x 28 and 14 x 14
 // shapes, max |y - exact| / max |exact|: m = 2, 1.8e-7 to 2.8e-7 for the forward and p1 (the direct kernel: 4e-7 to
-// 7e-7), up to 1.2e-6 for p2 (a sum over 196 tiles); m = 4, 3e-6 to 6e-6 for all three (its transforms multiply by
-// up to 8, its G holds 1/6, 1/12, 1/24); in double 6e-16 to 1.7e-15. The GEMMs are kernels::small_gemm (one fused
+// 7e-7), up to 1.2e-6 for p2 at b = 1 (a sum over 196 tiles; 2.2e-6 at b = 8); m = 4, 1e-6 to 5e-6 for all three at
+// b = 1, p2 up to 6.5e-6 at b = 8 (its transforms multiply by up to 8, its G holds 1/6, 1/12, 1/24); in double
+// 6e-16 to 2.6e-15 (m = 2) and up to 1e-14 (m = 4). The GEMMs are kernels::small_gemm (one fused
 // multiply-add chain per element). Every runner of a build calls the same code for every micro-batch size, one
 // sample at a time, so executors stay bit-identical.
 // Shapes: x, y, dy, dx are [b, C or OC, H, W] row-major (micro-batch first), w [OC, C, 3, 3] then bias [OC]; units

@@ -15,8 +15,9 @@
 
 namespace pipeprop::detail {
 
-/// A transform matrix: row r is scale[r] times the coefficients v[r] (integers, or halves), so that a row such as
-/// 1/24 [1 2 4] is applied as one rounded multiplication after the exact sum k0 + 2 k1 + 4 k2.
+/// A transform matrix: row r is scale[r] times the coefficients v[r] (small integers for B^T, G, A^T; the transposes
+/// fold the scales into the coefficients), so that a row such as 1/24 [1 2 4] costs one multiplication by the scale
+/// after the sum k0 + 2 k1 + 4 k2 (exact multiplications by 2 and 4, two rounded additions).
 template <std::size_t Rows, std::size_t Cols>
 struct winograd_matrix {
     double v[Rows][Cols];
