@@ -12,7 +12,8 @@
 // --executor concurrent|sequential, --push-buffer K (concurrent: micro-batches buffered per graph run), --lanes L
 // (concurrent: serial nodes the stages are grouped into; 0 = one per core), --load-probe-period N (concurrent with
 // several lanes: every N graph runs one run goes the other way, lanes or inline on one thread, and the faster is
-// kept: pb/load_adaptation.hpp; 0 = always the lanes; every switch is logged),
+// kept: pb/load_adaptation.hpp; 0 = always the lanes; every switch is logged), --lane-rebalance-period N (concurrent
+// with several lanes: the lanes cut anew from the stages' busy time every N runs: pb/lane_rebalance.hpp; 0 = never),
 // --pipemare-warmup (epochs), --pipemare-decay, --2bw-accumulation (micro-batches per update, >= D_0; 0: D_0).
 // Networks: the image networks (softmax cross-entropy, heavy-ball momentum SGD) and the text network llama-tiny
 // (next-token sequences of the text corpus, one sequence per sample, token cross-entropy), where --optimizer auto
@@ -106,6 +107,10 @@ public:
                      "does not make the pipeline slower than one thread; 0 = always the lanes")
             ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 20))
             ->capture_default_str();
+        g.add_option("--lane-rebalance-period", lane_rebalance_period_,
+                     "Concurrent executor with several lanes: every N graph runs on the lanes, cut the lanes anew over "
+                     "the stages' busy time in them when the slowest lane gains >= 3%; 0 = keep the first cut")
+            ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 20))->capture_default_str();
         g.add_flag("--log-stage-norms", log_stage_norms_,
                    "With --metrics and --log-every: the interval lines also hold stage_weight_norm and "
                    "stage_velocity_norm, the L2 norms of every stage's weights and velocity (null once not finite; "
@@ -242,6 +247,7 @@ private:
         opt.push_buffer = push_buffer_;
         opt.lanes = lanes_;
         opt.load_probe_period = load_probe_period_;
+        opt.lane_rebalance_period = lane_rebalance_period_;
         opt.flush_subnormals = flush_subnormals_;
         opt.eval_batch = 256;
         opt.seed = o.seed;
@@ -329,6 +335,10 @@ private:
         }
         note(o, fmt::format("pb: {:.1f} samples/s over {:.2f} s inside the pipeline ({} executor)",
                             st.samples_per_second, st.wall_seconds, executor_));
+        if (st.lanes.enabled)
+            note(o, fmt::format("pb: lane rebalancing: {} looks at the busy time, {} new cuts; lanes now start at "
+                                "stages {}",
+                                st.lanes.checks, st.lanes.replans, fmt::join(st.lanes.first_stage, " ")));
         if (st.load.enabled) {
             note(o, fmt::format("pb: load adaptation: {} graph runs on the lanes, {} inline on one thread ({} of "
                                 "them probes), {} switches",
@@ -371,6 +381,7 @@ private:
     std::size_t push_buffer_ = 64;
     std::size_t lanes_ = 0;
     std::size_t load_probe_period_ = 16;
+    std::size_t lane_rebalance_period_ = 8;
     bool flush_subnormals_ = false;
     double pipemare_warmup_epochs_ = 0.25;
     double pipemare_decay_ = 0.9;

@@ -3,11 +3,12 @@
 // (lane_graph.hpp), exchanging boundary messages (boundary_channel.hpp); the same bits as the sequential reference
 // (pb/sequential_executor.hpp). PB-paper (Kosson et al., arXiv 2003.11666) §3.
 //
-// When an op runs, the ops themselves (pb/concurrent_stage_ops.hpp), lanes and the inline alternative under load
-// (pb/lane_plan.hpp, pb/load_adaptation.hpp), the bounds of every buffer and channel, how push() and drain() drive
-// the graph, and stages in other processes (pb/remote_stages.hpp, which a program that uses them includes; the seam:
-// pb/remote_part.hpp): docs/pb-semantics.md §9. A layer that throws makes push() / drain() throw
-// pipeprop::stage_error and the executor refuse every later call with std::logic_error (docs/pb-semantics.md §8).
+// When an op runs, the ops themselves (pb/concurrent_stage_ops.hpp), lanes, their second cut and the inline
+// alternative under load (pb/lane_plan.hpp, pb/lane_rebalance.hpp, pb/load_adaptation.hpp), the bounds of every
+// buffer and channel, how push() and drain() drive the graph, and stages in other processes (pb/remote_stages.hpp,
+// which a program that uses them includes; the seam: pb/remote_part.hpp): docs/pb-semantics.md §9. A layer that
+// throws makes push() / drain() throw pipeprop::stage_error and the executor refuse every later call with
+// std::logic_error (docs/pb-semantics.md §8).
 #pragma once
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -32,6 +34,7 @@
 #include "pipeprop/pb/executor.hpp"
 #include "pipeprop/pb/forward_channel.hpp"
 #include "pipeprop/pb/lane_plan.hpp"
+#include "pipeprop/pb/lane_rebalance.hpp"
 #include "pipeprop/pb/load_adaptation.hpp"
 #include "pipeprop/pb/op_stream.hpp"
 #include "pipeprop/pb/remote_part.hpp"
@@ -69,11 +72,12 @@ public:
     /// zero (flush_subnormals.hpp).
     /// remote: the transport to the stages other processes run (nullptr: every stage runs here); with one, the
     /// local stages (a contiguous group; std::invalid_argument otherwise) run on one lane and `lanes` is not read.
-    /// load_probe_period: the load adaptation's probe period in runs (pb/load_adaptation.hpp; 0: off; it is off
-    /// anyway with one lane or a transport).
+    /// load_probe_period / lane_rebalance_period: the periods in runs of the load adaptation and of the lanes'
+    /// rebalancing (pb/load_adaptation.hpp, pb/lane_rebalance.hpp; 0: off; both off with one lane or a transport).
     concurrent_executor(const stack_type& stack, std::vector<stage_type>& stages, std::size_t max_b,
                         std::size_t push_buffer, const lane_plan& lanes, bool flush_subnormals = false,
-                        remote_transport* remote = nullptr, std::size_t load_probe_period = 0)
+                        remote_transport* remote = nullptr, std::size_t load_probe_period = 0,
+                        std::size_t lane_rebalance_period = 0)
         : stack_(stack),
           stages_(stages),
           remote_(remote),
@@ -136,7 +140,10 @@ public:
             graph_ = std::make_unique<lane_graph<concurrent_executor>>(
                 *this, typename lane_graph<concurrent_executor>::lane_map{lane_of});
         }
-        if (remote_ == nullptr && graph_->lane_count() > 1) load_ = load_adapter(load_probe_period);
+        if (remote_ == nullptr && graph_->lane_count() > 1) {
+            load_ = load_adapter(load_probe_period);
+            rebalance_ = lane_rebalancer(lane_rebalance_period, lanes, count);
+        }
         resynchronize();
     }
 
@@ -205,6 +212,7 @@ public:
     }
 
     [[nodiscard]] load_adaptation_stats load_adaptation() const override { return load_.stats(); }
+    [[nodiscard]] lane_rebalance_stats lane_rebalance() const override { return rebalance_.stats(); }
 
     /// Number of lanes (serial flow-graph nodes), 1 <= L <= S.
     [[nodiscard]] std::size_t lane_count() const noexcept { return graph_->lane_count(); }
@@ -279,6 +287,9 @@ private:
         completed_.clear();
         const bool go_inline = load_.next_inline();
         const std::size_t runs_micro_batches = pushes_since_run_;
+        const bool comparable = !closing && pushed_in_segment_ >= push_buffer_ + per_[0]->slots.size();  // no fill
+        const bool rebalance = comparable && !go_inline && rebalance_.enabled();
+        if (rebalance) rebalance_.run_starts(detail::busy_seconds(per_, busy_now_));
         const auto start = std::chrono::steady_clock::now();
         try {
             if (closing)  // before any op runs: while the graph (or the inline loop) runs, only it touches them
@@ -314,12 +325,15 @@ private:
         }
         completed_total_ += completed_.size();
         if (load_.enabled()) {  // comparable runs only: push_buffer micro-batches, none in the fill of stage 0's slots
-            if (!closing && pushed_in_segment_ >= push_buffer_ + per_[0]->slots.size())
+            if (comparable)
                 load_.measured(next_id_ - runs_micro_batches, runs_micro_batches,
                                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
             else
                 load_.unmeasured(go_inline);
         }
+        if (rebalance)  // a new cut takes effect from the next run
+            if (const std::optional<lane_plan> cut = rebalance_.run_ended(detail::busy_seconds(per_, busy_now_)))
+                graph_ = std::make_unique<lane_graph<concurrent_executor>>(*this, per_.size(), cut->first_stage);
         return completed_;
     }
 
@@ -371,6 +385,8 @@ private:
     bool open_ = false;  // a segment is open (pushes since the last drain)
     std::size_t pushed_in_segment_ = 0;  // micro-batches pushed since the segment opened
     load_adapter load_;  // lanes or inline (off: always the lanes)
+    lane_rebalancer rebalance_;  // the lane plan cut anew from the busy time (off: as made)
+    std::vector<double> busy_now_;  // [S]: detail::busy_seconds, for the rebalancing
     bool failed_ = false;
 
     // Declared last: destroyed first (it waits for the running bodies, which use the members above).

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "pipeprop/boundary_channel.hpp"
@@ -80,6 +81,16 @@ void allocate_stage_buffers(concurrent_stage_buffers<Stack, T>& p, const Stack& 
     if (st.predicted_forward()) p.forward_weights.assign(st.parameter_count(), T(0));
     if (stash_copies > 0) p.stash.assign(stash_copies * st.parameter_count(), T(0));
     p.stream = op_stream(st.delay());
+}
+
+/// out[s] := stage s's busy time so far in seconds (the time its ops ran), for every stage of `per`; returns out
+/// ([S]).
+template <class Stack, class T>
+const std::vector<double>& busy_seconds(const std::vector<std::unique_ptr<concurrent_stage_buffers<Stack, T>>>& per,
+                                        std::vector<double>& out) {
+    out.resize(per.size());
+    for (std::size_t s = 0; s < per.size(); ++s) out[s] = std::chrono::duration<double>(per[s]->busy).count();
+    return out;
 }
 
 /// Whether micro-batch id's message is in the ring.

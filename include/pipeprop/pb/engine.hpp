@@ -319,6 +319,7 @@ public:
         }
         executor_->fill_stats(r.stages);
         r.load = executor_->load_adaptation();
+        r.lanes = executor_->lane_rebalance();
         return r;
     }
 

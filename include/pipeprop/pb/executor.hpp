@@ -49,7 +49,8 @@ struct options {
     /// constructor); S (or more): one node per stage. The results do not depend on it.
     std::size_t lanes = 0;
     /// Concurrent executor: an explicit lane plan (pb/lane_plan.hpp: the first stage of each lane, e.g. from
-    /// plan_lanes over measure_tick_costs or one's own); when given, `lanes` is not read and nothing is measured.
+    /// plan_lanes over measure_tick_costs or one's own); when given, `lanes` is not read and nothing is measured
+    /// (lane_rebalance_period 0 keeps it for the whole run).
     /// Throws std::invalid_argument at engine construction when it is not a plan for the engine's S stages.
     std::vector<std::size_t> lane_starts{};
     /// Concurrent executor in one process with more than one lane: adapt to the cores' load
@@ -57,6 +58,12 @@ struct options {
     /// way (inline on the calling thread when on the lanes, and back), and the faster of the two is kept; run_stats::load
     /// says what it did. 0: always the lanes. The results do not depend on it.
     std::size_t load_probe_period = 16;
+    /// Concurrent executor in one process with more than one lane: look at the lane plan again
+    /// (pb/lane_rebalance.hpp): every `lane_rebalance_period` measured graph runs on the lanes, cut the lanes anew
+    /// over the stages' busy time in those runs when that makes the slowest lane at least 3% less busy;
+    /// run_stats::lanes says what it did. It applies to a plan from lane_starts too. 0: the plan stays as made or
+    /// given. The results do not depend on it.
+    std::size_t lane_rebalance_period = 8;
     /// Run every stage's forward, backward and update with subnormal numbers flushed to zero
     /// (flush_subnormals.hpp: much faster where momentum near 1 decays velocities into the subnormal range; results
     /// can differ from an unflushed run, never between the executors). Default off.
@@ -98,6 +105,8 @@ public:
     virtual void fill_stats(std::vector<stage_stats>& stages) const = 0;
     /// What the load adaptation did (pb/load_adaptation.hpp; nothing for an executor without one).
     [[nodiscard]] virtual load_adaptation_stats load_adaptation() const { return {}; }
+    /// What the lane rebalancing did (pb/lane_rebalance.hpp; nothing for an executor without one).
+    [[nodiscard]] virtual lane_rebalance_stats lane_rebalance() const { return {}; }
 };
 
 }  // namespace pipeprop::pb

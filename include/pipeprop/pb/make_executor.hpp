@@ -72,7 +72,7 @@ std::unique_ptr<executor<T>> make_executor(const runtime_layer_stack<T>& stack,
                                                                                  opt.flush_subnormals);
     return std::make_unique<concurrent_executor<Policy, T, Loss, Optimizer>>(
         stack, stages, opt.max_batch, opt.push_buffer, lanes,
-        opt.flush_subnormals, opt.remote, opt.load_probe_period);
+        opt.flush_subnormals, opt.remote, opt.load_probe_period, opt.lane_rebalance_period);
 }
 
 }  // namespace pipeprop::pb

@@ -71,6 +71,14 @@ struct load_adaptation_stats {
     std::vector<load_switch> switches;   ///< the first 64 switches, oldest first
 };
 
+/// What the concurrent executor's lane rebalancing did (pb/lane_rebalance.hpp; options::lane_rebalance_period).
+struct lane_rebalance_stats {
+    bool enabled = false;                  ///< false: the sequential executor, one lane, or rebalancing off
+    std::size_t checks = 0;                ///< times the lanes' busy time was compared with its best cut
+    std::size_t replans = 0;               ///< times the lanes were cut anew
+    std::vector<std::size_t> first_stage;  ///< the lane plan in use: each lane's first stage (empty when off)
+};
+
 /// Whole-run figures. utilization(s) = busy_seconds(s) / wall_seconds.
 struct run_stats {
     std::string executor;             ///< "sequential" or "concurrent"
@@ -81,6 +89,7 @@ struct run_stats {
     double samples_per_second = 0.0;  ///< samples / wall_seconds
     std::vector<stage_stats> stages;  ///< Per stage, [S].
     load_adaptation_stats load;       ///< concurrent executor: lanes or inline, by the measured load
+    lane_rebalance_stats lanes;       ///< concurrent executor: the lane plan cut anew from the stages' busy time
     /// Busy fraction of stage s: busy_seconds / wall_seconds (0 before any run).
     [[nodiscard]] double utilization(std::size_t s) const noexcept {
         return wall_seconds > 0 ? stages[s].busy_seconds / wall_seconds : 0.0;
