@@ -65,7 +65,11 @@ void small_gemm(const T* a, const T* b, T* c, bool accumulate) noexcept {
         while ((N / vw) % d != 0) --d;
         return d;
     }();
-    constexpr std::size_t rows = detail::small_gemm_rows<T, nv>;
+    // M rows in the fewest blocks of at most small_gemm_rows, as even as the division allows (14 rows of at most 6:
+    // 5 + 5 + 4, not 6 + 6 + 2, whose 2-row block has too few independent accumulators to hide the FMA latency)
+    constexpr std::size_t most = detail::small_gemm_rows<T, nv>;
+    constexpr std::size_t blocks = (M + most - 1) / most;
+    constexpr std::size_t rows = blocks == 0 ? 1 : (M + blocks - 1) / blocks;
     for (std::size_t n0 = 0; n0 < N; n0 += nv * vw) {
         for (std::size_t m0 = 0; m0 + rows <= M; m0 += rows)
             detail::small_gemm_block<T, TransA, K, N, Lda, nv, rows>(m0, n0, a, b, c, accumulate);
