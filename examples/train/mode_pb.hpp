@@ -378,10 +378,10 @@ private:
     std::string executor_ = "concurrent";
     std::size_t reference_batch_ = 0;
     bool log_stage_norms_ = false;
-    std::size_t push_buffer_ = 64;
+    std::size_t push_buffer_ = 256;
     std::size_t lanes_ = 0;
     std::size_t load_probe_period_ = 16;
-    std::size_t lane_rebalance_period_ = 8;
+    std::size_t lane_rebalance_period_ = 2;
     bool flush_subnormals_ = false;
     double pipemare_warmup_epochs_ = 0.25;
     double pipemare_decay_ = 0.9;

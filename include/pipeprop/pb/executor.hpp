@@ -40,8 +40,11 @@ struct options {
     /// sequential (the reference) or concurrent (oneTBB flow graph)
     executor_kind executor = executor_kind::concurrent;
     /// Concurrent executor: micro-batches buffered by push() before the flow graph runs them (>= 1). Larger values
-    /// amortize the pipeline's ramp at each run; the results do not depend on it.
-    std::size_t push_buffer = 64;
+    /// amortize the pipeline's ramp at each run (at the start of a run the later lanes wait for the first forward, at
+    /// its end the earlier ones for the last: the main job's two lanes ran 1.64x the reference with 64 and 1.83x with
+    /// 256, bench/README.md) and report completed micro-batches later, in larger groups; the input channel holds
+    /// push_buffer micro-batches of max_batch samples. The results do not depend on it.
+    std::size_t push_buffer = 256;
     /// Concurrent executor: the serial flow-graph nodes ("lanes", lane_graph.hpp) the stages are grouped into, each
     /// lane a run of consecutive stages whose ops one node runs, so that a stage's weights and activations stay on the
     /// core that runs its lane. 0 (default): one lane per core of the task arena, at most S, the cut balanced by
@@ -63,7 +66,7 @@ struct options {
     /// over the stages' busy time in those runs when that makes the slowest lane at least 3% less busy;
     /// run_stats::lanes says what it did. It applies to a plan from lane_starts too. 0: the plan stays as made or
     /// given. The results do not depend on it.
-    std::size_t lane_rebalance_period = 8;
+    std::size_t lane_rebalance_period = 2;
     /// Run every stage's forward, backward and update with subnormal numbers flushed to zero
     /// (flush_subnormals.hpp: much faster where momentum near 1 decays velocities into the subnormal range; results
     /// can differ from an unflushed run, never between the executors). Default off.

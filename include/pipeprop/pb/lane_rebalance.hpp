@@ -60,7 +60,7 @@ public:
         : period_(plan.lane_count() > 1 ? period : 0), plan_(std::move(plan)), busy_(stages, 0.0) {
         check_lane_plan(plan_.first_stage, stages);
         stats_.enabled = period_ > 0;
-        stats_.first_stage = plan_.first_stage;
+        if (stats_.enabled) stats_.first_stage = plan_.first_stage;
     }
 
     /// True when the plan may change (period > 0 and more than one lane).
