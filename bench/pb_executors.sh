@@ -12,7 +12,8 @@
 # stages, delays 38 ... 0, b = 1, --mitigation sc_lwp, hyperparameters scaled from B = 32, lr 0.05, momentum 0.9)
 # on --max-samples 4000 of Fashion-MNIST. build-main-job (the main job's build, ResNet-20 only) compiles fastest.
 # --compete: a CPU-bound process pinned to core 1 (taskset) runs during every run of both executors (another
-# program on the machine); the concurrent runs' load adaptation lines are printed, and the verdict
+# program on the machine). The concurrent runs' load adaptation and lane rebalancing lines are printed; with --compete
+# also the verdict
 # whether the concurrent executor stays within 5% of the sequential one.
 # Each executor runs `repeats` times (alternating); the best run of each and the median of the per-round ratios
 # (back-to-back runs, so slow drifts of a shared machine cancel) are reported.
@@ -94,8 +95,8 @@ for ex in sequential concurrent; do
     "$(field "$out.json" test_accuracy)" "$(field "$out.json" test_loss)"
   grep -E '^pb: stage .* busy' "$out.log" | sed 's/^/    /'
 done
-for ((r = 1; r <= repeats; r++)); do  # what the concurrent runs' load adaptation did (pb/load_adaptation.hpp)
-  grep -E '^pb: load adaptation' "$work/concurrent.$r.log" | sed "s/^/    round $r: /" || true
+for ((r = 1; r <= repeats; r++)); do  # what the concurrent runs' load adaptation and lane rebalancing did
+  grep -E '^pb: (load adaptation|lane rebalancing)' "$work/concurrent.$r.log" | sed "s/^/    round $r: /" || true
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 machine_state
