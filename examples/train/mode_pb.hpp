@@ -109,7 +109,7 @@ public:
             ->capture_default_str();
         g.add_option("--lane-rebalance-period", lane_rebalance_period_,
                      "Concurrent executor with several lanes: every N graph runs on the lanes, cut the lanes anew over "
-                     "the stages' busy time in them when the slowest lane gains >= 3%; 0 = keep the first cut")
+                     "their stages' busy time when two such looks agree on a 3% gain; 0 = keep the first cut")
             ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 20))->capture_default_str();
         g.add_flag("--log-stage-norms", log_stage_norms_,
                    "With --metrics and --log-every: the interval lines also hold stage_weight_norm and "

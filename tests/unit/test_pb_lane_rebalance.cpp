@@ -1,6 +1,7 @@
 // The concurrent PB executor's lane rebalancing (pb/lane_rebalance.hpp): slowest_lane_cost against sums by hand;
-// the rebalancer cuts anew only every `period` measured runs, only when the new cut's slowest lane is at least 3%
-// less busy, over the busy time of the runs since its last look (not of the whole run), and rejects wrong input;
+// the rebalancer cuts anew only every `period` measured runs, only when two looks in a row find the same cut whose
+// slowest lane is at least 3% less busy, over the busy time of the runs since its last look (not of the whole run),
+// and rejects wrong input;
 // in an engine whose given plan leaves one lane almost idle, the lanes are cut anew, the stage statistics show the
 // new plan, and every bit equals the sequential reference's.
 #include <catch2/catch.hpp>
@@ -38,37 +39,48 @@ TEST_CASE("slowest_lane_cost: the largest lane sum", "[pb][lanes][rebalance]") {
     CHECK_THROWS_AS(pb::slowest_lane_cost(pb::lane_plan{starts{0, 5}}, c), std::invalid_argument);
 }
 
-TEST_CASE("lane_rebalancer: a new cut every period runs, only with a 3% gain, over the runs since the last look",
-          "[pb][lanes][rebalance]") {
+TEST_CASE("lane_rebalancer: a new cut every period runs, with a 3% gain found by two looks in a row, over the runs "
+          "since the last look", "[pb][lanes][rebalance]") {
     std::vector<double> t(4, 0.0);
     pb::lane_rebalancer r(2, pb::lane_plan{starts{0, 1}}, 4);  // lanes: stage 0 | stages 1-3
     REQUIRE(r.enabled());
     CHECK_FALSE(one_run(r, t, {1, 1, 1, 1}));  // first run of the period: no look yet
     CHECK(r.stats().checks == 0);
-    const std::optional<pb::lane_plan> cut = one_run(r, t, {1, 1, 1, 1});  // 1 | 3 -> 2 | 2
+    CHECK_FALSE(one_run(r, t, {1, 1, 1, 1}));  // look 1 finds 1 | 3 -> 2 | 2, and waits for a second look
+    CHECK(r.stats().checks == 1);
+    CHECK(r.plan().first_stage == starts{0, 1});
+    CHECK_FALSE(one_run(r, t, {1, 1, 1, 1}));
+    const std::optional<pb::lane_plan> cut = one_run(r, t, {1, 1, 1, 1});  // look 2 agrees
     REQUIRE(cut);
     CHECK(cut->first_stage == starts{0, 2});
     CHECK(r.plan().first_stage == starts{0, 2});
-    CHECK(r.stats().checks == 1);
+    CHECK(r.stats().checks == 2);
     CHECK(r.stats().replans == 1);
     CHECK(r.stats().first_stage == starts{0, 2});
     // Balanced: looked at, kept.
     CHECK_FALSE(one_run(r, t, {1, 1, 1, 1}));
     CHECK_FALSE(one_run(r, t, {1, 1, 1, 1}));
-    CHECK(r.stats().checks == 2);
+    CHECK(r.stats().checks == 3);
     CHECK(r.stats().replans == 1);
     // A better cut that gains less than 3%: 1.0 | 1.01 against 1.02 | 0.99 (1%): kept.
     CHECK_FALSE(one_run(r, t, {1.0, 0.02, 0.49, 0.5}));
     CHECK_FALSE(one_run(r, t, {0, 0, 0, 0}));
-    CHECK(r.stats().checks == 3);
-    CHECK(r.plan().first_stage == starts{0, 2});
-    // The look sees only the runs since the last one: stage 3's long busy time in this period moves the cut to
-    // {0, 3} (0.4 | 4.2 -> 0.6 | 4.0), though over the whole run {0, 2} would still be the best cut.
+    CHECK(r.stats().checks == 4);
+    // One look that finds a better cut, then one that finds the plan in use best: the plan stays.
     CHECK_FALSE(one_run(r, t, {0.1, 0.1, 0.1, 2.0}));
-    const std::optional<pb::lane_plan> again = one_run(r, t, {0.1, 0.1, 0.1, 2.0});
+    CHECK_FALSE(one_run(r, t, {0.1, 0.1, 0.1, 2.0}));
+    CHECK_FALSE(one_run(r, t, {1, 1, 1, 1}));
+    CHECK_FALSE(one_run(r, t, {1, 1, 1, 1}));
+    CHECK(r.stats().checks == 6);
+    CHECK(r.plan().first_stage == starts{0, 2});
+    // Each look sees only the runs since the last one: two periods in which stage 3 is long move the cut to {0, 3}
+    // (0.4 | 2.8 -> 0.6 | 2.6), though over the whole run {0, 2} would still be the better cut.
+    for (int k = 0; k < 3; ++k) CHECK_FALSE(one_run(r, t, {0.1, 0.1, 0.1, 1.3}));
+    const std::optional<pb::lane_plan> again = one_run(r, t, {0.1, 0.1, 0.1, 1.3});
     REQUIRE(again);
     CHECK(again->first_stage == starts{0, 3});
     CHECK(pb::slowest_lane_cost(pb::lane_plan{starts{0, 2}}, t) < pb::slowest_lane_cost(*again, t));
+    CHECK(r.stats().checks == 8);
     CHECK(r.stats().replans == 2);
 }
 

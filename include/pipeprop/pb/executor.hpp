@@ -63,7 +63,8 @@ struct options {
     std::size_t load_probe_period = 16;
     /// Concurrent executor in one process with more than one lane: look at the lane plan again
     /// (pb/lane_rebalance.hpp): every `lane_rebalance_period` measured graph runs on the lanes, cut the lanes anew
-    /// over the stages' busy time in those runs when that makes the slowest lane at least 3% less busy;
+    /// over the stages' busy time in those runs when two looks in a row find the same cut that makes the slowest
+    /// lane at least 3% less busy;
     /// run_stats::lanes says what it did. It applies to a plan from lane_starts too. 0: the plan stays as made or
     /// given. The results do not depend on it.
     std::size_t lane_rebalance_period = 2;

@@ -9,9 +9,10 @@
 // What: every `period` graph runs on the lanes (push_buffer micro-batches each, none of them in the pipeline's fill
 // or a drain), the executor hands over each stage's busy time in those runs; the rebalancer cuts the same number of
 // lanes anew over them (plan_lanes, the same balanced cut) and adopts the new cut when its slowest lane would have
-// been busy at least `margin` (3%) less than the slowest lane of the plan in use. The busy time of a stage is the
-// wall-clock time of its ops, so a lane whose core another process takes looks slower; the margin and the period
-// keep it from following every time slice.
+// been busy at least `margin` (3%) less than the slowest lane of the plan in use, in two looks in a row that found
+// the same cut. The busy time of a stage is the wall-clock time of its ops, so a lane whose core another process
+// takes looks slower: with a process competing for one of two cores, single looks found the main job's cut at stage
+// 10 and 11 by turns; the second look keeps the lanes from following such time slices.
 // Where the stages' ops run never changes a result (every stage runs its op stream in order,
 // pb/concurrent_executor.hpp), so a new cut changes speed only.
 #pragma once
@@ -97,7 +98,15 @@ public:
         const double now = slowest_lane_cost(plan_, busy_);
         const double then = slowest_lane_cost(cut, busy_);
         std::fill(busy_.begin(), busy_.end(), 0.0);
-        if (!(then <= now * (1.0 - margin)) || cut.first_stage == plan_.first_stage) return std::nullopt;
+        if (!(then <= now * (1.0 - margin)) || cut.first_stage == plan_.first_stage) {
+            candidate_.clear();
+            return std::nullopt;
+        }
+        if (cut.first_stage != candidate_) {  // a first look that finds this cut: wait for the next to agree
+            candidate_ = cut.first_stage;
+            return std::nullopt;
+        }
+        candidate_.clear();
         plan_ = cut;
         ++stats_.replans;
         stats_.first_stage = plan_.first_stage;
@@ -125,6 +134,7 @@ private:
     lane_plan plan_{};
     std::vector<double> busy_;  // [S]: seconds in the measured runs since the last check
     std::vector<double> mark_;  // [S]: the busy times when the current run started (empty: none announced)
+    std::vector<std::size_t> candidate_;  // the cut the last look found better (empty: none)
     lane_rebalance_stats stats_;
 };
 
