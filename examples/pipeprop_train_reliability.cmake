@@ -161,14 +161,14 @@ if(PIPEPROP_BUILD_TESTS AND EXISTS /usr/bin/python3)
   # the options that lower it (train/memory_check.hpp); where a larger limit is given, the same run under it trains.
   # With the data loaded the program uses about 290 MB of address space before the engine: under 700 MiB, about
   # 450 MB are left.
-  # - memory_refused_pb / _sync: the PB engine's (concurrent, b = 2000, 3 stages: about 0.6 GB, mostly the input
-  #   channel of 64 micro-batches) and the sync engine's (GPipe, B = 16000: about 0.6 GB) estimates; under 1400 MiB
-  #   both fit.
+  # - memory_refused_pb / _sync: the PB engine's (concurrent, b = 2000, 3 stages, --push-buffer 64: about 0.6 GB,
+  #   mostly the input channel of 64 micro-batches) and the sync engine's (GPipe, B = 16000: about 0.6 GB)
+  #   estimates; under 1400 MiB both fit.
   # - sync_many_micro_batches: the estimate's cost does not grow with m (it built a plan per micro-batch count, past
   #   21 GB for m = 60000); sync_balanced_cut_large_batch: a micro-batch of 60000 samples under the default balanced
   #   cut (its layer costs are measured at a few samples: at the full micro-batch the probe ran out of memory first).
   foreach(case IN ITEMS
-          "memory_refused_pb:1400:--push-buffer:300:--mode|pb|--stages|fine|--batch|2000"
+          "memory_refused_pb:1400:--push-buffer:300:--mode|pb|--stages|fine|--batch|2000|--push-buffer|64"
           "memory_refused_sync:1400:--schedule 1f1b:300:--mode|sync|--stages|2,4|--schedule|gpipe|--micro-batches|4|--batch|16000"
           "sync_many_micro_batches:none:a smaller --batch:60:--mode|sync|--micro-batches|60000|--batch|60000"
           "sync_balanced_cut_large_batch:none:a smaller --batch:60:--mode|sync|--micro-batches|1|--batch|60000")

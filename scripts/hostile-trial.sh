@@ -502,7 +502,7 @@ cat_options() {
     [ "$(grep -c '"interval":true' "$LF")" = 1 ] || fail_last "$(grep -c '"interval":true' "$LF") interval lines, expected 1"
     intervals_ok "$LF" > "$W/tmp/intervals.log" 2>&1 || fail_last "$(tail -n 1 "$W/tmp/intervals.log")"
     # --log-every without norms (the re-trial's failure 2): 2000 samples at b = 32 are 63 micro-batches, one graph run
-    # of the default --push-buffer 64 (one line per epoch), or eight of --push-buffer 8 (a line at 512, 1024, 1536
+    # of the default --push-buffer 256 (one line per epoch), or eight of --push-buffer 8 (a line at 512, 1024, 1536
     # and 2000); sequential: lines at the same samples, every loss known at its backward
     local x2
     for x2 in "concurrent, one graph run per epoch|1 1|" "concurrent --push-buffer 8|4 4|--push-buffer 8" \

@@ -12,8 +12,8 @@
 // --executor concurrent|sequential, --push-buffer K (concurrent: micro-batches buffered per graph run), --lanes L
 // (concurrent: serial nodes the stages are grouped into; 0 = one per core), --load-probe-period N (concurrent with
 // several lanes: every N graph runs one run goes the other way, lanes or inline on one thread, and the faster is
-// kept: pb/load_adaptation.hpp; 0 = always the lanes; every switch is logged), --lane-rebalance-period N (concurrent
-// with several lanes: the lanes cut anew from the stages' busy time every N runs: pb/lane_rebalance.hpp; 0 = never),
+// kept: pb/load_adaptation.hpp; 0 = always the lanes; every switch is logged), --lane-rebalance-period N (the lanes
+// cut anew from the stages' busy time every N measured runs on the lanes: pb/lane_rebalance.hpp; 0 = never),
 // --pipemare-warmup (epochs), --pipemare-decay, --2bw-accumulation (micro-batches per update, >= D_0; 0: D_0).
 // Networks: the image networks (softmax cross-entropy, heavy-ball momentum SGD) and the text network llama-tiny
 // (next-token sequences of the text corpus, one sequence per sample, token cross-entropy), where --optimizer auto
@@ -28,7 +28,7 @@
 // and load_switches (the load adaptation's runs inline and switches; with it, one line per switch in the log).
 #pragma once
 
-#include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::format, fmt::join
 
 #include <algorithm>
 #include <cmath>
@@ -380,7 +380,7 @@ private:
     bool log_stage_norms_ = false;
     std::size_t push_buffer_ = 256;
     std::size_t lanes_ = 0;
-    std::size_t load_probe_period_ = 16;
+    std::size_t load_probe_period_ = 4;
     std::size_t lane_rebalance_period_ = 2;
     bool flush_subnormals_ = false;
     double pipemare_warmup_epochs_ = 0.25;

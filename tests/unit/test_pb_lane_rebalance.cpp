@@ -62,16 +62,19 @@ TEST_CASE("lane_rebalancer: a new cut every period runs, with a 3% gain found by
     CHECK_FALSE(one_run(r, t, {1, 1, 1, 1}));
     CHECK(r.stats().checks == 3);
     CHECK(r.stats().replans == 1);
-    // A better cut that gains less than 3%: 1.0 | 1.01 against 1.02 | 0.99 (1%): kept.
-    CHECK_FALSE(one_run(r, t, {1.0, 0.02, 0.49, 0.5}));
-    CHECK_FALSE(one_run(r, t, {0, 0, 0, 0}));
-    CHECK(r.stats().checks == 4);
+    // A better cut that gains less than 3%, found by two looks in a row: 1.0 | 1.01 against 1.02 | 0.99 (1%): kept.
+    for (int k = 0; k < 2; ++k) {
+        CHECK_FALSE(one_run(r, t, {1.0, 0.02, 0.49, 0.5}));
+        CHECK_FALSE(one_run(r, t, {0, 0, 0, 0}));
+    }
+    CHECK(r.stats().checks == 5);
+    CHECK(r.plan().first_stage == starts{0, 2});
     // One look that finds a better cut, then one that finds the plan in use best: the plan stays.
     CHECK_FALSE(one_run(r, t, {0.1, 0.1, 0.1, 2.0}));
     CHECK_FALSE(one_run(r, t, {0.1, 0.1, 0.1, 2.0}));
     CHECK_FALSE(one_run(r, t, {1, 1, 1, 1}));
     CHECK_FALSE(one_run(r, t, {1, 1, 1, 1}));
-    CHECK(r.stats().checks == 6);
+    CHECK(r.stats().checks == 7);
     CHECK(r.plan().first_stage == starts{0, 2});
     // Each look sees only the runs since the last one: two periods in which stage 3 is long move the cut to {0, 3}
     // (0.4 | 2.8 -> 0.6 | 2.6), though over the whole run {0, 2} would still be the better cut.
@@ -80,7 +83,7 @@ TEST_CASE("lane_rebalancer: a new cut every period runs, with a 3% gain found by
     REQUIRE(again);
     CHECK(again->first_stage == starts{0, 3});
     CHECK(pb::slowest_lane_cost(pb::lane_plan{starts{0, 2}}, t) < pb::slowest_lane_cost(*again, t));
-    CHECK(r.stats().checks == 8);
+    CHECK(r.stats().checks == 9);
     CHECK(r.stats().replans == 2);
 }
 

@@ -108,6 +108,7 @@ TEST_CASE("PB: concurrent == sequential bitwise on weights and running state; a 
     o.executor = pb::executor_kind::sequential;
     pipe seq(o);
     o.executor = pb::executor_kind::concurrent;
+    o.push_buffer = 16;  // graph runs inside each segment, not only at the drains
     pipe con(o);
     const auto rs = drive(seq, 150, 2, 1, 60);
     const auto rc = drive(con, 150, 2, 1, 60);

@@ -52,6 +52,7 @@ TEST_CASE("pre-norm transformer: PB fine-grained, concurrent == sequential bitwi
         o.executor = pb::executor_kind::sequential;
         pipe seq(o);
         o.executor = pb::executor_kind::concurrent;
+        o.push_buffer = 16;  // graph runs inside each segment, not only at the drains
         pipe con(o);
         const auto rs = drive(seq, 120, 3, 2, 50, Policy::fixed_momentum);
         const auto rc = drive(con, 120, 3, 2, 50, Policy::fixed_momentum);

@@ -304,6 +304,10 @@ private:
                 if (closing) graph_->wake_all();
                 graph_->wait();
                 if (remote_ != nullptr) remote_stages_->run_with_remote();
+                if (rebalance)  // a new cut takes effect from the next run (failing to build it fails the executor)
+                    if (const auto cut = rebalance_.run_ended(detail::busy_seconds(per_, busy_now_)))
+                        graph_ = std::make_unique<lane_graph<concurrent_executor>>(*this, per_.size(),
+                                                                                   cut->first_stage);
             }
         } catch (...) {
             failed_ = true;
@@ -331,9 +335,6 @@ private:
             else
                 load_.unmeasured(go_inline);
         }
-        if (rebalance)  // a new cut takes effect from the next run
-            if (const std::optional<lane_plan> cut = rebalance_.run_ended(detail::busy_seconds(per_, busy_now_)))
-                graph_ = std::make_unique<lane_graph<concurrent_executor>>(*this, per_.size(), cut->first_stage);
         return completed_;
     }
 

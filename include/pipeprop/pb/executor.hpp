@@ -57,16 +57,16 @@ struct options {
     /// Throws std::invalid_argument at engine construction when it is not a plan for the engine's S stages.
     std::vector<std::size_t> lane_starts{};
     /// Concurrent executor in one process with more than one lane: adapt to the cores' load
-    /// (pb/load_adaptation.hpp): every `load_probe_period` graph runs (of push_buffer micro-batches), one run goes the other
-    /// way (inline on the calling thread when on the lanes, and back), and the faster of the two is kept; run_stats::load
-    /// says what it did. 0: always the lanes. The results do not depend on it.
-    std::size_t load_probe_period = 16;
+    /// (pb/load_adaptation.hpp): every `load_probe_period` graph runs (of push_buffer micro-batches: 4 x 256 by
+    /// default, about 1000 micro-batches), one run goes the other way (inline on the calling thread when on the lanes,
+    /// and back), and the faster of the two is kept; run_stats::load says what it did. 0: always the lanes. The
+    /// results do not depend on it.
+    std::size_t load_probe_period = 4;
     /// Concurrent executor in one process with more than one lane: look at the lane plan again
-    /// (pb/lane_rebalance.hpp): every `lane_rebalance_period` measured graph runs on the lanes, cut the lanes anew
-    /// over the stages' busy time in those runs when two looks in a row find the same cut that makes the slowest
-    /// lane at least 3% less busy;
-    /// run_stats::lanes says what it did. It applies to a plan from lane_starts too. 0: the plan stays as made or
-    /// given. The results do not depend on it.
+    /// (pb/lane_rebalance.hpp): every `lane_rebalance_period` measured graph runs on the lanes (2 x 256 micro-batches
+    /// by default), cut the lanes anew over the stages' busy time in those runs when two looks in a row find the same
+    /// cut that makes the slowest lane at least 3% less busy; run_stats::lanes says what it did. It applies to a plan
+    /// from lane_starts too. 0: the plan stays as made or given. The results do not depend on it.
     std::size_t lane_rebalance_period = 2;
     /// Run every stage's forward, backward and update with subnormal numbers flushed to zero
     /// (flush_subnormals.hpp: much faster where momentum near 1 decays velocities into the subnormal range; results

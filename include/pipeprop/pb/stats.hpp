@@ -73,7 +73,7 @@ struct load_adaptation_stats {
 
 /// What the concurrent executor's lane rebalancing did (pb/lane_rebalance.hpp; options::lane_rebalance_period).
 struct lane_rebalance_stats {
-    bool enabled = false;                  ///< false: the sequential executor, one lane, or rebalancing off
+    bool enabled = false;  ///< false: the sequential executor, one lane, stages in other processes, or period 0
     std::size_t checks = 0;                ///< times the lanes' busy time was compared with its best cut
     std::size_t replans = 0;               ///< times the lanes were cut anew
     std::vector<std::size_t> first_stage;  ///< the lane plan in use: each lane's first stage (empty when off)
