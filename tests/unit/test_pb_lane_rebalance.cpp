@@ -97,6 +97,13 @@ TEST_CASE("lane_rebalancer: off with period 0 or one lane; wrong input is reject
     CHECK_FALSE(one_lane.enabled());
     CHECK_FALSE(one_run(one_lane, t, {5, 0, 0}));
     CHECK_FALSE(pb::lane_rebalancer().enabled());
+    // Stages that were never busy: every cut is as good as the plan in use, which stays.
+    REQUIRE(pb::plan_lanes(std::vector<double>(3, 0.0), 2).first_stage != starts{0, 2});
+    pb::lane_rebalancer idle(1, pb::lane_plan{starts{0, 2}}, 3);
+    CHECK_FALSE(one_run(idle, t, {0, 0, 0}));
+    CHECK_FALSE(one_run(idle, t, {0, 0, 0}));
+    CHECK(idle.stats().checks == 2);
+    CHECK(idle.stats().replans == 0);
     CHECK_THROWS_AS(pb::lane_rebalancer(1, pb::lane_plan{starts{0, 3}}, 3), std::invalid_argument);
 
     pb::lane_rebalancer r(1, pb::lane_plan{starts{0, 2}}, 3);

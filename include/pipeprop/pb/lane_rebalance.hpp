@@ -98,7 +98,7 @@ public:
         const double now = slowest_lane_cost(plan_, busy_);
         const double then = slowest_lane_cost(cut, busy_);
         std::fill(busy_.begin(), busy_.end(), 0.0);
-        if (!(then < now * (1.0 - margin)) || cut.first_stage == plan_.first_stage) {
+        if (!(now > 0.0 && then <= now * (1.0 - margin)) || cut.first_stage == plan_.first_stage) {
             candidate_.clear();
             return std::nullopt;
         }
