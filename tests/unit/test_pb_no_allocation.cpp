@@ -47,6 +47,9 @@ std::size_t allocations_in_training(pb::executor_kind kind, std::size_t b) {
     o.executor = kind;
     o.max_batch = b;
     o.push_buffer = 8;
+    // The lanes' rebalancing (pb/lane_rebalance.hpp) allocates at its looks (every few hundred micro-batches: the
+    // balanced cut's tables) and at a new cut (the flow graph); with runs of 8 it would look every 16 micro-batches.
+    o.lane_rebalance_period = 0;
     pb::pipeline<main_cnn, pp::fine_grained<>, Policy> p(o);
     p.set_hyperparameters({1e-3f, 0.9f, 1e-4f});
     constexpr std::size_t in = 28 * 28;

@@ -14,7 +14,8 @@
 // takes looks slower: with a process competing for one of two cores, single looks found the main job's cut at stage
 // 10 and 11 by turns; the second look keeps the lanes from following such time slices.
 // Where the stages' ops run never changes a result (every stage runs its op stream in order,
-// pb/concurrent_executor.hpp), so a new cut changes speed only.
+// pb/concurrent_executor.hpp), so a new cut changes speed only. Memory: a look allocates the balanced cut's tables
+// (O(lanes x S)), a new cut a new flow graph; between looks nothing is allocated.
 #pragma once
 
 #include <algorithm>
