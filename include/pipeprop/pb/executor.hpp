@@ -41,8 +41,8 @@ struct options {
     executor_kind executor = executor_kind::concurrent;
     /// Concurrent executor: micro-batches buffered by push() before the flow graph runs them (>= 1). Larger values
     /// amortize the pipeline's ramp at each run (at the start of a run the later lanes wait for the first forward, at
-    /// its end the earlier ones for the last: the main job's two lanes ran 1.64x the reference with 64 and 1.83x with
-    /// 256, bench/README.md) and report completed micro-batches later, in larger groups; the input channel holds
+    /// its end the earlier ones for the last; bench/README.md, "Concurrent PB executor vs the sequential reference",
+    /// measures 64 against 256) and report completed micro-batches later, in larger groups; the input channel holds
     /// push_buffer micro-batches of max_batch samples. The results do not depend on it.
     std::size_t push_buffer = 256;
     /// Concurrent executor: the serial flow-graph nodes ("lanes", lane_graph.hpp) the stages are grouped into, each

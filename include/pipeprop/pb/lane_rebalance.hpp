@@ -11,8 +11,8 @@
 // lanes anew over them (plan_lanes, the same balanced cut) and adopts the new cut when its slowest lane would have
 // been busy at least `margin` (3%) less than the slowest lane of the plan in use, in two looks in a row that found
 // the same cut. The busy time of a stage is the wall-clock time of its ops, so a lane whose core another process
-// takes looks slower: with a process competing for one of two cores, single looks found the main job's cut at stage
-// 10 and 11 by turns; the second look keeps the lanes from following such time slices.
+// takes looks slower, and single looks can find the cut moving back and forth with the other process's time slices;
+// the second look keeps the lanes from following them.
 // Where the stages' ops run never changes a result (every stage runs its op stream in order,
 // pb/concurrent_executor.hpp), so a new cut changes speed only. Memory: a look allocates the balanced cut's tables
 // (O(lanes x S)), a new cut a new flow graph; between looks nothing is allocated.
