@@ -34,9 +34,11 @@ public:
     /// Switches kept in stats().switches (stats().switch_count counts all).
     static constexpr std::size_t kept_switches = 64;
 
-    /// probe_period runs between probes (0: never adapt, every run on the lanes).
-    explicit load_adapter(std::size_t probe_period = 0) noexcept : base_(probe_period), period_(probe_period) {
+    /// probe_period runs between probes (0: never adapt, every run on the lanes). Throws std::bad_alloc (the record of
+    /// the first kept_switches switches is reserved here).
+    explicit load_adapter(std::size_t probe_period = 0) : base_(probe_period), period_(probe_period) {
         stats_.enabled = probe_period > 0;
+        if (stats_.enabled) stats_.switches.reserve(kept_switches);  // a switch allocates nothing in push() / drain()
     }
 
     /// True when the adapter probes (probe_period > 0).
