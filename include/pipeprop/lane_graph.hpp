@@ -37,11 +37,14 @@
 namespace pipeprop {
 
 /// Throws std::invalid_argument naming the problem unless `first_stage` lists the first stage of each lane of S
-/// stages: 0, then strictly increasing stage indices below S. who: the caller, for the message.
-inline void check_lanes(const std::vector<std::size_t>& first_stage, std::size_t stages, const std::string& who) {
+/// stages: 0, then strictly increasing stage indices below S. who: the caller, for the message. Allocates nothing
+/// unless it throws (PB's lane rebalancing checks plans between graph runs).
+inline void check_lanes(const std::vector<std::size_t>& first_stage, std::size_t stages, const char* who) {
     const auto bad = [&](const std::string& why) {
-        throw std::invalid_argument(who + ": " + why + " (a lane plan lists the first stage of each lane: 0, then " +
-                                    "strictly increasing stage indices below S = " + std::to_string(stages) + ")");
+        throw std::invalid_argument(std::string(who) + ": " + why +
+                                    " (a lane plan lists the first stage of each lane: 0, then strictly increasing "
+                                    "stage indices below S = " +
+                                    std::to_string(stages) + ")");
     };
     if (first_stage.empty() || first_stage.front() != 0) bad("the first lane must start at stage 0");
     for (std::size_t l = 1; l < first_stage.size(); ++l) {

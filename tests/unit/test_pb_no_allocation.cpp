@@ -11,10 +11,12 @@
 
 #include <cblas.h>
 
+#include <pipeprop/pb/lane_rebalance.hpp>
 #include <pipeprop/pb/pipeline.hpp>
 #include <pipeprop/pipeprop.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
@@ -47,8 +49,9 @@ std::size_t allocations_in_training(pb::executor_kind kind, std::size_t b) {
     o.executor = kind;
     o.max_batch = b;
     o.push_buffer = 8;
-    // The lanes' rebalancing (pb/lane_rebalance.hpp) allocates at its looks (every few hundred micro-batches: the
-    // balanced cut's tables) and at a new cut (the flow graph); with runs of 8 it would look every 16 micro-batches.
+    // The lanes' rebalancing (pb/lane_rebalance.hpp) allocates nothing at its looks (the test case below) but a new
+    // flow graph at a new cut, which depends on the stages' timing; with runs of 8 it would look every 16
+    // micro-batches.
     o.lane_rebalance_period = 0;
     pb::pipeline<main_cnn, pp::fine_grained<>, Policy> p(o);
     p.set_hyperparameters({1e-3f, 0.9f, 1e-4f});
@@ -97,4 +100,35 @@ TEST_CASE("PB push and drain allocate nothing after setup", "[pb][allocation]") 
             CHECK(allocations_in_training<pb::policy::pipemare>(kind, b) == 0);
         }
     }
+}
+
+TEST_CASE("lane rebalancing: measured runs and looks allocate nothing, a new cut is returned", "[pb][allocation]") {
+    constexpr std::size_t S = 20;
+    pb::lane_rebalancer r(1, pb::lane_plan{{0, 10}}, S);  // a look after every measured run
+    std::vector<double> busy(S, 0.0);
+    // One measured run in which stage s is busy cost(s) seconds more, and the rebalancer's answer.
+    const auto run = [&](auto cost) {
+        r.run_starts(busy);
+        for (std::size_t s = 0; s < S; ++s) busy[s] += cost(s);
+        return r.run_ended(busy);
+    };
+    const auto even = [](std::size_t) { return 1.0; };                         // the cut at 10 is best
+    const auto late = [](std::size_t s) { return s < 12 ? 1.0 : 1.5; };        // the best cut is at 12 (12 / 12)
+    const auto early = [](std::size_t s) { return s < 8 ? 1.5 : 1.0; };        // the best cut is at 8 (12 / 12)
+    // The answers are collected first and checked after the count (Catch's assertions allocate).
+    std::array<bool, 7> replanned{};
+    const std::size_t before = allocations();
+    for (std::size_t k = 0; k < 4; ++k) replanned[k] = run(even).has_value();  // looks that keep the plan
+    replanned[4] = run(late).has_value();   // a first look that finds a better cut: remembered, not adopted
+    replanned[5] = run(early).has_value();  // another cut: remembered instead
+    replanned[6] = run(even).has_value();   // the plan's own cut again: forgotten
+    const std::size_t looks_allocated = allocations() - before;
+    CHECK(looks_allocated == 0);
+    CHECK(std::ranges::none_of(replanned, [](bool b) { return b; }));
+    CHECK(r.stats().checks == 7);
+    CHECK_FALSE(run(late).has_value());
+    const auto adopted = run(late);  // two looks in a row agree: the new plan is returned
+    REQUIRE(adopted.has_value());
+    CHECK(adopted->first_stage == std::vector<std::size_t>{0, 12});
+    CHECK(r.plan().first_stage == std::vector<std::size_t>{0, 12});
 }

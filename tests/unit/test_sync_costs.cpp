@@ -15,6 +15,7 @@
 #include <functional>
 #include <limits>
 #include <random>
+#include <span>
 #include <vector>
 
 namespace pp = pipeprop;
@@ -52,12 +53,16 @@ double brute_force(const std::vector<double>& costs, std::size_t p) {
 
 TEST_CASE("balanced_partition: optimal contiguous cut, every layer exactly once", "[sync][partition]") {
     std::mt19937_64 rng(3);
+    pipeprop::balanced_partition_workspace reused_tables;
     for (int trial = 0; trial < 200; ++trial) {
         const std::size_t L = 1 + trial % 9, p = 1 + (trial / 9) % L;
         std::vector<double> c(L);
         for (auto& v : c) v = static_cast<double>(rng() % 20) / 4.0;
         const auto pts = pipeprop::balanced_partition(c, p);
         REQUIRE(pts.size() == p - 1);
+        // the form with reused tables (grown and shrunk from trial to trial) gives the same cut
+        const auto reused = pipeprop::balanced_partition(std::span<const double>(c), p, reused_tables);
+        CHECK(std::vector<std::size_t>(reused.begin(), reused.end()) == pts);
         const auto ranges = pp::partition_at(L, pts);  // throws unless strictly increasing inside (0, L)
         REQUIRE(ranges.size() == p);
         double worst = 0;

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -47,18 +48,33 @@ inline void check_lane_plan(const std::vector<std::size_t>& first_stage, std::si
 }
 
 /// `lanes` lanes (clamped to [1, S]) whose summed per-tick costs `stage_costs` [S] (any unit) are as even as possible
-/// (balanced_partition: the slowest lane sets the pace). Throws std::invalid_argument for lanes == 0, no stages or a
-/// negative or non-finite cost.
-[[nodiscard]] inline lane_plan plan_lanes(const std::vector<double>& stage_costs, std::size_t lanes) {
+/// (balanced_partition: the slowest lane sets the pace), written into `plan` with the tables of `ws`: nothing is
+/// allocated where ws is reserved for S stages and that many lanes (balanced_partition_workspace::reserve) and
+/// plan.first_stage has room for them. Throws std::invalid_argument for lanes == 0, no stages or a negative or
+/// non-finite cost.
+inline void plan_lanes(std::span<const double> stage_costs, std::size_t lanes, balanced_partition_workspace& ws,
+                       lane_plan& plan) {
     const std::size_t S = stage_costs.size();
     if (lanes == 0 || S == 0)
         throw std::invalid_argument("pipeprop::pb::plan_lanes: needs >= 1 lane and >= 1 stage, got " +
                                     std::to_string(lanes) + " and " + std::to_string(S));
     lanes = std::min(lanes, S);
-    if (lanes == S) return one_lane_per_stage(S);
-    lane_plan p;
-    for (std::size_t s : balanced_partition(stage_costs, lanes)) p.first_stage.push_back(s);
-    return p;
+    plan.first_stage.resize(lanes);
+    if (lanes == S) {  // one lane per stage
+        for (std::size_t s = 0; s < S; ++s) plan.first_stage[s] = s;
+        return;
+    }
+    const auto points = balanced_partition(stage_costs, lanes, ws);
+    plan.first_stage[0] = 0;
+    std::copy(points.begin(), points.end(), plan.first_stage.begin() + 1);
+}
+
+/// plan_lanes above, returning a new plan.
+[[nodiscard]] inline lane_plan plan_lanes(const std::vector<double>& stage_costs, std::size_t lanes) {
+    balanced_partition_workspace ws;
+    lane_plan plan;
+    plan_lanes(std::span<const double>(stage_costs), lanes, ws, plan);
+    return plan;
 }
 
 /// Per-tick cost (seconds) of each stage of the cut `stages` of Net (value type T) for micro-batches of b samples

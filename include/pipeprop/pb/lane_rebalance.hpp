@@ -14,8 +14,9 @@
 // takes looks slower, and single looks can find the cut moving back and forth with the other process's time slices;
 // the second look keeps the lanes from following them.
 // Where the stages' ops run never changes a result (every stage runs its op stream in order,
-// pb/concurrent_executor.hpp), so a new cut changes speed only. Memory: a look allocates the balanced cut's tables
-// (O(lanes x S)), a new cut a new flow graph; between looks nothing is allocated.
+// pb/concurrent_executor.hpp), so a new cut changes speed only. Memory: the balanced cut's tables (O(lanes x S))
+// and the plans are allocated at construction, so runs and looks allocate nothing; a new cut is returned as a new
+// plan and costs the executor a new flow graph.
 #pragma once
 
 #include <algorithm>
@@ -61,6 +62,10 @@ public:
     lane_rebalancer(std::size_t period, lane_plan plan, std::size_t stages)
         : period_(plan.lane_count() > 1 ? period : 0), plan_(std::move(plan)), busy_(stages, 0.0) {
         check_lane_plan(plan_.first_stage, stages);
+        tables_.reserve(stages, plan_.lane_count());
+        cut_.first_stage.reserve(plan_.lane_count());
+        candidate_.reserve(plan_.lane_count());
+        mark_.reserve(stages);
         stats_.enabled = period_ > 0;
         if (stats_.enabled) stats_.first_stage = plan_.first_stage;
     }
@@ -95,7 +100,8 @@ public:
         if (++runs_ < period_) return std::nullopt;
         runs_ = 0;
         ++stats_.checks;
-        const lane_plan cut = plan_lanes(busy_, plan_.lane_count());
+        plan_lanes(busy_, plan_.lane_count(), tables_, cut_);
+        const lane_plan& cut = cut_;
         const double now = slowest_lane_cost(plan_, busy_);
         const double then = slowest_lane_cost(cut, busy_);
         std::fill(busy_.begin(), busy_.end(), 0.0);
@@ -136,6 +142,8 @@ private:
     std::vector<double> busy_;  // [S]: seconds in the measured runs since the last check
     std::vector<double> mark_;  // [S]: the busy times when the current run started (empty: none announced)
     std::vector<std::size_t> candidate_;  // the cut the last look found better (empty: none)
+    balanced_partition_workspace tables_;  // plan_lanes' tables, reserved at construction
+    lane_plan cut_;                         // the cut of the latest look
     lane_rebalance_stats stats_;
 };
 
