@@ -41,9 +41,9 @@ struct balanced_partition_workspace {
 /// layer_stack::cut_allowed_before: a projection shortcut shares its add's stage).
 /// Throws std::invalid_argument when p == 0, p > L, a cost is negative or not finite, or no cut into p stages
 /// respects cut_allowed.
-inline std::span<const std::size_t> balanced_partition(std::span<const double> costs, std::size_t p,
-                                                       balanced_partition_workspace& ws,
-                                                       std::span<const bool> cut_allowed = {}) {
+[[nodiscard]] inline std::span<const std::size_t> balanced_partition(std::span<const double> costs, std::size_t p,
+                                                                     balanced_partition_workspace& ws,
+                                                                     std::span<const bool> cut_allowed = {}) {
     const std::size_t L = costs.size();
     if (!cut_allowed.empty() && cut_allowed.size() != L)
         throw std::invalid_argument("pipeprop::balanced_partition: cut_allowed has " +

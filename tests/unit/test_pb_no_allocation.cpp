@@ -1,6 +1,6 @@
 // PB hot path: no heap allocation per micro-batch after setup (DEVELOPERS.md rules), in push() and
 // drain() of both executors on the small CNN of the main job, at b = 1 and b = 3, after a warm-up (BLAS and oneTBB
-// set up their buffers and task pools on first use).
+// set up their buffers and task pools on first use); and in the lanes' rebalancing, whose looks run between graph runs.
 //
 // The counting harness is tests/unit/allocation_counter.hpp (replaced global operator new / delete and interposed
 // glibc allocation functions, shared with tests/unit/test_no_allocation.cpp); the counters are shown to move before
@@ -112,9 +112,9 @@ TEST_CASE("lane rebalancing: measured runs and looks allocate nothing, a new cut
         for (std::size_t s = 0; s < S; ++s) busy[s] += cost(s);
         return r.run_ended(busy);
     };
-    const auto even = [](std::size_t) { return 1.0; };                         // the cut at 10 is best
-    const auto late = [](std::size_t s) { return s < 12 ? 1.0 : 1.5; };        // the best cut is at 12 (12 / 12)
-    const auto early = [](std::size_t s) { return s < 8 ? 1.5 : 1.0; };        // the best cut is at 8 (12 / 12)
+    const auto even = [](std::size_t) { return 1.0; };                   // the cut at 10 is best
+    const auto late = [](std::size_t s) { return s < 12 ? 1.0 : 1.5; };  // the best cut is at 12 (12 / 12)
+    const auto early = [](std::size_t s) { return s < 8 ? 1.5 : 1.0; };  // the best cut is at 8 (12 / 12)
     // The answers are collected first and checked after the count (Catch's assertions allocate).
     std::array<bool, 7> replanned{};
     const std::size_t before = allocations();
