@@ -101,20 +101,19 @@ public:
         runs_ = 0;
         ++stats_.checks;
         plan_lanes(busy_, plan_.lane_count(), tables_, cut_);
-        const lane_plan& cut = cut_;
         const double now = slowest_lane_cost(plan_, busy_);
-        const double then = slowest_lane_cost(cut, busy_);
+        const double then = slowest_lane_cost(cut_, busy_);
         std::fill(busy_.begin(), busy_.end(), 0.0);
-        if (!(now > 0.0 && then <= now * (1.0 - margin)) || cut.first_stage == plan_.first_stage) {
+        if (!(now > 0.0 && then <= now * (1.0 - margin)) || cut_.first_stage == plan_.first_stage) {
             candidate_.clear();
             return std::nullopt;
         }
-        if (cut.first_stage != candidate_) {  // a first look that finds this cut: wait for the next to agree
-            candidate_ = cut.first_stage;
+        if (cut_.first_stage != candidate_) {  // a first look that finds this cut: wait for the next to agree
+            candidate_ = cut_.first_stage;
             return std::nullopt;
         }
         candidate_.clear();
-        plan_ = cut;
+        plan_ = cut_;
         ++stats_.replans;
         stats_.first_stage = plan_.first_stage;
         return plan_;
