@@ -99,12 +99,14 @@ struct conv2d_winograd {
     static constexpr std::size_t block_tiles = block_rows * tiles_w, last_rows = tiles_h % block_rows;
     static constexpr std::size_t tile_plane = block_tiles * wide + 16;
     static constexpr std::size_t weight_plane = C * OC + 16;
+    // The transposed kernels of one block: vw channels c's [vw 9, OC] (forward, p2) or one o's [9, C] (p1).
+    static constexpr std::size_t weight_block = 9 * (vw * OC > C ? vw * OC : C);
     // workspace parts: padded input (C channels), padded dy (OC channels), output tiles, dy tiles (zero where
-    // cropped), the weights transposed, V, M, U, dU
+    // cropped), one block of transposed kernels, V, M, U, dU
     static constexpr std::size_t padded_c = padded_h * padded_w * C, padded_o = padded_h * padded_w * OC;
     static constexpr std::size_t at_padded_o = padded_c, at_out = at_padded_o + padded_o,
                                  at_dy = at_out + M * M * tiles * wide, at_wt = at_dy + M * M * tiles * OC,
-                                 at_v = at_wt + 9 * C * OC, at_m = at_v + points * tile_plane,
+                                 at_v = at_wt + weight_block, at_m = at_v + points * tile_plane,
                                  at_u = at_m + points * tile_plane, at_du = at_u + points * weight_plane;
     static constexpr std::size_t workspace_size = at_du + points * weight_plane;
 
@@ -146,24 +148,27 @@ struct conv2d_winograd {
             });
             for (std::size_t o = 0; o < OC; ++o) dbias[o] += kernels::sum(H * W, dy + n * OC * H * W + o * H * W);
         }
-        // g = G^T dU G per (c, o), vectorized over o into [C 9, OC], then added to dW [OC, C 9] transposed (one
-        // rounded addition per element)
+        // g = G^T dU G per (c, o), vectorized over o, vw channels c at a time into [vw 9, OC], then added to dW
+        // [OC, C 9] transposed (one rounded addition per element)
         T* g = ws + at_wt;
-        for (std::size_t c = 0; c < C; ++c)
-            for (std::size_t o = 0; o < OC; o += vw) {
-                batch r[3][alpha];  // G^T dU
-                for (std::size_t s = 0; s < alpha; ++s) {
-                    batch d[alpha];
-                    for (std::size_t i = 0; i < alpha; ++i)
-                        d[i] = batch::load_unaligned(du + (i * alpha + s) * weight_plane + c * OC + o);
-                    winograd_for<3>([&]<std::size_t K>() { r[K][s] = winograd_combine<matrices::gt, K>(d); });
+        for (std::size_t c0 = 0; c0 < C; c0 += vw) {
+            for (std::size_t c = c0; c < c0 + vw; ++c)
+                for (std::size_t o = 0; o < OC; o += vw) {
+                    batch r[3][alpha];  // G^T dU
+                    for (std::size_t s = 0; s < alpha; ++s) {
+                        batch d[alpha];
+                        for (std::size_t i = 0; i < alpha; ++i)
+                            d[i] = batch::load_unaligned(du + (i * alpha + s) * weight_plane + c * OC + o);
+                        winograd_for<3>([&]<std::size_t K>() { r[K][s] = winograd_combine<matrices::gt, K>(d); });
+                    }
+                    for (std::size_t k = 0; k < 3; ++k)  // (G^T dU) G
+                        winograd_for<3>([&]<std::size_t L>() {
+                            winograd_combine<matrices::gt, L>(r[k]).store_unaligned(
+                                g + ((c - c0) * 9 + k * 3 + L) * OC + o);
+                        });
                 }
-                for (std::size_t k = 0; k < 3; ++k)  // (G^T dU) G
-                    winograd_for<3>([&]<std::size_t L>() {
-                        winograd_combine<matrices::gt, L>(r[k]).store_unaligned(g + (c * 9 + k * 3 + L) * OC + o);
-                    });
-            }
-        kernels::transpose_add(C * 9, OC, g, OC, dw, C * 9);
+            kernels::transpose_add(vw * 9, OC, g, OC, dw + c0 * 9, C * 9);
+        }
     }
 
 private:
@@ -183,25 +188,30 @@ private:
             });
     }
 
-    // The forward's U [points][C, OC] from w [OC, C 9], through w^T [C 9, OC] (vectors over o).
+    // The forward's U [points][C, OC] from w [OC, C 9], vw channels c at a time through their w^T [vw 9, OC] (vectors
+    // over o; one block stays in L1 / L2 where a whole w^T, 9 C OC values, went out to memory and back).
     static void forward_weights(const T* w, T* ws) {
         T* wt = ws + at_wt;
-        kernels::transpose_copy(OC, C * 9, w, C * 9, wt, OC);
-        for (std::size_t c = 0; c < C; ++c)
-            for (std::size_t o = 0; o < OC; o += vw)
-                transform_kernels([&](std::size_t i, std::size_t j) { return wt + (c * 9 + i * 3 + j) * OC + o; },
-                                  ws + at_u + c * OC + o);
+        for (std::size_t c0 = 0; c0 < C; c0 += vw) {
+            kernels::transpose_copy(OC, vw * 9, w + c0 * 9, C * 9, wt, OC);
+            for (std::size_t c = c0; c < c0 + vw; ++c)
+                for (std::size_t o = 0; o < OC; o += vw)
+                    transform_kernels(
+                        [&](std::size_t i, std::size_t j) { return wt + ((c - c0) * 9 + i * 3 + j) * OC + o; },
+                        ws + at_u + c * OC + o);
+        }
     }
 
-    // p1's U [points][OC, C] of the kernels rotated by 180 degrees, through w [OC, C, 9] as [OC, 9, C] (vectors
-    // over c).
+    // p1's U [points][OC, C] of the kernels rotated by 180 degrees, one o at a time through w[o] [C, 9] as [9, C]
+    // (vectors over c; kept in L1).
     static void input_weights(const T* w, T* ws) {
         T* wt = ws + at_wt;
-        for (std::size_t o = 0; o < OC; ++o) kernels::transpose_copy(C, 9, w + o * C * 9, 9, wt + o * 9 * C, C);
-        for (std::size_t o = 0; o < OC; ++o)
+        for (std::size_t o = 0; o < OC; ++o) {
+            kernels::transpose_copy(C, 9, w + o * C * 9, 9, wt, C);
             for (std::size_t c = 0; c < C; c += vw)
-                transform_kernels([&](std::size_t i, std::size_t j) { return wt + (o * 9 + 8 - i * 3 - j) * C + c; },
+                transform_kernels([&](std::size_t i, std::size_t j) { return wt + (8 - i * 3 - j) * C + c; },
                                   ws + at_u + o * C + c);
+        }
     }
 
     // One sample's pass from src [In, H, W] into the output tiles [M tiles_h, M tiles_w, Out] (channel-last, + bias
