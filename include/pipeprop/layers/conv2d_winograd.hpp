@@ -27,7 +27,9 @@
 // instead of keeping alpha^2 x tiles x C values per sample in the stash for every micro-batch in flight.
 // Layouts (per sample; channel-last so that the transforms vectorize over channels): a zero-padded copy
 // [m tiles_h + 2, m tiles_w + 2, Ch]; V [alpha^2][tiles, Ch]; M [alpha^2][tiles, Och]; U [alpha^2][Ch, Och]; the
-// output tiles [m tiles_h, m tiles_w, Och] before the transpose into [Och, H, W]. Planes are padded by 16 values:
+// output tiles [m tiles_h, m tiles_w, Och] before the transpose into [Och, H, W]; the kernels transposed one block
+// at a time (vw input channels' [vw 9, OC] for the forward's U and p2's G^T dU G, one output channel's [9, C] for
+// p1's U), never the whole weight tensor. Planes are padded by 16 values:
 // 4 KiB apart they alias in the L1 cache (measured 3x slower transforms at 7 x 7). The transforms and the GEMM
 // blocks are never inlined (PIPEPROP_REGISTER_KERNEL): inlined into a whole network's layer code, F(4x4, 3x3)'s
 // measured no faster than F(2x2, 3x3)'s in the ResNet-20 step, and F(2x2, 3x3)'s 7 x 7 layers 10% slower.
